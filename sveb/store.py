@@ -1,0 +1,127 @@
+"""Sharded Parquet store: `<root>/<model_slug>/<domain>/<build_fp>/<table>/part-NNNNN.parquet`.
+
+A shard is written to a temp file, fsynced and renamed, so it exists whole or not at all.
+It counts as done only if its metadata carries the current stage fingerprint.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+FP_KEY = b"sveb_fp"
+
+
+class StoreError(RuntimeError):
+    pass
+
+
+def build_dir(root: str | Path, model_slug: str, domain: str, build_fp: str) -> Path:
+    return Path(root) / model_slug / domain / build_fp
+
+
+def shard_path(table_dir: Path, index: int | str) -> Path:
+    name = f"part-{index:05d}" if isinstance(index, int) else f"part-{index}"
+    return table_dir / f"{name}.parquet"
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=path.suffix)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+        _fsync_dir(path.parent)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_shard(path: Path, table: pa.Table, fp: str) -> None:
+    meta = dict(table.schema.metadata or {})
+    meta[FP_KEY] = fp.encode()
+    table = table.replace_schema_metadata(meta)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".parquet")
+    os.close(fd)
+    try:
+        pq.write_table(table, tmp)
+        with open(tmp, "rb") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+        _fsync_dir(path.parent)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def shard_fp(path: Path) -> str | None:
+    """The fingerprint a shard was written with; None if missing or unreadable."""
+    try:
+        meta = pq.read_schema(path).metadata or {}
+    except (OSError, pa.ArrowInvalid):
+        return None
+    return meta.get(FP_KEY, b"").decode() or None
+
+
+def shard_done(path: Path, fp: str) -> bool:
+    return path.exists() and shard_fp(path) == fp
+
+
+def read_shard(path: Path) -> pa.Table:
+    try:
+        return pq.read_table(path)
+    except (OSError, pa.ArrowInvalid) as e:
+        raise StoreError(f"{path}: unreadable Parquet shard ({e}); delete it and rerun to rebuild it") from None
+
+
+def read_table(table_dir: Path, schema: pa.Schema | None = None, fp: str | None = None) -> pa.Table:
+    """All shards of a table (only those carrying `fp` when given), concatenated in name order."""
+    paths = sorted(Path(table_dir).glob("part-*.parquet"))
+    tables = [read_shard(p) for p in paths if fp is None or shard_fp(p) == fp]
+    if not tables:
+        if schema is None:
+            raise StoreError(f"{table_dir}: no shards")
+        return schema.empty_table()
+    tables = [t.replace_schema_metadata(None) for t in tables]
+    if schema is not None:
+        tables = [t.select(schema.names).cast(schema) for t in tables]
+    return pa.concat_tables(tables)
+
+
+def write_manifest(bdir: Path, manifest: dict) -> None:
+    manifest = {**manifest, "updated": time.strftime("%Y-%m-%dT%H:%M:%S")}
+    atomic_write_bytes(bdir / "manifest.json", json.dumps(manifest, indent=2, sort_keys=True).encode())
+
+
+def read_manifest(bdir: Path) -> dict:
+    path = bdir / "manifest.json"
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        raise StoreError(f"{bdir}: no manifest.json (not a build directory)") from None
+    except json.JSONDecodeError as e:
+        raise StoreError(f"{path}: corrupt manifest ({e.msg})") from None
+
+
+def list_builds(root: str | Path) -> list[Path]:
+    """Every build directory under root (those holding a manifest.json), oldest first."""
+    found = [p.parent for p in Path(root).glob("*/*/*/manifest.json")]
+    return sorted(found, key=lambda p: (p / "manifest.json").stat().st_mtime)

@@ -1,0 +1,117 @@
+"""Build stages on the scripted engine: selection, seeds, resume after a crash, fingerprints."""
+
+from dataclasses import replace
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+from scipy.stats import binom
+
+from sveb import store
+from sveb.engines.scripted import ScriptedEngine, flip_probability
+from sveb.pipeline import build, stage_fps
+
+
+def read(bdir, table):
+    return store.read_table(bdir / table).to_pylist()
+
+
+def test_build_tables_and_filter(tmp_path, small_cfg):
+    bdir = build(small_cfg, tmp_path, engine=ScriptedEngine())
+    m = store.read_manifest(bdir)
+    assert m["status"] == "complete" and m["n_problems"] == 4
+    problems = read(bdir, "problems")
+    rollouts = read(bdir, "rollouts")
+    for p in problems:
+        rw = [r["reward"] for r in rollouts if r["problem_id"] == p["problem_id"]]
+        assert len(rw) == 8 and 0.1 <= np.mean(rw) <= 0.9
+    states = read(bdir, "states")
+    assert len(states) == 8
+    by_id = {(r["problem_id"], r["rollout_idx"]): r for r in rollouts}
+    for s in states:
+        r = by_id[(s["problem_id"], s["rollout_idx"])]
+        assert 1 <= s["t"] <= len(r["response_token_ids"]) - 1
+        assert s["prefix_text"] == r["response_text"][: s["t"]]
+    refs = {r["state_id"]: r for r in read(bdir, "references")}
+    assert set(refs) == {s["state_id"] for s in states}
+    for r in refs.values():
+        assert len(r["mc_rewards"]) == 10 and len(r["extra_rewards"]) == 4
+        assert r["value"] == pytest.approx(np.mean(r["mc_rewards"]))
+
+
+def test_reference_values_match_true_values(tmp_path, small_cfg):
+    """The scripted policy's true V(s) is a binomial tail; MC references must be unbiased for it."""
+    cfg = replace(small_cfg, mc=200, mc_extra=0)
+    bdir = build(cfg, tmp_path, engine=ScriptedEngine())
+    problems = {p["problem_id"]: p for p in read(bdir, "problems")}
+    errs = []
+    for s, r in zip(read(bdir, "states"), read(bdir, "references")):
+        body = s["prefix_text"][len("steps: "):].split(".")[0] if s["prefix_text"].startswith("steps: ") else ""
+        flips = [int(c) for c in body if c in "01"]
+        if "." in s["prefix_text"]:
+            continue  # answer already decided
+        need = max(0, 4 - sum(flips))
+        p = flip_probability(problems[s["problem_id"]]["question"])
+        true = binom.sf(need - 1, 8 - len(flips), p)
+        errs.append(r["value"] - true)
+    assert len(errs) >= 3
+    assert abs(np.mean(errs)) < 0.05 and np.max(np.abs(errs)) < 0.15
+
+
+def test_same_config_same_selection_and_no_regeneration(tmp_path, small_cfg):
+    e1 = ScriptedEngine()
+    b1 = build(small_cfg, tmp_path / "a", engine=e1)
+    b2 = build(small_cfg, tmp_path / "b", engine=ScriptedEngine())
+    assert read(b1, "states") == read(b2, "states")
+    assert read(b1, "references") == read(b2, "references")
+    e3 = ScriptedEngine()
+    build(small_cfg, tmp_path / "a", engine=e3)
+    assert e3.calls == []  # everything was already done
+
+
+def test_resume_after_crash_does_only_missing_shards(tmp_path, small_cfg):
+    full = build(small_cfg, tmp_path / "full", engine=ScriptedEngine())
+
+    class Crash(ScriptedEngine):
+        def generate(self, requests, params, desc=""):
+            if desc == "references" and len(self.calls) >= 3:
+                raise KeyboardInterrupt
+            return super().generate(requests, params, desc)
+
+    cfg = replace(small_cfg, states_per_problem=5)
+    full = build(cfg, tmp_path / "full", engine=ScriptedEngine())
+    with pytest.raises(KeyboardInterrupt):
+        build(cfg, tmp_path / "crash", engine=Crash())
+    crashed = store.list_builds(tmp_path / "crash")[0]
+    assert store.read_manifest(crashed)["status"] == "running"
+    done_before = sorted(p.name for p in (crashed / "references").glob("part-*.parquet"))
+    assert 0 < len(done_before) < len(list((full / "references").glob("part-*")))
+    again = ScriptedEngine()
+    bdir = build(cfg, tmp_path / "crash", engine=again)
+    assert again.calls and all(c == 8 * 14 or c <= 8 * 14 for c in again.calls)
+    assert len(again.calls) == len(list((full / "references").glob("part-*"))) - len(done_before)
+    assert read(bdir, "states") == read(full, "states")
+    assert read(bdir, "references") == read(full, "references")
+    assert not list((bdir / "references").glob(".tmp-*"))
+
+
+def test_fingerprints_change_with_results_not_speed(small_cfg):
+    a = stage_fps(small_cfg)
+    assert stage_fps(replace(small_cfg, batch_size=7, workers=1, engine="hf")) == a
+    b = stage_fps(replace(small_cfg, mc=11))
+    assert b["rollouts"] == a["rollouts"] and b["references"] != a["references"]
+    c = stage_fps(replace(small_cfg, seed=4))
+    assert c["problems"] != a["problems"]
+
+
+def test_shard_metadata_carries_fingerprint(tmp_path, small_cfg):
+    bdir = build(small_cfg, tmp_path, engine=ScriptedEngine())
+    shard = sorted((bdir / "rollouts").glob("part-*.parquet"))[0]
+    assert pq.read_schema(shard).metadata[b"sveb_fp"]
+    shard.write_bytes(b"garbage")
+    with pytest.raises(store.StoreError, match="part-00000.parquet"):
+        store.read_shard(shard)
+    # a rerun rebuilds the corrupt shard instead of trusting it
+    bdir2 = build(small_cfg, tmp_path, engine=ScriptedEngine())
+    assert store.read_shard(shard).num_rows == 8 * 4
+    assert bdir2 == bdir
