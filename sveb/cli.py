@@ -52,6 +52,7 @@ def build(
     engine: str = typer.Option("vllm", help="vllm | hf"),
     batch_size: int = typer.Option(64, help="hf engine batch size (speed only)."),
     workers: int = typer.Option(4, help="Parallel reward workers (speed only)."),
+    eager: bool = typer.Option(False, help="vLLM without compilation: faster start, slower decoding (speed only)."),
 ):
     """Sample rollouts, cut states, compute Monte-Carlo reference values."""
     from sveb.config import BuildConfig, SamplingConfig
@@ -67,7 +68,7 @@ def build(
                       rollouts=rollouts, states_per_problem=states_per_problem, mc=mc, mc_extra=mc_extra,
                       min_acc=min_acc, max_acc=max_acc, seed=seed,
                       sampling=SamplingConfig(temperature=temperature, top_p=top_p, max_tokens=max_tokens),
-                      engine=engine, batch_size=batch_size, workers=workers)
+                      engine=engine, batch_size=batch_size, workers=workers, eager=eager)
     try:
         bdir = run_build(cfg, root, console=console)
     except _known() as e:
@@ -111,6 +112,39 @@ def leaderboard(root: Path = ROOT, out_csv: Path = typer.Option(Path("leaderboar
     write_csv(r, out_csv)
     print_pivot(r, out)
     out.print(f"wrote {out_csv} ({len(r)} rows)")
+
+
+@app.command()
+def ablate(
+    estimator: str = typer.Option(..., "--estimator", "-e", help="hista, shear, or any estimator."),
+    grid: List[str] = typer.Option([], "--grid", help="key=v1,v2,... (repeatable); default: a built-in grid."),
+    full: bool = typer.Option(False, help="All combinations instead of one axis at a time."),
+    protocol: str = typer.Option("in-group"), domain: str = DOMAIN, model: str = MODEL, root: Path = ROOT,
+    build_id: Optional[str] = typer.Option(None, "--build"),
+):
+    """Sweep an estimator's parameters on a build and print MAE per setting."""
+    from sveb.ablate import DEFAULT_GRIDS, ablate as run, parse_grid, print_ablation
+    from sveb.evaluate import find_build
+    from sveb.models import model_slug
+    try:
+        g = parse_grid(grid) if grid else DEFAULT_GRIDS.get(estimator)
+        if not g:
+            raise ValueError(f"--grid: no default grid for {estimator}; pass --grid key=v1,v2")
+        bdir = find_build(root, model_slug(model), domain, build_id, console)
+        print_ablation(estimator, run(bdir, estimator, g, protocol, full, console), out)
+    except _known() as e:
+        _fail(e)
+
+
+@app.command()
+def report(root: Path = ROOT, out_dir: Path = typer.Option(Path("report"), "--out", help="Output directory.")):
+    """Tables, plots and one static index.html from every build under ROOT."""
+    from sveb.report import write_report
+    try:
+        index = write_report(root, out_dir)
+    except _known() as e:
+        _fail(e)
+    out.print(f"report: {index}")
 
 
 @app.command()

@@ -8,7 +8,7 @@ import json
 from dataclasses import dataclass, field
 
 # Knobs that do not change results are excluded from fingerprints.
-NOT_IN_FP = {"engine", "batch_size", "tensor_parallel_size", "gpu_memory_utilization", "workers", "root"}
+NOT_IN_FP = {"engine", "batch_size", "tensor_parallel_size", "gpu_memory_utilization", "workers", "root", "eager"}
 
 
 @dataclass(frozen=True)
@@ -38,6 +38,7 @@ class BuildConfig:
     engine: str = "vllm"
     batch_size: int = 64
     workers: int = 4
+    eager: bool = False            # vLLM without compilation: faster start, slower decoding
 
 
 @dataclass(frozen=True)

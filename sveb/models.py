@@ -81,7 +81,8 @@ def _convert_gguf(gguf_path: Path, target: Path) -> None:
 
     kw = dict(gguf_file=gguf_path.name)
     tok = AutoTokenizer.from_pretrained(gguf_path.parent, **kw)
-    model = AutoModelForCausalLM.from_pretrained(gguf_path.parent, dtype=torch.float32, **kw)
+    # bf16, as vLLM runs it: sampling and hidden states then come from the same weights
+    model = AutoModelForCausalLM.from_pretrained(gguf_path.parent, dtype=torch.bfloat16, **kw)
     # save_pretrained refuses a GGUF-quantised model until these are cleared.
     model.hf_quantizer = None
     model.is_quantized = False

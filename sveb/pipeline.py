@@ -49,7 +49,8 @@ class LazyEngine:
 
     def get(self) -> Engine:
         if self._engine is None:
-            self._engine = make_engine(self.cfg.engine, resolve(self.cfg.model), self.cfg.seed, self.cfg.batch_size)
+            self._engine = make_engine(self.cfg.engine, resolve(self.cfg.model), self.cfg.seed, self.cfg.batch_size,
+                                       self.cfg.eager)
         return self._engine
 
     def tokenizer(self):

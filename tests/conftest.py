@@ -20,3 +20,15 @@ def small_cfg(chain_source: Path) -> BuildConfig:
     return BuildConfig(domain="number", model="scripted", source=str(chain_source), problems=4, oversample=3,
                        rollouts=8, states_per_problem=2, mc=10, mc_extra=4, min_acc=0.1, max_acc=0.9, seed=3,
                        sampling=SamplingConfig(max_tokens=200), engine="scripted")
+
+
+@pytest.fixture
+def scripted_build(tmp_path: Path, small_cfg: BuildConfig):
+    """(root, build dir) of a complete build made with the scripted engine."""
+    from dataclasses import replace
+
+    from sveb.engines.scripted import ScriptedEngine
+    from sveb.pipeline import build
+    cfg = replace(small_cfg, model="smollm2-135m")  # a label here: the engine object is passed in
+    root = tmp_path / "root"
+    return root, build(cfg, root, engine=ScriptedEngine())

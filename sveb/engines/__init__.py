@@ -56,10 +56,10 @@ class HFTokenizer:
         return self.tok.decode(list(ids), skip_special_tokens=True)
 
 
-def make_engine(name: str, model_path: str, seed: int = 0, batch_size: int = 64) -> Engine:
+def make_engine(name: str, model_path: str, seed: int = 0, batch_size: int = 64, eager: bool = False) -> Engine:
     if name == "vllm":
         from sveb.engines.vllm import VLLMEngine
-        return VLLMEngine(model_path, seed=seed)
+        return VLLMEngine(model_path, seed=seed, enforce_eager=eager)
     if name == "hf":
         from sveb.engines.hf import HFEngine
         return HFEngine(model_path, batch_size=batch_size)

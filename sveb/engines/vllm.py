@@ -28,6 +28,7 @@ class VLLMEngine:
     def __init__(self, model_path: str, seed: int = 0, max_model_len: int = 4096, prefix_caching: bool = True,
                  **kwargs):
         _cpu_defaults()
+        os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")  # progress bars say enough
         from vllm import LLM
         self.tokenizer = HFTokenizer(model_path)
         self.llm = LLM(model=model_path, seed=seed, enable_prefix_caching=prefix_caching,

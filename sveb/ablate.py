@@ -1,0 +1,58 @@
+"""Parameter sweeps: MAE per setting of one estimator on one build (one value per axis at a time)."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from sveb.evaluate import EvalError, evaluate
+
+DEFAULT_GRIDS = {
+    "hista": {"alpha": ["0", "0.5", "0.7", "0.9"], "phi": ["1", "5", "10"], "delta": ["25", "50", "100"],
+              "k": ["6", "20", "66"]},
+    "shear": {"w": ["25", "50", "100"], "s": ["10", "25"], "eps": ["0.01", "0.05", "0.2"]},
+}
+
+
+def parse_grid(items: list[str]) -> dict[str, list[str]]:
+    """`key=v1,v2,...` flags -> {key: [v1, v2, ...]}."""
+    grid = {}
+    for item in items:
+        if "=" not in item:
+            raise EvalError(f"--grid {item}: expected key=v1,v2,...")
+        k, v = item.split("=", 1)
+        grid[k.strip()] = [x.strip() for x in v.split(",") if x.strip()]
+    return grid
+
+
+def settings(grid: dict[str, list[str]], full: bool) -> list[dict[str, str]]:
+    """Every combination (full) or one axis at a time around the defaults (the cheap default)."""
+    if full:
+        keys = list(grid)
+        return [dict(zip(keys, combo)) for combo in itertools.product(*(grid[k] for k in keys))]
+    return [{}] + [{k: v} for k, vs in grid.items() for v in vs]
+
+
+def ablate(bdir: Path, name: str, grid: dict[str, list[str]], protocol: str, full: bool,
+           console: Console) -> list[tuple[dict, dict]]:
+    out = []
+    for setting in settings(grid, full):
+        console.print(f"{name} {setting or '(defaults)'}")
+        out.append((setting, evaluate(bdir, name, setting, protocol, console=console)))
+    return out
+
+
+def print_ablation(name: str, results: list[tuple[dict, dict]], console: Console) -> None:
+    t = Table(title=f"{name}: MAE per setting (lower is better)")
+    for c in ("setting", "MAE", "95% CI", "s/state"):
+        t.add_column(c, justify="left" if c == "setting" else "right")
+    best = min(r["mae"] for _, r in results)
+    for setting, r in results:
+        label = " ".join(f"{k}={v}" for k, v in setting.items()) or "defaults"
+        mae = f"{r['mae']:.4f}" + (" *" if r["mae"] == best else "")
+        t.add_row(label, mae, f"[{r['mae_ci_low']:.3f}, {r['mae_ci_high']:.3f}]",
+                  f"{r['seconds'] / max(1, r['n_states']):.4f}")
+    console.print(t)

@@ -1,0 +1,105 @@
+"""End to end on the real default model (SmolLM2-135M-Instruct): vLLM build -> eval -> leaderboard,
+the hf engine, and hidden states. Slow: marked e2e (`make test-fast` skips them)."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from sveb import store
+from sveb.models import resolve
+
+pytestmark = pytest.mark.e2e
+
+TINY = ["--problems", "2", "--oversample", "2", "--rollouts", "6", "--states-per-problem", "2", "--mc", "4",
+        "--mc-extra", "2", "--max-tokens", "48", "--min-acc", "0", "--max-acc", "1"]
+
+
+def sveb(*args, timeout=900):
+    r = subprocess.run([sys.executable, "-m", "sveb.cli", *args], capture_output=True, text=True, timeout=timeout)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    return r.stdout
+
+
+@pytest.fixture(scope="module")
+def vllm_build(tmp_path_factory):
+    root = tmp_path_factory.mktemp("e2e")
+    sveb("build", "--root", str(root), "--eager", *TINY)
+    builds = store.list_builds(root)
+    assert len(builds) == 1
+    return root, builds[0]
+
+
+def test_vllm_build_tables(vllm_build):
+    from transformers import AutoTokenizer
+    root, bdir = vllm_build
+    tok = AutoTokenizer.from_pretrained(resolve("smollm2-135m"))
+    m = store.read_manifest(bdir)
+    assert m["status"] == "complete" and m["n_problems"] == 2 and m["n_states"] == 4
+    rollouts = store.read_table(bdir / "rollouts").to_pylist()
+    assert len(rollouts) == 12
+    for r in rollouts:
+        assert r["reward"] in (0.0, 1.0)
+        assert 0 < len(r["response_token_ids"]) <= 48
+        assert r["response_text"] == tok.decode(r["response_token_ids"], skip_special_tokens=True)
+        assert tok.eos_token_id not in r["response_token_ids"]
+    assert len({tuple(r["response_token_ids"]) for r in rollouts}) > 6  # distinct seeds, distinct samples
+    refs = store.read_table(bdir / "references").to_pylist()
+    assert len(refs) == 4 and all(len(r["mc_rewards"]) == 4 and len(r["extra_rewards"]) == 2 for r in refs)
+
+
+def test_eval_and_leaderboard(vllm_build, tmp_path):
+    root, bdir = vllm_build
+    out = sveb("eval", "--root", str(root), "-e", "grpo", "-e", "mcs-1", "--protocol", "in-group",
+               "--protocol", "held-out")
+    assert "grpo" in out and "mcs-1" in out and "noise floor" in out
+    csv = tmp_path / "lb.csv"
+    sveb("leaderboard", "--root", str(root), "--out", str(csv))
+    lines = csv.read_text().splitlines()
+    assert lines[0].startswith("model,domain,estimator") and len(lines) == 1 + 4
+    scores = store.read_table(bdir / "scores").to_pylist()
+    assert all(0 <= s["mae"] <= 1 and s["mae_ci_low"] <= s["mae"] <= s["mae_ci_high"] for s in scores)
+
+
+def test_complete_build_rerun_starts_no_engine(vllm_build):
+    root, bdir = vllm_build
+    r = subprocess.run([sys.executable, "-c", (
+        "import sys; from sveb.cli import app; sys.argv=['sveb','build','--root',%r] + %r\n"
+        "try: app()\nexcept SystemExit: pass\n"
+        "print('vllm' in sys.modules)") % (str(root), TINY)],
+        capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.strip().endswith("False")
+
+
+def test_hf_engine_build(tmp_path):
+    out = sveb("build", "--root", str(tmp_path), "--engine", "hf", "--problems", "1", "--oversample", "1",
+               "--rollouts", "3", "--states-per-problem", "1", "--mc", "2", "--mc-extra", "1", "--max-tokens", "24",
+               "--min-acc", "0", "--max-acc", "1")
+    assert '"status": "complete"' in out
+    bdir = store.list_builds(tmp_path)[0]
+    assert len(store.read_table(bdir / "rollouts")) == 3
+
+
+def test_hidden_states_batched_equal_single(vllm_build):
+    """Right-padded batches must give the same response hidden states as one sequence alone."""
+    import torch
+    from transformers import AutoModelForCausalLM
+    from sveb.hidden import HiddenStates
+    root, bdir = vllm_build
+    rollouts = store.read_table(bdir / "rollouts").to_pylist()[:4]
+    hs = HiddenStates(bdir, "smollm2-135m")
+    batched = hs.compute(rollouts)
+    model = AutoModelForCausalLM.from_pretrained(resolve("smollm2-135m"), dtype=torch.float32)
+    for r in rollouts:
+        ids = torch.tensor([r["prompt_token_ids"] + r["response_token_ids"]])
+        with torch.no_grad():
+            h = model(input_ids=ids, output_hidden_states=True).hidden_states[-1][0, len(r["prompt_token_ids"]):]
+        got = batched[r["rollout_idx"]].astype(np.float32)
+        assert got.shape == tuple(h.shape)
+        assert np.abs(got - h.numpy()).max() < 0.05 * max(1.0, float(h.abs().max()))
+    # cached on disk, second call reads the file
+    a = hs.group("p", rollouts)
+    assert (hs.dir / "p.npz").exists() and set(hs.group("p", rollouts)) == set(a)
