@@ -19,7 +19,7 @@ from rich.console import Console
 
 from sveb import schema, store
 from sveb.config import BuildConfig, derive_seed, fingerprint
-from sveb.data_builders import domain_module, load_problems
+from sveb.data_builders import SourceError, domain_module, load_problems
 from sveb.engines import Engine, Request, make_engine
 from sveb.models import model_slug, resolve
 from sveb.rewards import reward
@@ -91,7 +91,7 @@ def build(cfg: BuildConfig, root: str | Path, engine: Engine | None = None, cons
     store.write_manifest(bdir, {**old, **base, "status": "running"})
     lazy = LazyEngine(cfg, engine)
     t0 = time.time()
-    candidates, skipped = _stage_candidates(cfg, bdir, fps["problems"])
+    candidates, skipped = _stage_candidates(cfg, bdir, fps["problems"], console)
     kept, accuracy = _stage_rollouts(cfg, bdir, fps["rollouts"], candidates, lazy, console)
     states = _stage_states(cfg, bdir, fps["states"], kept, lazy)
     _stage_references(cfg, bdir, fps["references"], kept, states, lazy, console)
@@ -104,13 +104,16 @@ def build(cfg: BuildConfig, root: str | Path, engine: Engine | None = None, cons
     return bdir
 
 
-def _stage_candidates(cfg, bdir: Path, fp: str) -> tuple[list[dict], dict]:
+def _stage_candidates(cfg, bdir: Path, fp: str, console) -> tuple[list[dict], dict]:
     path = store.shard_path(bdir / "candidates", 0)
     if store.shard_done(path, fp):
         return store.read_shard(path).to_pylist(), store.read_manifest(bdir).get("skipped_rows", {})
     problems, skipped = load_problems(cfg.domain, cfg.source, cfg.problems * cfg.oversample, cfg.seed, cfg.split)
+    if skipped:
+        console.print(f"skipped rows of {cfg.source}: " + ", ".join(f"{v} {k}" for k, v in sorted(skipped.items())))
     if not problems:
-        raise RuntimeError(f"--source {cfg.source}: no usable {cfg.domain} problems (skipped: {skipped})")
+        raise SourceError(f"--source {cfg.source}: no usable {cfg.domain} problems of split {cfg.split} "
+                          f"(skipped: {skipped or 'none'})")
     store.write_shard(path, pa.Table.from_pylist(problems, schema=schema.PROBLEMS), fp)
     store.write_manifest(bdir, {**store.read_manifest(bdir), "skipped_rows": skipped})
     return problems, skipped

@@ -58,28 +58,49 @@ def make_problem(domain: str, source: str, question: str, answer: str, answer_ty
     }
 
 
-def _read_local(path: Path) -> Iterable[dict]:
+def _read_local(path: Path) -> Iterable[tuple[str, dict]]:
+    """(position, row) of every row of a file or of every data file under a directory."""
     import pyarrow.parquet as pq
-    files = sorted(p for p in path.rglob("*") if p.suffix in (".parquet", ".jsonl", ".json")) if path.is_dir() else [path]
-    if not files:
-        raise SourceError(f"--source {path}: no .parquet, .jsonl or .json files found")
+    if path.is_dir():
+        files = sorted(p for p in path.rglob("*") if p.suffix in (".parquet", ".jsonl", ".json"))
+        if not files:
+            raise SourceError(f"--source {path}: no .parquet, .jsonl or .json files found")
+    elif path.suffix not in (".parquet", ".jsonl", ".json"):
+        raise SourceError(f"--source {path}: not a .parquet, .jsonl or .json file")
+    else:
+        files = [path]
     for f in files:
         if f.suffix == ".parquet":
-            yield from pq.read_table(f).to_pylist()
+            n = 0
+            for batch in pq.ParquetFile(f).iter_batches(batch_size=1024):  # bounded memory on big shards
+                for row in batch.to_pylist():
+                    n += 1
+                    yield f"{f} row {n}", row
         elif f.suffix == ".jsonl":
-            with open(f, encoding="utf-8", errors="strict") as fh:
-                for lineno, line in enumerate(fh, 1):
+            with open(f, "rb") as fh:
+                for lineno, raw in enumerate(fh, 1):
+                    # a bad line is skipped and counted, not fatal: one broken row must not stop a build
+                    try:
+                        line = raw.decode("utf-8")
+                    except UnicodeDecodeError:
+                        yield f"{f}:{lineno}", SkipRow("line is not valid UTF-8")
+                        continue
                     if line.strip():
                         try:
-                            yield json.loads(line)
-                        except json.JSONDecodeError as e:
-                            raise SourceError(f"{f}:{lineno}: not valid JSON ({e.msg})") from None
+                            yield f"{f}:{lineno}", json.loads(line)
+                        except json.JSONDecodeError:
+                            yield f"{f}:{lineno}", SkipRow("line is not valid JSON")
         else:
-            data = json.loads(f.read_text(encoding="utf-8"))
-            yield from (data if isinstance(data, list) else data.get("data", data.get("rows", [])))
+            try:
+                data = json.loads(f.read_bytes().decode("utf-8"))
+            except (UnicodeDecodeError, json.JSONDecodeError) as e:
+                raise SourceError(f"{f}: not valid UTF-8 JSON ({e})") from None
+            rows = data if isinstance(data, list) else data.get("data", data.get("rows", []))
+            for i, row in enumerate(rows, 1):
+                yield f"{f} item {i}", row
 
 
-def _read_hub(mod) -> Iterable[dict]:
+def _read_hub(mod) -> Iterable[tuple[str, dict]]:
     try:
         import datasets
         ds = datasets.load_dataset(mod.HUB_ID, mod.HUB_CONFIG, split=mod.HUB_SPLIT)
@@ -87,7 +108,8 @@ def _read_hub(mod) -> Iterable[dict]:
         raise SourceError(
             f"cannot load {mod.HUB_ID} from the Hugging Face hub ({type(e).__name__}); "
             f"download it and pass --source <file or dir>, or use --source builtin") from None
-    yield from ds
+    for i, row in enumerate(ds):
+        yield f"{mod.HUB_ID} row {i}", row
 
 
 def load_problems(domain: str, source: str, n: int, seed: int, split: str) -> tuple[list[dict], dict[str, int]]:
@@ -99,14 +121,18 @@ def load_problems(domain: str, source: str, n: int, seed: int, split: str) -> tu
         raise SourceError(f"--source {source}: no such file or directory (use builtin, hub, or a path)")
     rows = _read_hub(mod) if source == "hub" else _read_local(Path(source))
     problems, skipped, seen = [], Counter(), set()
-    for i, rec in enumerate(rows):
+    for where, rec in rows:
         try:
+            if isinstance(rec, SkipRow):
+                raise rec
             if not isinstance(rec, dict):
                 raise SkipRow("row is not an object")
             p = mod.from_record(rec)
         except SkipRow as e:
             skipped[str(e)] += 1
             continue
+        except Exception as e:  # a bug or an unforeseen row shape: name the row
+            raise SourceError(f"{where}: cannot read this {domain} row ({type(e).__name__}: {e})") from None
         if p["problem_id"] in seen:
             skipped["duplicate question"] += 1
             continue

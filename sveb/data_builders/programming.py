@@ -1,0 +1,218 @@
+"""The programming domain: Python tasks graded by running test cases.
+
+builtin: seeded tiny tasks from templates: a function on integers (level 1), a function on strings
+or lists (level 2), a stdin -> stdout program (level 3); 8 test cases each, in the dataset's own form.
+hub: verifiable-coding-problems-python: `problem_statement`, `verification_info.test_cases`
+[{input, output, type, fn_name}]; the paper's code keeps problems with >= 6 test cases.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import string
+
+from sveb.data_builders import SkipRow, make_problem, split_of
+from sveb.data_builders.boxed import require_text
+
+HUB_ID, HUB_CONFIG, HUB_SPLIT = "open-r1/verifiable-coding-problems-python", None, "train"  # single default config
+
+MIN_TESTS = 6
+N_TESTS = 8
+LEVELS = {1: 1.0, 2: 1.0, 3: 1.0}
+TEST_TYPES = ("stdin_stdout", "function_call")
+
+SYSTEM = "Write a Python solution to the problem in a single ```python code block."
+STYLE = {
+    "function_call": " Define the function with exactly the name and arguments the problem gives; "
+                     "do not read input or print.",
+    "stdin_stdout": " Read the input from standard input and print the answer to standard output.",
+}
+
+
+def _ints(lo=-20, hi=50):
+    return lambda r: r.randint(lo, hi)
+
+
+def _word(r, alphabet=string.ascii_lowercase):
+    return "".join(r.choice(alphabet) for _ in range(r.randint(1, 8)))
+
+
+def _nums(r):
+    return [r.randint(-10, 30) for _ in range(r.randint(1, 6))]
+
+
+def _function_task(level: int, rng: random.Random):
+    """(what it returns, fn_name, parameters, reference body, function, one generator per argument)."""
+    if level == 1:
+        k, op = rng.randint(2, 50), rng.choice(["add", "sub", "mul", "mult", "two"])
+        if op == "add":
+            return f"returns x + {k}", "add_k", "x", f"return x + {k}", lambda x: x + k, [_ints()]
+        if op == "sub":
+            return f"returns x - {k}", "sub_k", "x", f"return x - {k}", lambda x: x - k, [_ints()]
+        if op == "mul":
+            k = k % 19 + 2
+            return f"returns x multiplied by {k}", "times_k", "x", f"return x * {k}", lambda x: x * k, [_ints()]
+        if op == "mult":
+            k = k % 19 + 2
+            return (f"returns True if x is divisible by {k} and False otherwise", "is_multiple", "x",
+                    f"return x % {k} == 0", lambda x: x % k == 0, [_ints(0, 100)])
+        what, name, expr, f = rng.choice([
+            ("returns the sum of a and b", "add", "a + b", lambda a, b: a + b),
+            ("returns the product of a and b", "multiply", "a * b", lambda a, b: a * b),
+            ("returns a minus b", "subtract", "a - b", lambda a, b: a - b),
+            ("returns the larger of a and b", "bigger", "max(a, b)", max)])
+        return what, name, "a, b", f"return {expr}", f, [_ints(), _ints()]
+    c, k, t = rng.choice(string.ascii_lowercase), rng.randint(2, 9), rng.randint(0, 30)
+    tasks = [
+        (f"returns how many times the letter '{c}' appears in the string s", "count_char", "s",
+         f"return s.count('{c}')", lambda s: s.count(c), [lambda r: _word(r, c + "abcde")]),
+        (f"returns the string s repeated {k} times", "repeat", "s", f"return s * {k}", lambda s: s * k, [_word]),
+        (f"returns the first {k} characters of the string s (all of s if it is shorter)", "first_k", "s",
+         f"return s[:{k}]", lambda s: s[:k], [_word]),
+        (f"returns the sum of the numbers in the list nums that are greater than {t}", "sum_above", "nums",
+         f"return sum(x for x in nums if x > {t})", lambda ns: sum(x for x in ns if x > t), [_nums]),
+        (f"returns the last {k} characters of the string s (all of s if it is shorter)", "last_k", "s",
+         f"return s[-{k}:]", lambda s: s[-k:], [_word]),
+        (f"returns how many numbers in the list nums are greater than {t}", "count_above", "nums",
+         f"return sum(1 for x in nums if x > {t})", lambda ns: sum(1 for x in ns if x > t), [_nums]),
+        ("returns the string s reversed", "reverse", "s", "return s[::-1]", lambda s: s[::-1], [_word]),
+        ("returns the number of vowels (a, e, i, o, u) in the lowercase string s", "count_vowels", "s",
+         "return sum(ch in 'aeiou' for ch in s)", lambda s: sum(ch in "aeiou" for ch in s), [_word]),
+        ("returns the largest number in the non-empty list nums", "largest", "nums", "return max(nums)", max, [_nums]),
+        ("returns the smallest number in the non-empty list nums", "smallest", "nums", "return min(nums)", min,
+         [_nums]),
+    ]
+    return rng.choice(tasks)
+
+
+def _stdin_task(rng: random.Random):
+    """(statement, reference source, function from input text to output text, input generator)."""
+    k, t = rng.randint(2, 50), rng.randint(0, 30)
+    two = lambda r: f"{r.randint(-20, 50)} {r.randint(-20, 50)}\n"  # noqa: E731
+    one = lambda r: f"{r.randint(-20, 50)}\n"  # noqa: E731
+    ab = lambda s: tuple(map(int, s.split()))  # noqa: E731
+    tasks = [
+        ("Read two integers a and b from one line and print a + b.", "a, b = map(int, input().split())\nprint(a + b)",
+         lambda s: f"{sum(ab(s))}\n", two),
+        ("Read two integers a and b from one line and print a * b.", "a, b = map(int, input().split())\nprint(a * b)",
+         lambda s: f"{ab(s)[0] * ab(s)[1]}\n", two),
+        ("Read two integers a and b from one line and print the larger one.",
+         "a, b = map(int, input().split())\nprint(max(a, b))", lambda s: f"{max(ab(s))}\n", two),
+        (f"Read two integers a and b from one line and print (a + b) * {k % 19 + 2}.",
+         f"a, b = map(int, input().split())\nprint((a + b) * {k % 19 + 2})",
+         lambda s: f"{sum(ab(s)) * (k % 19 + 2)}\n", two),
+        (f"Read an integer n and print n + {k}.", f"print(int(input()) + {k})", lambda s: f"{int(s) + k}\n", one),
+        (f"Read an integer n and print n - {k}.", f"print(int(input()) - {k})", lambda s: f"{int(s) - k}\n", one),
+        (f"Read a word and print it {k % 4 + 2} times, separated by single spaces.",
+         f"w = input().strip()\nprint(' '.join([w] * {k % 4 + 2}))",
+         lambda s: " ".join([s.strip()] * (k % 4 + 2)) + "\n", lambda r: _word(r) + "\n"),
+        (f"Read a line of integers separated by spaces and print the sum of those greater than {t}.",
+         f"print(sum(x for x in map(int, input().split()) if x > {t}))",
+         lambda s: f"{sum(x for x in map(int, s.split()) if x > t)}\n", lambda r: " ".join(map(str, _nums(r))) + "\n"),
+        (f"Read a line of integers separated by spaces and print how many of them are greater than {t}.",
+         f"print(sum(1 for x in map(int, input().split()) if x > {t}))",
+         lambda s: f"{sum(1 for x in map(int, s.split()) if x > t)}\n", lambda r: " ".join(map(str, _nums(r))) + "\n"),
+        (f"Read an integer n and print n * {k % 19 + 2}.", f"print(int(input()) * {k % 19 + 2})",
+         lambda s: f"{int(s) * (k % 19 + 2)}\n", one),
+        ("Read a word and print its length.", "print(len(input().strip()))",
+         lambda s: f"{len(s.strip())}\n", lambda r: _word(r) + "\n"),
+    ]
+    return rng.choice(tasks)
+
+
+def _distinct(gen, rng: random.Random, k: int) -> list:
+    out, tries = [], 0
+    while len(out) < k and tries < 1000:
+        tries += 1
+        x = gen(rng)
+        if x not in out:
+            out.append(x)
+    return out
+
+
+def generate(level: int, rng: random.Random) -> tuple[str, list[dict], str]:
+    """(question, test cases, reference solution); the tests depend on the task only, not on rng state."""
+    if level in (1, 2):
+        what, fn, params, body, f, gens = _function_task(level, rng)
+        core = f"Write a Python function `{fn}({params})` that {what}."
+        trng = random.Random(core)
+        args = _distinct(lambda r: [g(r) for g in gens], trng, N_TESTS)
+        tests = [{"input": json.dumps(a), "output": json.dumps(f(*a)), "type": "function_call", "fn_name": fn}
+                 for a in args]
+        shown = ", ".join(map(repr, args[0]))
+        question = f"{core} For example, {fn}({shown}) should return {f(*args[0])!r}."
+        return question, tests, f"def {fn}({params}):\n    {body}\n"
+    if level == 3:
+        core, ref, f, gen = _stdin_task(rng)
+        inputs = _distinct(gen, random.Random(core), N_TESTS)
+        tests = [{"input": s, "output": f(s), "type": "stdin_stdout", "fn_name": None} for s in inputs]
+        question = f"{core}\n\nExample input:\n{inputs[0].rstrip()}\n\nExample output:\n{tests[0]['output'].rstrip()}"
+        return question, tests, ref + "\n"
+    raise ValueError(f"unknown programming level {level}")
+
+
+def builtin(n: int, seed: int, split: str) -> list[dict]:
+    rng = random.Random(f"programming-builtin-{seed}")
+    levels, weights = list(LEVELS), list(LEVELS.values())
+    out, seen, tries = [], set(), 0
+    while len(out) < n:
+        tries += 1
+        if tries > 100 * n + 10_000:  # the template space is finite (~500 tasks)
+            raise ValueError(f"builtin programming: only {len(out)} distinct {split} problems found, {n} asked")
+        level = rng.choices(levels, weights)[0]
+        q, tests, ref = generate(level, rng)
+        p = make_problem("programming", "builtin", q, "", "code", tests=tests,
+                         meta={"level": level, "reference_solution": ref})
+        if split_of(p["problem_id"]) == split and p["problem_id"] not in seen:
+            seen.add(p["problem_id"])
+            out.append(p)
+    return out
+
+
+def _test_case(tc) -> dict:
+    if not isinstance(tc, dict) or tc.get("type") not in TEST_TYPES:
+        raise SkipRow("malformed test case")
+    fn = tc.get("fn_name")
+    inp, outp = tc.get("input"), tc.get("output")
+    if tc["type"] == "function_call":
+        if not isinstance(fn, str) or not fn:
+            raise SkipRow("function_call test case without fn_name")
+        # arguments and results are JSON text; a loader that already decoded them gets them re-encoded
+        inp = inp if isinstance(inp, str) else json.dumps(inp)
+        outp = outp if isinstance(outp, str) else json.dumps(outp)
+    if not isinstance(inp, str) or not isinstance(outp, str):
+        raise SkipRow("malformed test case")
+    return {"input": inp, "output": outp, "type": tc["type"], "fn_name": fn if tc["type"] == "function_call" else None}
+
+
+def from_record(rec: dict) -> dict:
+    q = require_text(rec, "problem_statement", "problem statement")
+    info = rec.get("verification_info")
+    if isinstance(info, str):
+        try:
+            info = json.loads(info)
+        except json.JSONDecodeError:
+            raise SkipRow("verification_info is not valid JSON") from None
+    if not isinstance(info, dict):
+        raise SkipRow("missing verification_info")
+    if isinstance(info.get("language"), str) and info["language"].lower() != "python":
+        raise SkipRow("not a Python problem")
+    cases = info.get("test_cases")
+    if not isinstance(cases, list):
+        raise SkipRow("test cases are not a list")
+    tests = [_test_case(tc) for tc in cases]
+    if len(tests) < MIN_TESTS:
+        raise SkipRow(f"fewer than {MIN_TESTS} test cases")
+    meta = {"n_tests": len(tests)}
+    for key, name in (("gold_standard_solution", "reference_solution"), ("source", "source"),
+                      ("problem_id", "source_id"), ("in_source_id", "in_source_id")):
+        if isinstance(rec.get(key), str):
+            meta[name] = rec[key]
+    return make_problem("programming", HUB_ID, q, "", "code", tests=tests, meta=meta)
+
+
+def prompt(problem: dict) -> list[dict]:
+    tests = json.loads(problem["tests"]) if isinstance(problem["tests"], str) else problem["tests"]
+    style = STYLE.get(tests[0]["type"], "") if tests else ""
+    return [{"role": "system", "content": SYSTEM + style}, {"role": "user", "content": problem["question"]}]
