@@ -46,6 +46,8 @@ def build(
     mc_extra: int = typer.Option(4, help="Independent continuations per state for the MCS@k baselines."),
     min_acc: float = typer.Option(0.1, help="Difficulty filter: lowest rollout accuracy kept."),
     max_acc: float = typer.Option(0.8, help="Difficulty filter: highest rollout accuracy kept."),
+    min_novel_numbers: int = typer.Option(-1, help="number domain: a correct response must hold this many numbers "
+                                          "absent from question and answer (-1: 4 for hub/file sources, 0 for builtin)."),
     temperature: float = typer.Option(0.7), top_p: float = typer.Option(1.0),
     max_tokens: int = typer.Option(512, help="Max new tokens per rollout/continuation."),
     seed: int = typer.Option(0),
@@ -66,7 +68,7 @@ def build(
             _fail(ValueError(f"{flag} {v}: must be at least 1"))
     cfg = BuildConfig(domain=domain, model=model, source=source, split=split, problems=problems, oversample=oversample,
                       rollouts=rollouts, states_per_problem=states_per_problem, mc=mc, mc_extra=mc_extra,
-                      min_acc=min_acc, max_acc=max_acc, seed=seed,
+                      min_acc=min_acc, max_acc=max_acc, min_novel_numbers=min_novel_numbers, seed=seed,
                       sampling=SamplingConfig(temperature=temperature, top_p=top_p, max_tokens=max_tokens),
                       engine=engine, batch_size=batch_size, workers=workers, eager=eager)
     try:

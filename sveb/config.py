@@ -32,6 +32,7 @@ class BuildConfig:
     mc_extra: int = 4              # independent continuations for MCS@k baselines
     min_acc: float = 0.1
     max_acc: float = 0.8
+    min_novel_numbers: int = -1    # number domain: -1 = 4 for hub/file sources (the paper), 0 for builtin
     seed: int = 0
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
     # speed-only knobs

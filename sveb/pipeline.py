@@ -32,9 +32,19 @@ def stage_fps(cfg: BuildConfig) -> dict[str, str]:
     v = schema.SCHEMA_VERSION
     problems = fingerprint("problems", cfg.domain, cfg.source, cfg.split, cfg.problems * cfg.oversample, cfg.seed, v)
     rollouts = fingerprint("rollouts", problems, cfg.model, cfg.sampling, cfg.rollouts, cfg.seed, v)
-    states = fingerprint("states", rollouts, cfg.problems, cfg.min_acc, cfg.max_acc, cfg.states_per_problem, v)
+    states = fingerprint("states", rollouts, cfg.problems, cfg.min_acc, cfg.max_acc, min_novel(cfg),
+                         cfg.states_per_problem, v)
     references = fingerprint("references", states, cfg.mc, cfg.mc_extra, v)
     return {"problems": problems, "rollouts": rollouts, "states": states, "references": references}
+
+
+def min_novel(cfg: BuildConfig) -> int:
+    """Novel numbers a correct response must hold (number domain only; the paper's filter on real data)."""
+    if cfg.domain != "number":
+        return 0
+    if cfg.min_novel_numbers >= 0:
+        return cfg.min_novel_numbers
+    return 0 if cfg.source == "builtin" else 4
 
 
 def locate(cfg: BuildConfig, root: str | Path) -> Path:
@@ -153,12 +163,20 @@ def _stage_rollouts(cfg, bdir, fp, candidates, lazy: LazyEngine, console) -> tup
             table = _rollout_shard(cfg, shard, sfp, lazy.get())
             store.write_shard(path, table, sfp)
         by_problem: dict[str, list[float]] = {}
-        for pid, r in zip(table.column("problem_id").to_pylist(), table.column("reward").to_pylist()):
+        texts: dict[str, list[str]] = {}
+        for pid, r, t in zip(table.column("problem_id").to_pylist(), table.column("reward").to_pylist(),
+                             table.column("response_text").to_pylist()):
             by_problem.setdefault(pid, []).append(r)
+            texts.setdefault(pid, []).append(t)
         for p in shard:
-            acc = sum(by_problem[p["problem_id"]]) / len(by_problem[p["problem_id"]])
+            rewards = by_problem[p["problem_id"]]
+            acc = sum(rewards) / len(rewards)
             accuracy[p["problem_id"]] = acc
-            if cfg.min_acc <= acc <= cfg.max_acc and len(kept) < cfg.problems:
+            ok = cfg.min_acc <= acc <= cfg.max_acc
+            if ok and min_novel(cfg):
+                from sveb.data_builders.number import passes_milestone_filter
+                ok = passes_milestone_filter(p, texts[p["problem_id"]], rewards, min_novel(cfg))
+            if ok and len(kept) < cfg.problems:
                 kept.append(p)
         if len(kept) >= cfg.problems:
             break

@@ -74,3 +74,23 @@ def test_number_builtin_deterministic_and_split():
         if q.startswith("What is"):
             assert eval(q[len("What is "):-1]) == int(p["answer"])
         assert meta["level"] in (1, 2, 3, 4, 5)
+
+
+def test_number_milestone_filter():
+    from sveb.data_builders.number import novel_numbers, passes_milestone_filter
+    q = {"question": "Tom has 3 apples and buys 4 bags of 5. How many?", "answer": "23"}
+    text = "4 * 5 = 20. 3 + 20 = 23. Check: 1,000 - 977 = 23, 2.50 + 0.5 = 3."
+    assert novel_numbers(text, q["question"], q["answer"]) == {"20", "1000", "977", "2.5", "0.5"}
+    assert passes_milestone_filter(q, [text, "23"], [1.0, 1.0], 4)
+    assert not passes_milestone_filter(q, [text, "23"], [0.0, 1.0], 4)  # only correct responses count
+    assert not passes_milestone_filter(q, ["4 * 5 = 20. 3 + 20 = 23"], [1.0], 4)
+
+
+def test_min_novel_default_by_source(small_cfg):
+    from dataclasses import replace
+    from sveb.pipeline import min_novel
+    auto = replace(small_cfg, min_novel_numbers=-1)
+    assert min_novel(auto) == 4                            # a file source: the paper's filter
+    assert min_novel(replace(auto, source="builtin")) == 0
+    assert min_novel(replace(small_cfg, min_novel_numbers=2)) == 2
+    assert min_novel(replace(small_cfg, domain="math")) == 0

@@ -9,6 +9,7 @@ distinct numbers found neither in the question nor in the answer (applied after 
 from __future__ import annotations
 
 import random
+import re
 
 from sveb.data_builders import SkipRow, make_problem, split_of
 
@@ -89,6 +90,30 @@ def from_record(rec: dict) -> dict:
     if a is None or not str(a).strip():
         raise SkipRow("missing solution")
     return make_problem("number", HUB_ID, q.strip(), str(a).strip(), "math")
+
+
+NUMBER = re.compile(r"-?\d+(?:,\d{3})*(?:\.\d+)?")
+
+
+def _numbers(text: str) -> set[str]:
+    out = set()
+    for m in NUMBER.findall(text):
+        x = m.replace(",", "")
+        if "." in x:
+            x = x.rstrip("0").rstrip(".")
+        out.add(x)
+    return out
+
+
+def novel_numbers(response: str, question: str, answer: str) -> set[str]:
+    """Distinct numbers of a response found neither in the question nor in the answer."""
+    return _numbers(response) - _numbers(question) - _numbers(answer)
+
+
+def passes_milestone_filter(problem: dict, texts: list[str], rewards: list[float], min_novel: int) -> bool:
+    """The paper's number-subset filter: some correct response holds >= min_novel novel numbers."""
+    return any(r > 0 and len(novel_numbers(t, problem["question"], problem["answer"])) >= min_novel
+               for t, r in zip(texts, rewards))
 
 
 def prompt(problem: dict) -> list[dict]:
