@@ -29,8 +29,10 @@ def _known() -> tuple:
     from sveb.evaluate import EvalError
     from sveb.estimators import UnknownEstimator
     from sveb.models import ModelError
+    from sveb.report import ReportError
     from sveb.store import StoreError
-    return (SourceError, EvalError, UnknownEstimator, ModelError, StoreError, ValueError, FileNotFoundError)
+    return (SourceError, EvalError, UnknownEstimator, ModelError, StoreError, ReportError, ValueError,
+            FileNotFoundError)
 
 
 @app.command()

@@ -1,0 +1,335 @@
+"""Static report of a root: Table-4 style MAE tables, paired tests against GRPO, plots, one index.html.
+Only the paired bootstraps are recomputed: they need per-state errors, which the scores table does not keep."""
+
+from __future__ import annotations
+
+import csv
+import html
+import json
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from sveb import leaderboard, plots, schema, scoring, store
+from sveb.data_builders import DOMAINS
+from sveb.evaluate import PROTOCOLS
+
+BASELINE = "grpo"
+PAIRED_COLUMNS = ["model", "domain", "build_fp", "protocol", "estimator", "params", "n_states", "n_problems",
+                  "mae", "mae_grpo", "mae_diff", "diff_ci_low", "diff_ci_high", "p_better"]
+NOTE = ("Cells: MAE against the MC reference ± half-width of the 95% problem-clustered bootstrap CI (lower is "
+        "better). Bold: best estimator per column (mcs-k and the noise floor excluded). mcs-k (MCS@k, mean of k "
+        "fresh continuations) is shown for scale.")
+
+
+class ReportError(RuntimeError):
+    pass
+
+
+@dataclass
+class View:
+    """One build: per-state arrays plus every stored estimate, keyed (estimator, params_fp, protocol)."""
+    bdir: Path
+    model: str
+    domain: str
+    status: str
+    scores: list[dict]
+    problem: np.ndarray  # per state, in states-table order
+    ref: np.ndarray
+    pos: np.ndarray      # t / T
+    est: dict = field(default_factory=dict)
+    params: dict = field(default_factory=dict)  # (estimator, params_fp) -> params JSON
+    col: str = ""
+
+    @property
+    def fp(self) -> str:
+        return self.bdir.name
+
+    def key(self) -> tuple:  # paper order of domains (Table 4), unknown ones last
+        return (self.model, DOMAINS.index(self.domain) if self.domain in DOMAINS else len(DOMAINS), self.col)
+
+    def protocols(self) -> list[str]:
+        return _proto_sorted({k[2] for k in self.est} | {r["protocol"] for r in self.scores})
+
+
+def _proto_sorted(protos) -> list[str]:
+    return sorted(protos, key=lambda p: (PROTOCOLS.index(p) if p in PROTOCOLS else len(PROTOCOLS), p))
+
+
+def _load(bdir: Path, scores: list[dict]) -> View:
+    st = store.read_table(bdir / "states", schema.STATES)
+    index = {s: i for i, s in enumerate(st.column("state_id").to_pylist())}
+    n, ref = len(index), np.full(len(index), np.nan)
+    refs = store.read_table(bdir / "references", schema.REFERENCES)
+    for sid, v in zip(*(refs.column(c).to_pylist() for c in ("state_id", "value"))):
+        if sid in index:
+            ref[index[sid]] = np.nan if v is None else v
+    t, T = (np.array(st.column(c).to_pylist(), dtype=float) for c in ("t", "T"))
+    pos = np.divide(t, T, out=np.full(n, np.nan), where=T > 0)
+    m = store.read_manifest(bdir)
+    view = View(bdir, str(m.get("model", bdir.parent.parent.name)), str(m.get("domain", bdir.parent.name)),
+                str(m.get("status", "?")), scores, np.array(st.column("problem_id").to_pylist()), ref, pos)
+    if (bdir / "estimates").exists():
+        e = store.read_table(bdir / "estimates", schema.ESTIMATES)
+        cols = ("state_id", "estimator", "params_fp", "params", "protocol", "value")
+        for sid, name, pfp, pj, proto, v in zip(*(e.column(c).to_pylist() for c in cols)):
+            if sid in index:
+                arr = view.est.setdefault((name, pfp, proto), np.full(n, np.nan))
+                arr[index[sid]] = np.nan if v is None else v
+                view.params[(name, pfp)] = pj
+    for r in scores:
+        view.params.setdefault((r["estimator"], r["params_fp"]), r["params"])
+    return view
+
+
+def _default_params(name: str) -> dict | None:
+    """The estimator's default parameters, or None when it cannot be built here (e.g. needs torch)."""
+    try:
+        from sveb.estimators import make, params_json
+        return json.loads(params_json(make(name)))
+    except Exception:
+        return None
+
+
+def _labels(views: list[View]) -> dict[tuple[str, str], str]:
+    """(estimator, params_fp) -> display name; parameters shown only where they differ from the default
+    (or, when the default is unknown, where settings of the same estimator differ)."""
+    by_name: dict[str, dict[str, dict]] = {}
+    for v in views:
+        for (name, pfp), pj in v.params.items():
+            try:
+                by_name.setdefault(name, {})[pfp] = json.loads(pj or "{}")
+            except json.JSONDecodeError:
+                by_name.setdefault(name, {})[pfp] = {}
+    out = {}
+    for name, sets in by_name.items():
+        default = _default_params(name) if any(sets.values()) else {}
+        varying = {k for p in sets.values() for k in p if len({json.dumps(q.get(k)) for q in sets.values()}) > 1}
+        for pfp, p in sets.items():
+            shown = {k: x for k, x in p.items() if (default.get(k) != x if default is not None else k in varying)}
+            out[(name, pfp)] = name + (" (" + ", ".join(f"{k}={x}" for k, x in sorted(shown.items())) + ")"
+                                       if shown else "")
+    for key, lab in list(out.items()):  # distinct settings must never share a name
+        if sum(x == lab for x in out.values()) > 1:
+            out[key] = f"{lab} [{key[1][:6]}]"
+    return out
+
+
+def _is_mcs(name: str) -> bool:
+    return name.startswith("mcs-")
+
+
+def _order(key: tuple, labels: dict) -> tuple:
+    name = key[0]
+    k = int(name[4:]) if _is_mcs(name) and name[4:].isdigit() else 0
+    return (0 if name == BASELINE else 2 if _is_mcs(name) else 1, k, labels.get(key[:2], name))
+
+
+def _slug(*parts: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", "_".join(parts)).strip("-")
+
+
+def _ok(x) -> bool:
+    return x is not None and bool(np.isfinite(x))
+
+
+def _f(x, nd: int = 3) -> str:
+    return f"{x:.{nd}f}" if _ok(x) else "n/a"
+
+
+def _cell(r: dict | None) -> str:
+    if r is None:
+        return "–"
+    mae, lo, hi = r["mae"], r["mae_ci_low"], r["mae_ci_high"]
+    return "n/a" if not _ok(mae) else f"{mae:.3f} ± {(hi - lo) / 2:.3f}" if _ok(lo) and _ok(hi) else f"{mae:.3f}"
+
+
+def _table(views: list[View], protocol: str, labels: dict) -> dict:
+    """Paper Table 4: domains as columns, estimators as rows, noise floor, then mcs-k for scale."""
+    hit = {(v.fp, r["estimator"], r["params_fp"]): r for v in views for r in v.scores if r["protocol"] == protocol}
+    keys = sorted({k[1:] for k in hit}, key=lambda k: _order(k, labels))
+    main = [k for k in keys if not _is_mcs(k[0])]
+    best = {}
+    for v in views:
+        maes = [(hit[(v.fp, *k)]["mae"], i) for i, k in enumerate(main) if _ok(hit.get((v.fp, *k), {}).get("mae"))]
+        best[v.fp] = min(maes)[1] if maes else None
+    rows = [(labels.get(k, k[0]), [_cell(hit.get((v.fp, *k))) for v in views], [best[v.fp] == i for v in views],
+             "est") for i, k in enumerate(main)]
+    floors = [next((r["noise_floor"] for (fp, *_), r in hit.items() if fp == v.fp), None) for v in views]
+    rows.append(("noise floor", [_f(x) for x in floors], [False] * len(views), "floor"))
+    rows += [(labels.get(k, k[0]), [_cell(hit.get((v.fp, *k))) for v in views], [False] * len(views), "mcs")
+             for k in keys if _is_mcs(k[0])]
+    n = [next((f"{r['n_states']} / {r['n_problems']}" for (fp, *_), r in hit.items() if fp == v.fp), "–")
+         for v in views]
+    rows.append(("states / problems", n, [False] * len(views), "n"))
+    return {"title": f"{views[0].model} — {protocol}", "header": [f"{v.col} ↓" for v in views], "rows": rows,
+            "series": {labels.get(k, k[0]): [tuple(hit[(v.fp, *k)][c] if (v.fp, *k) in hit else np.nan
+                                                  for c in ("mae", "mae_ci_low", "mae_ci_high")) for v in views]
+                       for k in keys},
+            "floors": [x if _ok(x) else np.nan for x in floors], "cols": [v.col for v in views]}
+
+
+def _md_table(header: list[str], rows: list[list[str]], right_from: int = 1) -> str:
+    lines = ["| " + " | ".join(header) + " |",
+             "|" + "|".join(":--" if i < right_from else "--:" for i in range(len(header))) + "|"]
+    return "\n".join(lines + ["| " + " | ".join(str(c).replace("|", "\\|") for c in r) + " |" for r in rows])
+
+
+def _html_table(header: list[str], rows: list[list[str]], classes: list[str] | None = None,
+                bold: list[list[bool]] | None = None) -> str:
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
+    body = []
+    for i, r in enumerate(rows):
+        cells = "".join(f"<td>{'<b>' if bold and j and bold[i][j - 1] else ''}{html.escape(str(c))}"
+                        f"{'</b>' if bold and j and bold[i][j - 1] else ''}</td>" for j, c in enumerate(r))
+        body.append(f"<tr class='{classes[i] if classes else ''}'>{cells}</tr>")
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+
+
+def _paired(v: View, protocol: str, labels: dict, n_boot: int, notes: list[str]) -> tuple[list[dict], list]:
+    """Each estimator against grpo on the same states: P(lower MAE) and the mean error difference."""
+    base = sorted(k for k in v.est if k[0] == BASELINE and k[2] == protocol)
+    if not base:
+        notes.append(f"{v.model}/{v.domain} [{v.fp}] {protocol}: no {BASELINE} estimates, "
+                     "so no paired comparison or difference histograms")
+        return [], []
+    b = v.est[base[0]]
+    rows, diffs = [], []
+    for k in sorted((k for k in v.est if k[2] == protocol and k[0] != BASELINE), key=lambda k: _order(k, labels)):
+        ok = np.isfinite(v.est[k]) & np.isfinite(b) & np.isfinite(v.ref)
+        ea, eb, g = np.abs(v.est[k][ok] - v.ref[ok]), np.abs(b[ok] - v.ref[ok]), v.problem[ok]
+        diffs.append((labels.get(k[:2], k[0]), v.est[k][ok] - b[ok]))
+        if not ok.any():
+            continue
+        boots = scoring.bootstrap_means(ea - eb, g, n_boot, 0)
+        rows.append(dict(zip(PAIRED_COLUMNS, (
+            v.model, v.domain, v.fp, protocol, labels.get(k[:2], k[0]), v.params.get(k[:2], ""), int(ok.sum()),
+            len(set(g)), ea.mean(), eb.mean(), (ea - eb).mean(), *np.quantile(boots, [0.025, 0.975]),
+            scoring.paired_better(ea, eb, g, n_boot, 0)))))
+    return rows, diffs
+
+
+PAIRED_HEADER = ["model", "domain", "protocol", "estimator", "states", "MAE", "MAE grpo", "Δ MAE [95% CI]",
+                 "P(lower MAE than grpo)"]
+BUILD_HEADER = ["model", "domain", "build", "status", "states", "estimators"]
+CSS = ("body{font-family:system-ui,sans-serif;margin:2em;max-width:1400px;color:#222}"
+       "table{border-collapse:collapse;margin:0.6em 0 1.4em}td,th{border-bottom:1px solid #ddd;padding:3px 10px;"
+       "text-align:right}td:first-child,th:first-child{text-align:left}tr.floor td{border-top:2px solid #888;"
+       "font-style:italic}tr.mcs td,tr.n td{color:#777}img{max-width:100%;margin:0.4em 0 1.2em}"
+       ".note{color:#555;font-size:0.9em}li.warn,p.warn{color:#a35b00}")
+
+
+def _collect(root: Path) -> tuple[list[View], list[str]]:
+    builds = store.list_builds(root)
+    if not builds:
+        raise ReportError(f"{root}: no builds found (run `sveb build` first)")
+    views, notes = [], []
+    for bdir in builds:
+        try:
+            scores = store.read_table(bdir / "scores", schema.SCORES).to_pylist() if (bdir / "scores").exists() else []
+            views += [_load(bdir, scores)] if scores else []
+            notes += [] if scores else [f"build {bdir.relative_to(root)}: no scores yet (run `sveb eval`); skipped"]
+        except store.StoreError as e:
+            notes.append(f"build {bdir.relative_to(root)}: unreadable ({e}); skipped")
+    if not views:
+        raise ReportError(f"{root}: none of the {len(builds)} builds has scores; run `sveb eval` on a build first")
+    for v in views:  # a model with two builds of one domain gets one column per build
+        twins = sum(w.model == v.model and w.domain == v.domain for w in views)
+        v.col = v.domain if twins == 1 else f"{v.domain} ({v.fp[:8]})"
+    return sorted(views, key=View.key), notes
+
+
+def _img(png: Path) -> str:
+    return f"<img src='{png.name}' alt='{png.name}'>"
+
+
+def _figures(v: View, proto: str, labels: dict, colors: dict, out: Path, n_boot: int, notes: list[str]):
+    """Paired rows and HTML for one build and protocol: difference histograms, calibration, error by position."""
+    what = f"{v.model} — {v.col} — {proto}"
+    paired, diffs = _paired(v, proto, labels, n_boot, notes)
+    keys = sorted((k for k in v.est if k[2] == proto), key=lambda k: _order(k, labels))
+    html_ = [f"<h3>{html.escape(what)}</h3>"]
+    name = lambda kind: out / f"{_slug(kind, v.model, v.domain, v.fp, proto)}.png"  # noqa: E731
+    if diffs:
+        html_.append(_img(plots.hist_diffs(diffs, colors, f"V_est − V_grpo per state — {what}", name("hist"))))
+    else:  # say why on the page, where the histogram would have been
+        if any(k[0] == BASELINE for k in keys):
+            notes.append(f"{what}: {BASELINE} is the only estimator, so there is no difference histogram to draw")
+        html_.append(f"<p class='warn'>{html.escape(notes[-1])}</p>")
+    if not keys:
+        notes.append(f"{what}: scores but no stored estimates, so no per-state plots")
+        return paired, html_
+    errs = [(labels.get(k[:2], k[0]), v.est[k], v.ref) for k in keys]
+    html_.append(_img(plots.calibration(errs, colors, f"Calibration — {what}", name("calib"))))
+    html_.append(_img(plots.error_by_position([(lab, v.pos, np.abs(e - r)) for lab, e, r in errs], colors,
+                                              f"Error by position in the rollout — {what}", name("position"))))
+    return paired, html_
+
+
+def write_report(root: Path, out: Path, n_boot: int = 2000) -> Path:
+    """Write leaderboard.csv, paired.csv, table.md, PNG plots and index.html into `out`; return index.html."""
+    root, out = Path(root), Path(out)
+    views, notes = _collect(root)
+    out.mkdir(parents=True, exist_ok=True)
+    leaderboard.write_csv(leaderboard.rows(root), out / "leaderboard.csv")
+    labels = _labels(views)
+    colors = plots.palette(sorted(set(labels.values()), key=lambda s: (_is_mcs(s), s)))
+    models = sorted({v.model for v in views})
+    domains = sorted({v.domain for v in views}, key=lambda d: (DOMAINS.index(d) if d in DOMAINS else 99, d))
+
+    md, body = [], []
+    for m in models:
+        mine = [v for v in views if v.model == m]
+        for proto in _proto_sorted({p for v in mine for p in v.protocols()}):
+            cols = [v for v in mine if any(r["protocol"] == proto for r in v.scores)]
+            if not cols:
+                continue
+            t = _table(cols, proto, labels)
+            cells = [[lab, *(f"**{c}**" if b else c for c, b in zip(cs, bs))] for lab, cs, bs, _ in t["rows"]]
+            md += [f"## MAE: {t['title']}\n", _md_table(["estimator", *t["header"]], cells), f"\n{NOTE}\n"]
+            png = plots.mae_bars(t["cols"], t["series"], t["floors"], colors,
+                                 f"MAE vs MC reference — {m} — {proto}", out / f"{_slug('mae', m, proto)}.png")
+            body += [f"<h2>MAE: {html.escape(t['title'])}</h2>",
+                     _html_table(["estimator", *t["header"]], [[lab, *cs] for lab, cs, _, _ in t["rows"]],
+                                 [k for *_, k in t["rows"]], [bs for _, _, bs, _ in t["rows"]]),
+                     f"<p class='note'>{html.escape(NOTE)}</p>", _img(png)]
+    all_paired, figs = [], []
+    for v in views:
+        for proto in v.protocols():
+            paired, html_ = _figures(v, proto, labels, colors, out, n_boot, notes)
+            all_paired += paired
+            figs += html_
+
+    with open(out / "paired.csv", "w", newline="", encoding="utf-8") as f:
+        w = csv.DictWriter(f, fieldnames=PAIRED_COLUMNS)
+        w.writeheader()
+        w.writerows({k: (f"{x:.4f}" if isinstance(x, float) else x) for k, x in r.items()} for r in all_paired)
+    pnote = ("Paired on the same states: Δ MAE = MAE(estimator) − MAE(grpo) with its 95% problem-clustered "
+             f"bootstrap CI; P = bootstrap probability (n_boot={n_boot}) that the estimator has the lower MAE.")
+    prow = [[*(r[c] for c in ("model", "domain", "protocol", "estimator")), str(r["n_states"]), _f(r["mae"]),
+             _f(r["mae_grpo"]), f"{_f(r['mae_diff'])} [{_f(r['diff_ci_low'])}, {_f(r['diff_ci_high'])}]",
+             _f(r["p_better"], 2)] for r in all_paired]
+    brow = [[v.model, v.domain, v.fp, v.status, str(len(v.ref)), str(len({k[:2] for k in v.est}))] for v in views]
+    pngs = re.findall(r"<img src='([^']+)'", "".join(body + figs))
+    md = [f"# SVEB report\n\nroot: `{root}`  \nmodels: {', '.join(models)}  \ndomains: {', '.join(domains)}\n",
+          "## Builds\n", _md_table(BUILD_HEADER, brow, 4), "", *md,
+          "## Paired comparison against grpo\n", _md_table(PAIRED_HEADER, prow, 4) if prow else "(none)",
+          f"\n{pnote}\n", *(["## Notes\n", *(f"- {n}" for n in notes), ""] if notes else []),
+          "## Figures\n", *(f"- ![{p}]({p})" for p in pngs)]
+    (out / "table.md").write_text("\n".join(md) + "\n", encoding="utf-8")
+
+    page = [f"<!doctype html><html><head><meta charset='utf-8'><title>SVEB report</title><style>{CSS}</style>"
+            "</head><body><h1>SVEB report</h1>",
+            f"<p>root: <code>{html.escape(str(root))}</code> · generated {time.strftime('%Y-%m-%d %H:%M')}<br>"
+            f"models: {html.escape(', '.join(models))} · domains: {html.escape(', '.join(domains))} · "
+            f"states: {sum(len(v.ref) for v in views)}</p>", _html_table(BUILD_HEADER, brow)]
+    if notes:
+        page.append("<h2>Notes</h2><ul>" + "".join(f"<li class='warn'>{html.escape(n)}</li>" for n in notes) + "</ul>")
+    page += body + ["<h2>Paired comparison against grpo</h2>",
+                    _html_table(PAIRED_HEADER, prow) if prow else "<p>(none)</p>", f"<p class='note'>{pnote}</p>",
+                    "<h2>Per-build figures</h2>", *figs, "</body></html>"]
+    (out / "index.html").write_text("\n".join(page), encoding="utf-8")
+    return out / "index.html"
