@@ -1,0 +1,359 @@
+"""Run untrusted Python programs in a throw-away sandbox process.
+
+Each run: a trusted launcher (`python -I -S -c _LAUNCHER`, new session; so no preexec_fn runs in
+this threaded process) forks the program and is its parent. As root, where the kernel allows, the
+program gets fresh network, PID and mount namespaces: no network (loopback down), the tree dies
+with the namespace init, private tmpfs on /tmp, /var/tmp, /dev/shm and a fresh /proc. Always:
+resource limits (CPU, address space, processes, file size, open files, no core), scrubbed
+environment, wall-clock timeout, output cap, kill of the whole tree, temp dir removed. As root the
+program runs as an unprivileged uid unique to (this process, worker slot), so RLIMIT_NPROC applies
+per run and leftovers are swept by uid.
+Fallback (namespaces refused, logged once): cwd is a temp dir under /tmp, sockets are blocked
+in-process (best effort; ctypes can bypass it), world-writable dirs stay writable. Not root as well:
+no uid drop, so RLIMIT_NPROC counts all the user's processes and the program could kill its launcher.
+Programs run as `python -s -B` in a fully controlled environment rather than `-I`, since `-I`
+ignores PYTHONHASHSEED and str hashing must be seeded for deterministic rewards.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import queue
+import selectors
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+
+log = logging.getLogger(__name__)
+
+WORKERS = max(1, min(64, int(os.environ.get("SVEB_SANDBOX_WORKERS", min(4, os.cpu_count() or 1)))))
+UID_BASE = int(os.environ.get("SVEB_SANDBOX_UID_BASE", "200000"))
+MEMORY_MB = int(os.environ.get("SVEB_SANDBOX_MEMORY_MB", "1024"))  # address space
+NPROC = 32  # tasks (processes + threads) of the sandbox uid
+MAX_OUTPUT = 1 << 20  # bytes of stdout + stderr
+TMPFS_MB = 64
+_SLOTS: queue.Queue[int] = queue.Queue()
+for _slot in range(WORKERS):
+    _SLOTS.put(_slot)
+
+_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8",
+        "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONIOENCODING": "utf-8",
+        "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+
+_NO_NET_PRELUDE = (  # fallback only
+    "import runpy, socket, sys\n"
+    "def _no_net(*a, **k): raise PermissionError('network disabled in sandbox')\n"
+    "socket.socket.__init__ = _no_net; socket.socketpair = socket.create_connection = _no_net\n"
+    "sys.argv = sys.argv[1:]; sys.path.insert(0, '')\n"
+    "runpy.run_path(sys.argv[0], run_name='__main__')\n")
+
+_LAUNCHER = r'''
+import ctypes, json, os, resource, signal, sys, time
+cfg = json.loads(sys.argv[1]); NS, UID = cfg["ns"], cfg["uid"]
+libc = ctypes.CDLL(None, use_errno=True)
+libc.mount.argtypes = [ctypes.c_char_p] * 3 + [ctypes.c_ulong, ctypes.c_char_p]
+def mount(src, dst, fstype, flags, data=None):
+    enc = lambda s: s.encode() if s else None
+    return libc.mount(enc(src), enc(dst), enc(fstype), flags, enc(data)) == 0
+def check(ok, what):
+    if not ok:
+        err = os.strerror(ctypes.get_errno()).encode()
+        os.write(2, b"sandbox: %s failed: %s\n" % (what.encode(), err)); os._exit(125)
+def spawn(fn, *args):
+    pid = os.fork()
+    if pid:
+        return pid
+    try:
+        fn(*args)
+    except BaseException as exc:
+        os.write(2, b"sandbox: setup failed: %r\n" % (exc,))
+    os._exit(125)
+def wait_for(pid):  # reap other children meanwhile; pid stays a zombie, so its id is not reused
+    while (other := os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOWAIT).si_pid) != pid:
+        os.waitpid(other, 0)
+def program():
+    os.setpgid(0, 0)  # own group: killpg on it is atomic with respect to fork
+    for name in ([".", *os.listdir(".")] if UID is not None else []):
+        os.chown(name, UID, UID)
+    for name, lim in cfg["limits"].items():
+        resource.setrlimit(getattr(resource, name), lim)
+    if UID is not None:  # after setrlimit; NPROC is not enforced for root
+        os.setgroups([]); os.setgid(UID); os.setuid(UID)
+    libc.prctl(1, 9)  # PR_SET_PDEATHSIG=SIGKILL; after setuid, which clears it
+    os.environ["HOME"] = os.environ["TMPDIR"] = os.getcwd()
+    os.execve(cfg["argv"][0], cfg["argv"], dict(os.environ))
+def init(files, status_w):  # PID 1 of the new PID namespace; the program is not PID 1
+    check(mount("tmpfs", "/tmp", "tmpfs", 6, "size=%dm,mode=1777" % cfg["tmpfs_mb"]), "mount /tmp")
+    for d in ("/var/tmp", "/dev/shm", "/run/lock"):
+        os.path.isdir(d) and mount("tmpfs", d, "tmpfs", 6, "size=1m,mode=1777")
+    mount("proc", "/proc", "proc", 14)  # best effort: hides host processes
+    os.mkdir("/tmp/work", 0o700); os.chdir("/tmp/work")
+    for name, data in files.items():
+        with open(name, "wb") as f:
+            f.write(data)
+    wait_for(pid := spawn(program))
+    os.write(status_w, os.waitpid(pid, 0)[1].to_bytes(4, "little"))
+def children():
+    try:
+        with open("/proc/%d/task/%d/children" % (os.getpid(), os.getpid())) as f:
+            return [int(p) for p in f.read().split()]
+    except OSError:  # no CONFIG_PROC_CHILDREN: the host's sweep by session/uid still runs
+        return []
+def kill(fn, pid):
+    try:
+        fn(pid, 9)
+    except OSError:
+        pass
+status_r, status_w = os.pipe()
+if NS:
+    check(libc.unshare(0x40000000 | 0x20000000 | 0x20000) == 0, "unshare")  # NET|PID|NS
+    check(mount("none", "/", None, (1 << 14) | (1 << 18)), "mount --make-rprivate /")
+    files = {n: open(n, "rb").read() for n in os.listdir(".")}  # before /tmp is covered
+    child = spawn(init, files, status_w)
+else:
+    libc.prctl(36, 1)  # PR_SET_CHILD_SUBREAPER: orphans (even setsid'd ones) come back to us
+    child = spawn(program)
+os.close(status_w)
+def stop(*_):  # ns: killing the init takes every process of the namespace with it
+    kill(os.killpg, child); kill(os.kill, child)
+for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+    signal.signal(s, stop)
+wait_for(child)
+kill(os.killpg, child)
+status = os.waitpid(child, 0)[1]
+if NS:
+    raw = os.read(status_r, 4)
+    status = int.from_bytes(raw, "little") if len(raw) == 4 else 9  # init killed: as SIGKILL
+for _ in range(1000):  # kill and reap what is left, so no zombie outlives us
+    for pid in children():
+        kill(os.kill, pid)
+    try:
+        while os.waitpid(-1, os.WNOHANG)[0]:
+            pass
+    except ChildProcessError:
+        break
+    time.sleep(0.002)
+if os.WIFSIGNALED(status):
+    sig = os.WTERMSIG(status)
+    sig not in (signal.SIGKILL, signal.SIGSTOP) and signal.signal(sig, signal.SIG_DFL)
+    os.kill(os.getpid(), sig)
+os._exit(os.waitstatus_to_exitcode(status))
+'''
+
+
+@dataclass
+class RunResult:
+    stdout: str
+    stderr: str
+    returncode: int | None
+    timed_out: bool
+    killed_reason: str | None  # "timeout" | "output_limit" | "signal:SIGKILL" ... | None
+    seconds: float
+
+
+_caps: dict | None = None
+_caps_lock = threading.Lock()
+
+
+def capabilities() -> dict:
+    """What this host allows (detected once): root (uid drop), namespaces (network/PID/mount)."""
+    global _caps
+    with _caps_lock:
+        if _caps is None:
+            _caps = {"root": os.geteuid() == 0, "namespaces": False}
+            if _caps["root"]:
+                probe = _run("print('ok')", "", 10.0, {}, ns=True)
+                _caps["namespaces"] = probe.returncode == 0 and probe.stdout == "ok\n"
+                if not _caps["namespaces"]:
+                    log.warning("sandbox: namespaces unavailable (%s); network is only blocked "
+                                "in-process", probe.stderr.strip()[-300:])
+            else:
+                log.warning("sandbox: not root: no namespaces and no uid drop (limits still apply)")
+        return dict(_caps)
+
+
+def _uid(slot: int) -> int:
+    # Unique per (process, slot), so concurrent runs never share an NPROC count or a sweep.
+    return UID_BASE + (os.getpid() % 4096) * 64 + slot
+
+
+def sandbox_uids() -> list[int]:
+    """The uids this process's sandboxes run as (empty when not root)."""
+    return [_uid(s) for s in range(WORKERS)] if os.geteuid() == 0 else []
+
+
+def _reachable(path: str) -> bool:
+    """Executable by an unprivileged uid: o+x on the file and on every directory above it."""
+    for p in {os.path.abspath(path), os.path.realpath(path)}:
+        while True:
+            if not os.path.exists(p) or not os.stat(p).st_mode & 0o001:
+                return False
+            if os.path.dirname(p) == p:
+                break
+            p = os.path.dirname(p)
+    return True
+
+
+def program_python() -> str:
+    """Interpreter for programs: SVEB_SANDBOX_PYTHON, else this one or the system python3,
+    whichever the sandbox uid can execute (a venv under /root is out of its reach)."""
+    if os.environ.get("SVEB_SANDBOX_PYTHON"):
+        return os.environ["SVEB_SANDBOX_PYTHON"]
+    found = [p for p in (sys.executable, shutil.which("python3", path=_ENV["PATH"])) if p]
+    return next((p for p in found if os.geteuid() != 0 or _reachable(p)), found[0])
+
+
+def run_program(code: str, stdin: str = "", timeout: float = 10.0, *,
+                memory_mb: int | None = None, nproc: int = NPROC, max_output: int = MAX_OUTPUT,
+                files: dict[str, str] | None = None, main: str = "solution.py") -> RunResult:
+    """Run `code` (saved as solution.py, next to extra `files`) as `python main` in the sandbox.
+    Thread-safe; at most WORKERS runs at once (the others wait for a slot)."""
+    ns = capabilities()["namespaces"] and os.environ.get("SVEB_SANDBOX_NAMESPACES", "1") != "0"
+    return _run(code, stdin, timeout, files or {}, ns=ns, main=main, max_output=max_output,
+                memory_mb=memory_mb or MEMORY_MB, nproc=nproc)
+
+
+def _run(code, stdin, timeout, files, *, ns, main="solution.py", max_output=MAX_OUTPUT,
+         memory_mb=MEMORY_MB, nproc=NPROC) -> RunResult:
+    slot = _SLOTS.get()
+    workdir = tempfile.mkdtemp(prefix="sveb-sbx-")
+    try:
+        for name, text in {"solution.py": code, **files}.items():
+            path = os.path.join(workdir, os.path.basename(name))
+            with open(path, "w", encoding="utf-8", errors="replace") as f:
+                f.write(text)
+        uid = _uid(slot) if os.geteuid() == 0 else None
+        py, cpu = program_python(), int(timeout) + 1
+        argv = [py, "-s", "-B", main] if ns else [py, "-s", "-B", "-c", _NO_NET_PRELUDE, main]
+        cfg = {"ns": ns, "uid": uid, "argv": argv, "tmpfs_mb": TMPFS_MB, "limits": {
+            "RLIMIT_CPU": (cpu, cpu + 1), "RLIMIT_AS": (memory_mb << 20,) * 2,
+            "RLIMIT_NPROC": (nproc,) * 2, "RLIMIT_FSIZE": (16 << 20,) * 2,
+            "RLIMIT_NOFILE": (64, 64), "RLIMIT_CORE": (0, 0)}}
+        return _execute(cfg, workdir, stdin.encode("utf-8", "replace"), timeout, max_output, uid)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+        _SLOTS.put(slot)
+
+
+def _execute(cfg, workdir, data, timeout, max_output, uid) -> RunResult:
+    start = time.monotonic()
+    proc = subprocess.Popen(
+        [sys.executable, "-I", "-S", "-c", _LAUNCHER, json.dumps(cfg)], cwd=workdir, env=_ENV,
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        start_new_session=True, close_fds=True)
+    reason = "error"
+    try:
+        out, err, reason = _communicate(proc, data, start + timeout, max_output, uid)
+    finally:  # after EOF the launcher is still relaying the exit status: give it a moment
+        _kill_all(proc, uid, grace=1.0 if reason is None else 0.0)
+        for f in (proc.stdin, proc.stdout, proc.stderr):
+            f.close()
+    rc = proc.returncode
+    if reason is None and rc < 0:
+        reason = f"signal:{signal.Signals(-rc).name}" if -rc in signal.valid_signals() else "signal"
+    return RunResult(out.decode("utf-8", "replace"), err.decode("utf-8", "replace"), rc,
+                     reason == "timeout", reason, time.monotonic() - start)
+
+
+def _communicate(proc, data: bytes, deadline: float, cap: int, uid):
+    bufs: dict[int, list[bytes]] = {proc.stdout.fileno(): [], proc.stderr.fileno(): []}
+    total, sent, reason, exited_at = 0, 0, None, None
+    with selectors.DefaultSelector() as sel:
+        for fd in bufs:
+            sel.register(fd, selectors.EVENT_READ)
+        if data:
+            os.set_blocking(proc.stdin.fileno(), False)
+            sel.register(proc.stdin.fileno(), selectors.EVENT_WRITE)
+        else:
+            proc.stdin.close()
+        while sel.get_map() and reason is None:
+            now = time.monotonic()
+            if now >= deadline:
+                reason = "timeout"
+            elif exited_at is None and _exited(proc):
+                exited_at = now
+                _sweep(uid, proc.pid)  # leftovers could hold the pipes open
+            elif exited_at is not None and now - exited_at > 1.0:
+                break
+            for key, _ in sel.select(min(max(deadline - now, 0), 0.1)) if reason is None else []:
+                if key.fd not in bufs:  # stdin
+                    try:
+                        sent += os.write(key.fd, data[sent:sent + 65536])
+                    except BlockingIOError:
+                        continue
+                    except BrokenPipeError:  # the program does not read all its input: fine
+                        sent = len(data)
+                    if sent >= len(data):
+                        sel.unregister(key.fd)
+                        proc.stdin.close()
+                elif chunk := os.read(key.fd, 65536):
+                    bufs[key.fd].append(chunk)
+                    total += len(chunk)
+                    reason = "output_limit" if total > cap else None
+                else:
+                    sel.unregister(key.fd)
+    out, err = (b"".join(bufs[f.fileno()]) for f in (proc.stdout, proc.stderr))
+    if reason == "output_limit":
+        out, err = out[:cap], err[:max(0, cap - len(out))]
+    return out, err, reason
+
+
+def _exited(proc: subprocess.Popen) -> bool:
+    # WNOWAIT: the launcher stays a zombie until we reap it, so its pid (the session id we
+    # sweep by) cannot be reused by another run meanwhile.
+    try:
+        return os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    except ChildProcessError:
+        return True
+
+
+def _kill_all(proc, uid, grace: float) -> None:
+    end = time.monotonic() + grace
+    while not _exited(proc) and time.monotonic() < end:
+        time.sleep(0.005)
+    if not _exited(proc):
+        os.kill(proc.pid, signal.SIGTERM)  # the launcher kills and reaps the program's tree
+        end = time.monotonic() + 2.0
+        while not _exited(proc) and time.monotonic() < end:
+            time.sleep(0.005)
+        if not _exited(proc):
+            proc.kill()
+    _sweep(uid, proc.pid)  # backstop, before the launcher is reaped
+    proc.wait()
+
+
+def live_pids(uid: int | None = None, sid: int | None = None) -> list[int]:
+    """Live (non-zombie) processes whose real uid is `uid` or whose session id is `sid`."""
+    pids = []
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{entry}/status") as f:
+                st = dict(line.split(":", 1) for line in f if ":" in line)
+        except OSError:
+            continue
+        if st["State"].split()[0] != "Z" and (int(st["Uid"].split()[0]) == uid
+                                              or int(st.get("NSsid", "-1").split()[0]) == sid):
+            pids.append(int(entry))
+    return pids
+
+
+def _sweep(uid: int | None, sid: int) -> None:
+    """SIGKILL until none is left: processes of the sandbox uid or of the launcher's session."""
+    for _ in range(100):
+        pids = [p for p in live_pids(uid, sid) if p != sid]
+        if not pids:
+            return
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        time.sleep(0.005)
+    log.warning("sandbox: processes of uid %s / session %s survive the sweep", uid, sid)
