@@ -1,0 +1,304 @@
+"""PPO's critic on frozen rollouts: an LM body with a zero-initialised linear value head.
+
+V(s_t) (prompt + t response tokens) is the head's output at the last token of s_t: the last prompt
+token for s_0, response token t-1 for t >= 1. Reward only at the last response token, V(s_T) = 0,
+targets stop_grad(V + A_GAE), MSE over response positions (token mean over an optimizer step).
+
+Speed: only the top `train_layers` decoder layers, the final norm and the head are trained; the
+frozen bottom of the body runs once per rollout and its output is kept in memory (up to a byte
+budget; past it, it is recomputed per batch), so an epoch costs the top layers only.
+
+Targets are computed per micro-batch from the same forward pass that is trained (detached): free,
+exactly the paper's L_V = (V - sg(V + A))^2 with one consistent set of values per rollout (a
+micro-batch holds whole rollouts), and as fresh as the critic itself.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import re
+import shutil
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Callable, Sequence
+
+import numpy as np
+import torch
+from scipy.signal import lfilter
+from torch import nn
+
+from sveb.config import derive_seed, fingerprint
+from sveb.store import atomic_write_bytes
+
+BATCH_TOKENS = 8192          # padded tokens per no-grad forward
+CACHE_BYTES = 4 << 30        # frozen-feature cache budget
+
+
+def gae_targets(values: np.ndarray, final_reward: float, gamma: float, lam: float) -> np.ndarray:
+    """V + GAE advantages for one rollout; values[t] = V(s_t), t < T; V(s_T) = 0; reward at t = T-1."""
+    v = np.asarray(values, dtype=np.float64)
+    if len(v) == 0:
+        return v.copy()
+    delta = np.append(v[1:], 0.0) * gamma - v
+    delta[-1] += final_reward
+    # A_t = delta_t + gamma*lam*A_{t+1}: a first-order filter run backwards
+    adv = lfilter([1.0], [1.0, -gamma * lam], delta[::-1])[::-1]
+    return v + adv
+
+
+@dataclass(frozen=True)
+class CriticConfig:
+    model: str                  # alias, directory or hub id of the LM body
+    lam: float = 1.0
+    gamma: float = 1.0
+    lr: float = 3e-4
+    epochs: int = 2
+    batch: int = 8              # rollouts per micro-batch
+    grad_accum: int = 1         # micro-batches per optimizer step
+    train_layers: int = 2
+    seed: int = 0
+    weight_decay: float = 0.01
+
+
+@dataclass(frozen=True)
+class Seq:
+    """One rollout as the critic sees it: prompt + response[:-1] (V(s_T) is never read)."""
+    key: tuple
+    ids: tuple[int, ...]
+    prompt_len: int
+    T: int                      # response tokens = values per rollout
+    reward: float
+
+
+def make_seq(key: tuple, prompt: Sequence[int], response: Sequence[int], reward: float) -> Seq:
+    if len(prompt) == 0:
+        raise ValueError(f"rollout {key}: empty prompt (V(s_0) is read at the last prompt token)")
+    return Seq(key, tuple(prompt) + tuple(response[:-1]), len(prompt), len(response), float(reward))
+
+
+@contextlib.contextmanager
+def _swapped(body: nn.Module, layers, norm: nn.Module):
+    """Run the body's own forward (rotary, causal mask) over a slice of its layers."""
+    old_layers, old_norm = body.layers, body.norm
+    body.layers, body.norm = nn.ModuleList(layers), norm
+    try:
+        yield body
+    finally:
+        body.layers, body.norm = old_layers, old_norm
+
+
+class ValueModel(nn.Module):
+    def __init__(self, body: nn.Module, train_layers: int):
+        super().__init__()
+        if not (hasattr(body, "layers") and hasattr(body, "norm")):
+            raise ValueError(f"critic body {type(body).__name__} has no .layers/.norm (need a Llama/Qwen/Mistral-style model)")
+        n = len(body.layers)
+        if not 0 <= train_layers <= n:
+            raise ValueError(f"train_layers={train_layers}: the critic body has {n} layers")
+        self.body, self.n_train, self.split = body, train_layers, n - train_layers
+        self.head = nn.Linear(body.config.hidden_size, 1, device=next(body.parameters()).device)
+        nn.init.zeros_(self.head.weight)
+        nn.init.zeros_(self.head.bias)
+        body.requires_grad_(False)
+        for p in self.trainable().parameters():
+            p.data = p.data.float()     # fp32 master weights even over a bf16 body
+            p.requires_grad_(True)
+        self._init = {k: v.clone() for k, v in self.trainable().state_dict().items()}
+
+    def trainable(self) -> nn.ModuleDict:
+        mods: dict[str, nn.Module] = {"head": self.head}
+        if self.n_train:
+            mods["upper"] = self.body.layers[self.split:]
+            mods["norm"] = self.body.norm
+        return nn.ModuleDict(mods)
+
+    def reset(self) -> None:
+        self.trainable().load_state_dict(self._init)
+
+    def lower(self, ids: torch.Tensor) -> torch.Tensor:
+        """Frozen part: input of the first trained layer ([B, L, d]); the final hidden state if none."""
+        norm = nn.Identity() if self.n_train else self.body.norm
+        with _swapped(self.body, self.body.layers[: self.split], norm) as b:
+            return b(input_ids=ids, use_cache=False).last_hidden_state
+
+    def top(self, feats: torch.Tensor) -> torch.Tensor:
+        if not self.n_train:
+            return feats
+        with _swapped(self.body, self.body.layers[self.split:], self.body.norm) as b:
+            return b(inputs_embeds=feats, use_cache=False).last_hidden_state
+
+    def forward(self, feats: torch.Tensor) -> torch.Tensor:
+        return self.head(self.top(feats)).squeeze(-1).float()
+
+
+def load_body(path: str, device: str) -> nn.Module:
+    from transformers import AutoModel
+    from transformers.utils import logging as hf_logging
+    dtype = torch.bfloat16 if device == "cuda" else torch.float32
+    level = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()  # the unused lm_head weights are expected
+    hf_logging.disable_progress_bar()
+    try:
+        body = AutoModel.from_pretrained(path, dtype=dtype, attn_implementation="sdpa")
+    finally:
+        hf_logging.set_verbosity(level)
+        hf_logging.enable_progress_bar()
+    return body.to(device).eval()
+
+
+def _pad(rows: list[torch.Tensor]) -> torch.Tensor:
+    return nn.utils.rnn.pad_sequence(rows, batch_first=True)  # right padding: causal => exact
+
+
+def _token_batches(seqs: Sequence[Seq], budget: int) -> list[list[Seq]]:
+    out: list[list[Seq]] = []
+    for s in sorted(seqs, key=lambda s: len(s.ids)):
+        if out and len(s.ids) * (len(out[-1]) + 1) <= budget:
+            out[-1].append(s)
+        else:
+            out.append([s])
+    return out
+
+
+def latest_epoch(ckpt: Path) -> int:
+    done = [int(m.group(1)) for p in ckpt.glob("epoch-*") if (m := re.fullmatch(r"epoch-(\d+)", p.name))
+            and (p / "meta.json").exists()]
+    return max(done, default=0)
+
+
+class Critic:
+    """A value model plus the cache of its frozen features; fit() trains (or resumes, or reloads)."""
+
+    def __init__(self, cfg: CriticConfig, path: str, device: str | None = None, cache_bytes: int = CACHE_BYTES):
+        self.cfg, self.cache_bytes = cfg, cache_bytes
+        self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+        self.model = ValueModel(load_body(path, self.device), cfg.train_layers)
+        self.vocab = self.model.body.config.vocab_size
+        self._cache: dict[tuple, torch.Tensor] = {}
+        self._cached_bytes = 0
+        self._check_split()
+
+    def _amp(self):
+        if self.device == "cuda":
+            return torch.autocast("cuda", dtype=torch.bfloat16)
+        return contextlib.nullcontext()
+
+    @torch.no_grad()
+    def _check_split(self) -> None:
+        """The layer-slicing trick must reproduce the body's own forward (fails on e.g. scaled embeddings)."""
+        ids = (torch.arange(1, 9, device=self.device) % self.vocab)[None]
+        with self._amp():
+            full = self.model.body(input_ids=ids, use_cache=False).last_hidden_state.float()
+            split = self.model.top(self.model.lower(ids)).float()
+        if not torch.allclose(full, split, atol=1e-2 * (1 + full.abs().max().item()), rtol=1e-2):
+            raise ValueError(f"critic body {type(self.model.body).__name__}: split forward does not match the full forward")
+
+    @torch.no_grad()
+    def features(self, seqs: Sequence[Seq]) -> list[torch.Tensor]:
+        missing = list({s.key: s for s in seqs if s.key not in self._cache}.values())
+        fresh: dict[tuple, torch.Tensor] = {}
+        for batch in _token_batches(missing, BATCH_TOKENS):
+            bad = max(max(s.ids) for s in batch)
+            if bad >= self.vocab:
+                raise ValueError(f"token id {bad} >= critic vocab {self.vocab}: the critic must share the policy's tokenizer")
+            ids = _pad([torch.tensor(s.ids, dtype=torch.long) for s in batch]).to(self.device)
+            with self._amp():
+                h = self.model.lower(ids)
+            for i, s in enumerate(batch):
+                f = h[i, : len(s.ids)].clone()
+                fresh[s.key] = f
+                if self._cached_bytes + f.nbytes <= self.cache_bytes:
+                    self._cache[s.key] = f
+                    self._cached_bytes += f.nbytes
+        return [self._cache.get(s.key, fresh.get(s.key)) for s in seqs]
+
+    def _values_batch(self, seqs: Sequence[Seq]) -> list[torch.Tensor]:
+        with self._amp():
+            out = self.model(_pad(self.features(seqs)))
+        return [out[i, s.prompt_len - 1: s.prompt_len - 1 + s.T] for i, s in enumerate(seqs)]
+
+    @torch.no_grad()
+    def values(self, seqs: Sequence[Seq]) -> dict[tuple, np.ndarray]:
+        """{key: [V(s_0), ..., V(s_{T-1})]} for each rollout."""
+        out = {}
+        for batch in _token_batches(seqs, BATCH_TOKENS):
+            for s, v in zip(batch, self._values_batch(batch)):
+                out[s.key] = v.double().cpu().numpy()
+        return out
+
+    def _loss_sum(self, seqs: Sequence[Seq]) -> torch.Tensor:
+        loss = torch.zeros((), device=self.device)
+        for s, v in zip(seqs, self._values_batch(seqs)):
+            tgt = gae_targets(v.detach().double().cpu().numpy(), s.reward, self.cfg.gamma, self.cfg.lam)
+            loss = loss + ((v - torch.as_tensor(tgt, dtype=v.dtype, device=v.device)) ** 2).sum()
+        return loss
+
+    def fit(self, seqs: Sequence[Seq], critics_root: Path, data_key: str, console=None,
+            on_epoch: Callable[[int, float], None] | None = None) -> Path:
+        """Train on seqs, checkpointing each epoch under critics_root/<fp>/; resume or reuse what is there."""
+        cfg = self.cfg
+        fp = fingerprint("critic", data_key, cfg)
+        ckpt = Path(critics_root) / fp
+        model, trainable = self.model, self.model.trainable()
+        model.reset()
+        opt = torch.optim.AdamW(trainable.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+        start = latest_epoch(ckpt)
+        if start:
+            last = ckpt / f"epoch-{start}"
+            trainable.load_state_dict(torch.load(last / "critic.pt", map_location=self.device, weights_only=True))
+            if start >= cfg.epochs:
+                return ckpt
+            opt.load_state_dict(torch.load(last / "optim.pt", map_location=self.device, weights_only=True))
+        else:
+            atomic_write_bytes(ckpt / "config.json", json.dumps({"config": asdict(cfg), "data_key": data_key,
+                                                                 "n_rollouts": len(seqs)}, indent=2).encode())
+        seqs = [s for s in seqs if s.T > 0]
+        if not seqs:
+            raise ValueError("critic: no rollouts with response tokens to train on")
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+        console = console or Console(stderr=True)
+        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                      TextColumn("loss {task.fields[loss]:.4f}"), TimeRemainingColumn(),
+                      console=console, transient=True) as bar:
+            task = bar.add_task("critic: frozen layers", total=len(seqs), loss=float("nan"))
+            for i in range(0, len(seqs), 64):
+                self.features(seqs[i:i + 64])
+                bar.advance(task, len(seqs[i:i + 64]))
+            per_step = cfg.batch * cfg.grad_accum
+            for epoch in range(start + 1, cfg.epochs + 1):
+                torch.manual_seed(derive_seed(cfg.seed, fp, epoch))
+                order = np.random.default_rng(derive_seed(cfg.seed, fp, "order", epoch)).permutation(len(seqs))
+                bar.reset(task, total=len(seqs), description=f"critic: epoch {epoch}/{cfg.epochs}")
+                tot, ntok = 0.0, 0
+                for a in range(0, len(seqs), per_step):
+                    step = [seqs[j] for j in order[a:a + per_step]]
+                    n = sum(s.T for s in step)
+                    opt.zero_grad(set_to_none=True)
+                    for b in range(0, len(step), cfg.batch):
+                        loss = self._loss_sum(step[b:b + cfg.batch])
+                        (loss / n).backward()
+                        tot, ntok = tot + loss.item(), ntok + sum(s.T for s in step[b:b + cfg.batch])
+                    opt.step()
+                    bar.update(task, advance=len(step), loss=tot / ntok)
+                _save(ckpt, epoch, trainable, opt, {"epoch": epoch, "loss": tot / ntok})
+                console.print(f"critic {fp}: epoch {epoch}/{cfg.epochs} loss {tot / ntok:.4f}")
+                if on_epoch:
+                    on_epoch(epoch, tot / ntok)
+        return ckpt
+
+
+def _save(ckpt: Path, epoch: int, trainable: nn.Module, opt, meta: dict) -> None:
+    """epoch-K/ appears whole (renamed from a temp dir) or not at all; only its optimizer state is kept."""
+    tmp, final = ckpt / f".epoch-{epoch}.partial", ckpt / f"epoch-{epoch}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    for name, obj in (("critic.pt", trainable.state_dict()), ("optim.pt", opt.state_dict())):
+        buf = io.BytesIO()
+        torch.save(obj, buf)
+        atomic_write_bytes(tmp / name, buf.getvalue())
+    atomic_write_bytes(tmp / "meta.json", json.dumps(meta).encode())
+    shutil.rmtree(final, ignore_errors=True)
+    tmp.rename(final)
+    (ckpt / f"epoch-{epoch - 1}" / "optim.pt").unlink(missing_ok=True)
