@@ -141,6 +141,33 @@ def ablate(
 
 
 @app.command()
+def collapse(
+    domain: str = DOMAIN, model: str = MODEL, root: Path = ROOT,
+    build_id: Optional[str] = typer.Option(None, "--build"),
+    out_dir: Path = typer.Option(Path("report/collapse"), "--out", help="Where the JSON and PNG files go."),
+):
+    """V_est - V_grpo per state for every evaluated estimator: mean, std, share within 0.05, histograms."""
+    import json as _json
+    from rich.table import Table
+    from sveb.collapse import collapse_report
+    from sveb.evaluate import find_build
+    from sveb.models import model_slug
+    try:
+        bdir = find_build(root, model_slug(model), domain, build_id, console)
+        paths = collapse_report(bdir, out_dir)
+    except _known() as e:
+        _fail(e)
+    t = Table(title="V_est - V_grpo per state (collapse to the group mean: mean ~ 0, std ~ 0)")
+    for c in ("estimator / protocol", "n", "mean", "std", "within +-0.05", "png"):
+        t.add_column(c)
+    for p in sorted(x for x in paths if x.suffix == ".json"):
+        st = _json.loads(p.read_text())
+        t.add_row(p.stem.replace("collapse-", ""), str(st["n"]), f"{st['mean']:+.3f}", f"{st['std']:.3f}",
+                  f"{st['frac_within']:.0%}", str(p.with_suffix(".png")))
+    out.print(t)
+
+
+@app.command()
 def report(root: Path = ROOT, out_dir: Path = typer.Option(Path("report"), "--out", help="Output directory.")):
     """Tables, plots and one static index.html from every build under ROOT."""
     from sveb.report import write_report

@@ -101,7 +101,8 @@ def evaluate(bdir: Path, name: str, params: dict[str, str] | None = None, protoc
     est = make(name, params)
     pfp = params_fp(est)
     manifest = store.read_manifest(bdir)
-    fp = fingerprint(manifest["build_fp"], name, pfp, protocol, n_boot, seed, schema.SCHEMA_VERSION)
+    extra = est.cache_key(bdir, manifest) if hasattr(est, "cache_key") else ""  # e.g. ppo-1's training build
+    fp = fingerprint(manifest["build_fp"], name, pfp, protocol, n_boot, seed, extra, schema.SCHEMA_VERSION)
     key = f"{name}-{pfp}-{protocol}"
     score_path = store.shard_path(bdir / "scores", key)
     if not force and store.shard_done(score_path, fp):

@@ -38,8 +38,10 @@ def test_vllm_build_tables(vllm_build):
     tok = AutoTokenizer.from_pretrained(resolve("smollm2-135m"))
     m = store.read_manifest(bdir)
     assert m["status"] == "complete" and m["n_problems"] == 2 and m["n_states"] == 4
+    kept = {p["problem_id"] for p in store.read_table(bdir / "problems").to_pylist()}
     rollouts = store.read_table(bdir / "rollouts").to_pylist()
-    assert len(rollouts) == 12
+    assert len(rollouts) == 4 * 6  # every candidate of the first shard was rolled out
+    assert sum(r["problem_id"] in kept for r in rollouts) == 12
     for r in rollouts:
         assert r["reward"] in (0.0, 1.0)
         assert 0 < len(r["response_token_ids"]) <= 48

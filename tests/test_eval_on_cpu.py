@@ -85,3 +85,19 @@ def test_grid_parsing():
     assert len(settings({"a": ["1", "2"], "b": ["x", "y"]}, full=True)) == 4
     with pytest.raises(EvalError):
         parse_grid(["nokey"])
+
+
+def test_cli_collapse_and_report(scripted_build, tmp_path):
+    root, bdir = scripted_build
+    run = CliRunner()
+    r = run.invoke(app, ["collapse", "--root", str(root), "--out", str(tmp_path / "c")])
+    assert r.exit_code == 1 and "no estimates" in r.output
+    assert run.invoke(app, ["eval", "--root", str(root), "-e", "grpo", "-e", "mcs-1"]).exit_code == 0
+    r = run.invoke(app, ["collapse", "--root", str(root), "--out", str(tmp_path / "c")])
+    assert r.exit_code == 0, r.output
+    assert "mcs-1" in r.output and (tmp_path / "c").glob("collapse-mcs-1-*.png")
+    pngs = list((tmp_path / "c").glob("collapse-mcs-1-*.png"))
+    assert len(pngs) == 1 and pngs[0].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    r = run.invoke(app, ["report", "--root", str(root), "--out", str(tmp_path / "rep")])
+    assert r.exit_code == 0, r.output
+    assert (tmp_path / "rep" / "index.html").exists()

@@ -154,6 +154,14 @@ class PPO1(_PPO):
     name: str = "ppo-1"
     train_build: str = ""
 
+    def cache_key(self, bdir: Path, manifest: dict) -> str:
+        """The training build this run would use, so a new training build invalidates stored scores."""
+        from types import SimpleNamespace
+        try:
+            return find_train_build(SimpleNamespace(bdir=bdir, manifest=manifest), self.train_build).name
+        except Exception:  # no training build yet: prepare() raises the clear error
+            return ""
+
     def _check(self, data) -> None:
         tb = find_train_build(data, self.train_build, self._console)
         pids = set(store.read_table(tb / "problems").column("problem_id").to_pylist())
