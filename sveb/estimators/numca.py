@@ -1,4 +1,4 @@
-"""Numca (Hista/Numca paper, Sec. 5.1, Algorithm 1): numbers in the text as milestones.
+r"""Numca (Hista/Numca paper, Sec. 5.1, Algorithm 1): numbers in the text as milestones.
 
 The abstract state of a prefix is the set of normalised numbers it contains; its value is the
 mean final reward of the group's rollouts that passed through that set (each rollout counted once
