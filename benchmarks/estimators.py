@@ -1,0 +1,199 @@
+"""Estimator cost: seconds per state for each estimator, next to the cost of sampling MCS@2.
+
+    python benchmarks/estimators.py [--root ./sveb_data --model smollm2-135m --domain number]
+        [--estimators grpo numca hista shear] [--G 40 --T 1000 --d 2048 --states 8] [--seed 0]
+        [--mcs --mcs-states 8] [--no-build]
+
+1. build: on the newest complete build of --model/--domain, estimate_all per estimator under
+   in-group and held-out; the one-time hidden-state extraction is timed on its own (from the
+   build's cache if it is there already) and excluded from the estimators' times.
+2. synthetic: one group of G rollouts of T tokens with random d-dim hidden states (a shared
+   component, a per-rollout component and per-token noise), random 0/1 rewards and fake texts full
+   of numbers; --states states, in-group.
+3. --mcs (off by default, it starts vLLM): wall time to sample 2 continuations of up to
+   --mcs-states build states with the build's sampling config, after one warm-up request; each
+   estimator's time is also given as a ratio to it.
+Prints a table and a one-line JSON summary.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+import numpy as np
+from rich.console import Console
+from rich.table import Table
+
+from sveb.estimators import make
+from sveb.estimators.base import ProblemGroup, Rollout, State
+
+
+def fresh() -> None:
+    """Drop Numca's text caches so a run does not reuse a previous run's work."""
+    from sveb.estimators import numca
+    numca.abstract_path.cache_clear()
+    numca._norm_text.cache_clear()
+
+
+def timed(fn) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def bench_build(args, console) -> tuple[dict | None, list[dict]]:
+    """Setting 1: the real build. Returns (info, rows); info is None if there is no build."""
+    from sveb.evaluate import EvalError, estimate_all, find_build, group_for, load_build, state_for
+    try:
+        bdir = find_build(args.root, args.model, args.domain, console=console)
+    except EvalError as e:
+        console.print(f"[yellow]build setting skipped: {e}[/]")
+        return None, []
+    data = load_build(bdir)
+    n = len(data.states)
+    pids = sorted({s["problem_id"] for s in data.states})
+    info = {"build": str(bdir), "data": data, "n_states": n, "n_problems": len(pids)}
+    fns: dict = {}
+    ests = [make(name) for name in args.estimators]
+    if any(getattr(e, "needs_hidden", False) for e in ests):
+        from sveb.hidden import HiddenStates
+        hs = HiddenStates(bdir, data.manifest["model"])
+        cached = hs.dir.exists()
+        provider = hs.provider(console)
+        secs = timed(lambda: fns.update({p: provider(p, data.rollouts[p]) for p in pids}))
+        info.update(hidden_s=secs, hidden_cached=cached)
+    rows = []
+    for est in ests:
+        hidden = (lambda pid, rolls: fns[pid]) if getattr(est, "needs_hidden", False) else None
+        s0 = data.states[0]  # warm-up on one state: imports, first torch calls
+        est.estimate(group_for(data, s0["problem_id"], fns.get(s0["problem_id"])), [state_for(data, s0)])
+        for protocol in ("in-group", "held-out"):
+            fresh()
+            secs = timed(lambda: estimate_all(est, data, protocol, hidden))
+            rows.append({"setting": "build", "estimator": est.name, "protocol": protocol,
+                         "n_states": n, "s_per_state": secs / n})
+    return info, rows
+
+
+def fake_text(rng, n_chars: int) -> str:
+    """Arithmetic-looking text; small numbers so rollouts share some of them."""
+    parts, size, k = [], 0, 1
+    while size < n_chars:
+        a, b = int(rng.integers(1, 30)), int(rng.integers(1, 30))
+        parts.append(f"Step {k}: {a} + {b} = {a + b}, so we carry {a + b} forward. ")
+        size += len(parts[-1])
+        k += 1
+    return "".join(parts)[:n_chars]
+
+
+def synthetic(G: int, T: int, d: int, n_states: int, seed: int) -> tuple[ProblemGroup, list[State]]:
+    rng = np.random.default_rng(seed)
+    shared = 4.0 * rng.standard_normal(d)
+    hidden = [(shared + rng.standard_normal(d) + rng.standard_normal((T, d))).astype(np.float32) for _ in range(G)]
+    texts = [fake_text(rng, 4 * T) for _ in range(G)]  # ~4 characters per token
+    rolls = tuple(Rollout(g, tuple(range(16)), tuple([0] * T), texts[g], float(rng.integers(0, 2)))
+                  for g in range(G))
+    states = []
+    for k in range(n_states):
+        g, t = int(rng.integers(G)), int(rng.integers(1, T))
+        states.append(State(f"s{k}", "syn", g, t, texts[g][: len(texts[g]) * t // T]))
+    return ProblemGroup({"problem_id": "syn"}, rolls, rolls, lambda i: hidden[i]), states
+
+
+def bench_synthetic(args) -> list[dict]:
+    group, states = synthetic(args.G, args.T, args.d, args.states, args.seed)
+    rows = []
+    for name in args.estimators:
+        est = make(name)
+        est.estimate(group, states[:1])  # warm-up
+        fresh()
+        secs = timed(lambda: est.estimate(group, states))
+        rows.append({"setting": "synthetic", "estimator": name,
+                     "protocol": "in-group", "n_states": len(states), "s_per_state": secs / len(states)})
+    return rows
+
+
+def bench_mcs(data, n_states: int, console) -> tuple[float, int]:
+    """Seconds per state to sample 2 continuations (MCS@2) with vLLM, engine start and warm-up excluded."""
+    from sveb.config import SamplingConfig, derive_seed
+    from sveb.engines import Request
+    from sveb.engines.vllm import VLLMEngine
+    from sveb.models import resolve
+    sampling = SamplingConfig(**data.manifest["config"]["sampling"])
+    step = max(1, len(data.states) // n_states)
+    chosen = data.states[::step][:n_states]  # spread over the build's problems
+    prompts = []
+    for s in chosen:
+        r = data.rollouts[s["problem_id"]][s["rollout_idx"]]
+        prompts.append(tuple(r["prompt_token_ids"]) + tuple(r["response_token_ids"][: s["t"]]))
+    reqs = [Request(p, derive_seed("bench-mcs", s["state_id"], j)) for p, s in zip(prompts, chosen) for j in range(2)]
+    console.print(f"starting vLLM on {data.manifest['model']} for MCS@2 ({len(chosen)} states)")
+    engine = VLLMEngine(resolve(data.manifest["model"]), seed=0)
+    engine.generate([Request(prompts[0], 12345)], sampling)  # warm-up
+    return timed(lambda: engine.generate(reqs, sampling)) / len(chosen), len(chosen)
+
+
+def fmt(x: float | None) -> str:
+    if x is None:
+        return "-"
+    if x < 1e-3:
+        return f"{x * 1e6:.1f} µs"
+    return f"{x * 1e3:.2f} ms" if x < 1 else f"{x:.2f} s"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--root", default="./sveb_data")
+    ap.add_argument("--model", default="smollm2-135m")
+    ap.add_argument("--domain", default="number")
+    ap.add_argument("--estimators", nargs="+", default=["grpo", "numca", "hista", "shear"])
+    ap.add_argument("--G", type=int, default=40, help="synthetic group size")
+    ap.add_argument("--T", type=int, default=1000, help="synthetic response tokens per rollout")
+    ap.add_argument("--d", type=int, default=2048, help="synthetic hidden size")
+    ap.add_argument("--states", type=int, default=8, help="synthetic states")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--mcs", action="store_true", help="also time MCS@2 sampling with vLLM (needs a build)")
+    ap.add_argument("--mcs-states", type=int, default=8)
+    ap.add_argument("--no-build", action="store_true", help="skip the build setting")
+    args = ap.parse_args()
+    console = Console()
+
+    info, rows = (None, []) if args.no_build else bench_build(args, console)
+    rows += bench_synthetic(args)
+    mcs, mcs_n = None, 0
+    if args.mcs:
+        if info is None:
+            console.print("[yellow]MCS@2 skipped: it needs a build[/]")
+        else:
+            mcs, mcs_n = bench_mcs(info["data"], args.mcs_states, console)
+    for r in rows:
+        r["ratio_mcs2"] = r["s_per_state"] / mcs if mcs else None
+
+    table = Table(title="Estimator cost (seconds per state)", caption=f"synthetic: G={args.G} T={args.T} d={args.d}")
+    for col in ("setting", "estimator", "protocol", "states", "per state", "÷ MCS@2"):
+        table.add_column(col, justify="right" if col in ("states", "per state", "÷ MCS@2") else "left")
+    for r in rows:
+        ratio = f"{r['ratio_mcs2']:.3g}" if r["ratio_mcs2"] is not None else "-"
+        table.add_row(r["setting"], r["estimator"], r["protocol"], str(r["n_states"]), fmt(r["s_per_state"]), ratio)
+    summary = {"rows": rows, "mcs2_s_per_state": mcs}
+    if info is not None:
+        summary.update(build=info["build"], n_states=info["n_states"], n_problems=info["n_problems"])
+        if "hidden_s" in info:
+            per_p, per_s = info["hidden_s"] / info["n_problems"], info["hidden_s"] / info["n_states"]
+            cached = " (from cache)" if info["hidden_cached"] else ""
+            table.add_row("build", f"hidden states{cached}", "once", str(info["n_states"]), fmt(per_s),
+                          f"{per_s / mcs:.3g}" if mcs else "-")
+            summary.update(hidden_s_per_problem=per_p, hidden_s_per_state=per_s, hidden_cached=info["hidden_cached"])
+    if mcs is not None:
+        table.add_row("build", "MCS@2 (vLLM)", "-", str(mcs_n), fmt(mcs), "1")
+    console.print(table)
+    if info is not None and "hidden_s" in info:
+        console.print(f"hidden-state extraction: {fmt(summary['hidden_s_per_problem'])} per problem, "
+                      f"{fmt(summary['hidden_s_per_state'])} per state (excluded from the estimator rows)")
+    print(json.dumps(summary))
+
+
+if __name__ == "__main__":
+    main()
