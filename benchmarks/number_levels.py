@@ -24,6 +24,7 @@ def main() -> None:
     ap.add_argument("--samples", type=int, default=16)
     ap.add_argument("--levels", default="")
     ap.add_argument("--max-tokens", type=int, default=256)
+    ap.add_argument("--system", default=None, help="Try another system prompt.")
     args = ap.parse_args()
 
     from sveb.config import SamplingConfig, derive_seed
@@ -32,6 +33,8 @@ def main() -> None:
     from sveb.models import resolve
     from sveb.rewards import reward
 
+    if args.system is not None:
+        number.SYSTEM = args.system
     levels = [int(x) for x in args.levels.split(",")] if args.levels else list(number.LEVELS)
     engine = make_engine(args.engine, resolve(args.model))
     rng = random.Random(0)
