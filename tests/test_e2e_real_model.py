@@ -1,7 +1,6 @@
 """End to end on the real default model (SmolLM2-135M-Instruct): vLLM build -> eval -> leaderboard,
 the hf engine, and hidden states. Slow: marked e2e (`make test-fast` skips them)."""
 
-import json
 import subprocess
 import sys
 

@@ -16,7 +16,7 @@ import json
 import random
 from collections import Counter
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 DOMAINS = ("number", "math", "science", "general", "programming")
 
@@ -56,6 +56,24 @@ def make_problem(domain: str, source: str, question: str, answer: str, answer_ty
         "tests": json.dumps(tests) if tests is not None else "",
         "meta": json.dumps(meta or {}, sort_keys=True),
     }
+
+
+def sample_builtin(domain: str, n: int, seed: int, split: str, levels: dict[int, float],
+                   make: Callable[[int, random.Random], dict]) -> list[dict]:
+    """n distinct problems of the split from a seeded mix of levels; `make(level, rng)` builds one."""
+    rng = random.Random(f"{domain}-builtin-{seed}")
+    kept = [lv for lv, w in levels.items() if w > 0]
+    weights = [levels[lv] for lv in kept]
+    out, seen, tries = [], set(), 0
+    while len(out) < n:
+        tries += 1
+        if tries > 100 * n + 10_000:  # finite problem spaces: say so instead of looping
+            raise ValueError(f"builtin {domain}: only {len(out)} distinct {split} problems found, {n} asked")
+        p = make(rng.choices(kept, weights)[0], rng)
+        if split_of(p["problem_id"]) == split and p["problem_id"] not in seen:
+            seen.add(p["problem_id"])
+            out.append(p)
+    return out
 
 
 def _read_local(path: Path) -> Iterable[tuple[str, dict]]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import random
 import re
 
-from sveb.data_builders import SkipRow, make_problem, split_of
+from sveb.data_builders import SkipRow, make_problem, sample_builtin
 from sveb.data_builders.boxed import choice_letter, option_letters, require_text
 
 HUB_ID, HUB_CONFIG, HUB_SPLIT = "TIGER-Lab/WebInstruct-verified", None, "train"  # single default config
@@ -87,20 +87,10 @@ def generate(level: int, rng: random.Random) -> tuple[str, str, str, str]:
 
 
 def builtin(n: int, seed: int, split: str) -> list[dict]:
-    rng = random.Random(f"general-builtin-{seed}")
-    levels, weights = list(LEVELS), list(LEVELS.values())
-    out, seen, tries = [], set(), 0
-    while len(out) < n:
-        tries += 1
-        if tries > 100 * n + 10_000:
-            raise ValueError(f"builtin general: only {len(out)} distinct {split} problems found, {n} asked")
-        level = rng.choices(levels, weights)[0]
+    def make(level: int, rng: random.Random) -> dict:
         q, a, kind, template = generate(level, rng)
-        p = make_problem("general", "builtin", q, a, kind, meta={"level": level, "template": template})
-        if split_of(p["problem_id"]) == split and p["problem_id"] not in seen:
-            seen.add(p["problem_id"])
-            out.append(p)
-    return out
+        return make_problem("general", "builtin", q, a, kind, meta={"level": level, "template": template})
+    return sample_builtin("general", n, seed, split, LEVELS, make)
 
 
 def from_record(rec: dict) -> dict:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import random
 
-from sveb.data_builders import make_problem, split_of
+from sveb.data_builders import make_problem, sample_builtin
 from sveb.data_builders.boxed import require_text
 
 HUB_ID, HUB_CONFIG, HUB_SPLIT = "open-r1/OpenR1-Math-220k", "default", "train"
@@ -48,20 +48,10 @@ def generate(level: int, rng: random.Random) -> tuple[str, int, str]:
 
 
 def builtin(n: int, seed: int, split: str) -> list[dict]:
-    rng = random.Random(f"math-builtin-{seed}")
-    levels, weights = list(LEVELS), list(LEVELS.values())
-    out, seen, tries = [], set(), 0
-    while len(out) < n:
-        tries += 1
-        if tries > 100 * n + 10_000:  # the space is finite (~900 problems); say so instead of looping
-            raise ValueError(f"builtin math: only {len(out)} distinct {split} problems found, {n} asked")
-        level = rng.choices(levels, weights)[0]
+    def make(level: int, rng: random.Random) -> dict:
         q, a, template = generate(level, rng)
-        p = make_problem("math", "builtin", q, str(a), "math", meta={"level": level, "template": template})
-        if split_of(p["problem_id"]) == split and p["problem_id"] not in seen:
-            seen.add(p["problem_id"])
-            out.append(p)
-    return out
+        return make_problem("math", "builtin", q, str(a), "math", meta={"level": level, "template": template})
+    return sample_builtin("math", n, seed, split, LEVELS, make)  # ~900 problems in all
 
 
 def from_record(rec: dict) -> dict:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import random
 import re
 
-from sveb.data_builders import SkipRow, make_problem, split_of
+from sveb.data_builders import SkipRow, make_problem, sample_builtin
 
 HUB_ID, HUB_CONFIG, HUB_SPLIT = "open-r1/DAPO-Math-17k-Processed", "en", "train"
 
@@ -74,19 +74,10 @@ def generate(level: int, rng: random.Random) -> tuple[str, int, list[int]]:
 
 
 def builtin(n: int, seed: int, split: str) -> list[dict]:
-    rng = random.Random(f"number-builtin-{seed}")
-    levels = [lv for lv, w in LEVELS.items() if w > 0]
-    weights = [LEVELS[lv] for lv in levels]
-    out, seen = [], set()
-    while len(out) < n:
-        level = rng.choices(levels, weights)[0]
+    def make(level: int, rng: random.Random) -> dict:
         q, a, inter = generate(level, rng)
-        p = make_problem("number", "builtin", q, str(a), "math",
-                         meta={"level": level, "intermediate": inter})
-        if split_of(p["problem_id"]) == split and p["problem_id"] not in seen:
-            seen.add(p["problem_id"])
-            out.append(p)
-    return out
+        return make_problem("number", "builtin", q, str(a), "math", meta={"level": level, "intermediate": inter})
+    return sample_builtin("number", n, seed, split, LEVELS, make)
 
 
 def from_record(rec: dict) -> dict:

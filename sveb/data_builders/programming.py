@@ -12,7 +12,7 @@ import json
 import random
 import string
 
-from sveb.data_builders import SkipRow, make_problem, split_of
+from sveb.data_builders import SkipRow, make_problem, sample_builtin
 from sveb.data_builders.boxed import require_text
 
 HUB_ID, HUB_CONFIG, HUB_SPLIT = "open-r1/verifiable-coding-problems-python", None, "train"  # single default config
@@ -153,21 +153,11 @@ def generate(level: int, rng: random.Random) -> tuple[str, list[dict], str]:
 
 
 def builtin(n: int, seed: int, split: str) -> list[dict]:
-    rng = random.Random(f"programming-builtin-{seed}")
-    levels, weights = list(LEVELS), list(LEVELS.values())
-    out, seen, tries = [], set(), 0
-    while len(out) < n:
-        tries += 1
-        if tries > 100 * n + 10_000:  # the template space is finite (~500 tasks)
-            raise ValueError(f"builtin programming: only {len(out)} distinct {split} problems found, {n} asked")
-        level = rng.choices(levels, weights)[0]
+    def make(level: int, rng: random.Random) -> dict:
         q, tests, ref = generate(level, rng)
-        p = make_problem("programming", "builtin", q, "", "code", tests=tests,
-                         meta={"level": level, "reference_solution": ref})
-        if split_of(p["problem_id"]) == split and p["problem_id"] not in seen:
-            seen.add(p["problem_id"])
-            out.append(p)
-    return out
+        return make_problem("programming", "builtin", q, "", "code", tests=tests,
+                            meta={"level": level, "reference_solution": ref})
+    return sample_builtin("programming", n, seed, split, LEVELS, make)  # ~500 tasks in all
 
 
 def _test_case(tc) -> dict:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import random
 
-from sveb.data_builders import SkipRow, make_problem, split_of
+from sveb.data_builders import SkipRow, make_problem, sample_builtin
 from sveb.data_builders.boxed import LETTERS, choice_letter, last_boxed, option_letters, require_text
 
 HUB_ID, HUB_CONFIG, HUB_SPLIT = "open-r1/Mixture-of-Thoughts", "science", "train"
@@ -110,21 +110,11 @@ def generate(level: int, rng: random.Random) -> tuple[str, str, str, str]:
 
 
 def builtin(n: int, seed: int, split: str) -> list[dict]:
-    rng = random.Random(f"science-builtin-{seed}")
-    levels, weights = list(LEVELS), list(LEVELS.values())
-    out, seen, tries = [], set(), 0
-    while len(out) < n:
-        tries += 1
-        if tries > 100 * n + 10_000:
-            raise ValueError(f"builtin science: only {len(out)} distinct {split} problems found, {n} asked")
-        level = rng.choices(levels, weights)[0]
+    def make(level: int, rng: random.Random) -> dict:
         q, gold, correct, stem = generate(level, rng)
-        p = make_problem("science", "builtin", q, gold, "choice",
-                         meta={"level": level, "stem": stem, "correct": correct})
-        if split_of(p["problem_id"]) == split and p["problem_id"] not in seen:
-            seen.add(p["problem_id"])
-            out.append(p)
-    return out
+        return make_problem("science", "builtin", q, gold, "choice",
+                            meta={"level": level, "stem": stem, "correct": correct})
+    return sample_builtin("science", n, seed, split, LEVELS, make)
 
 
 def _turn(messages: list, role: str, last: bool) -> dict:
