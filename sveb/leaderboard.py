@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import json
 from pathlib import Path
 
 from rich.console import Console
@@ -36,8 +37,36 @@ def write_csv(rows_: list[dict], out: str | Path) -> Path:
     return out
 
 
-def short_params(params: str) -> str:
-    return "" if params in ("{}", "") else params
+def _default_params(name: str) -> dict | None:
+    """The estimator's default parameters, or None when it cannot be built here (e.g. needs torch)."""
+    try:
+        from sveb.estimators import make, params_json
+        return json.loads(params_json(make(name)))
+    except Exception:
+        return None
+
+
+def labels(params: dict[tuple[str, str], str]) -> dict[tuple[str, str], str]:
+    """(estimator, params_fp) -> display name, from the params JSON of each; parameters are shown only
+    where they differ from the default (or, when the default is unknown, where settings differ)."""
+    by_name: dict[str, dict[str, dict]] = {}
+    for (name, pfp), pj in params.items():
+        try:
+            by_name.setdefault(name, {})[pfp] = json.loads(pj or "{}")
+        except json.JSONDecodeError:
+            by_name.setdefault(name, {})[pfp] = {}
+    out = {}
+    for name, sets in by_name.items():
+        default = _default_params(name) if any(sets.values()) else {}
+        varying = {k for p in sets.values() for k in p if len({json.dumps(q.get(k)) for q in sets.values()}) > 1}
+        for pfp, p in sets.items():
+            shown = {k: x for k, x in p.items() if (default.get(k) != x if default is not None else k in varying)}
+            out[(name, pfp)] = name + (" (" + ", ".join(f"{k}={x}" for k, x in sorted(shown.items())) + ")"
+                                       if shown else "")
+    for key, lab in list(out.items()):  # distinct settings must never share a name
+        if sum(x == lab for x in out.values()) > 1:
+            out[key] = f"{lab} [{key[1][:6]}]"
+    return out
 
 
 def print_pivot(rows_: list[dict], console: Console) -> None:
@@ -49,6 +78,7 @@ def print_pivot(rows_: list[dict], console: Console) -> None:
         if k not in keys:
             keys.append(k)
     keys.sort(key=lambda k: _order(k[0]))
+    names = labels({(r["estimator"], r["params_fp"]): r["params"] for r in rows_})
     t = Table(title="MAE against the MC reference (lower is better), 95% bootstrap CI")
     t.add_column("estimator")
     for m, d, p in cols:
@@ -64,7 +94,6 @@ def print_pivot(rows_: list[dict], console: Console) -> None:
                 cells.append(f"{r['mae']:.3f} [{r['mae_ci_low']:.3f}, {r['mae_ci_high']:.3f}]")
             else:
                 cells.append("-")
-        params = short_params(next(r["params"] for r in rows_ if (r["estimator"], r["params_fp"]) == (name, pfp)))
-        t.add_row(name + (f" {params}" if params and not name.startswith("mcs-") else ""), *cells)
+        t.add_row(names[(name, pfp)], *cells)
     t.add_row("[dim]noise floor[/]", *[f"[dim]{floors[c]:.3f}[/]" if c in floors else "-" for c in cols])
     console.print(t)

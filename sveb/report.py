@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import csv
 import html
-import json
 import re
 import time
 from dataclasses import dataclass, field
@@ -85,37 +84,11 @@ def _load(bdir: Path, scores: list[dict]) -> View:
     return view
 
 
-def _default_params(name: str) -> dict | None:
-    """The estimator's default parameters, or None when it cannot be built here (e.g. needs torch)."""
-    try:
-        from sveb.estimators import make, params_json
-        return json.loads(params_json(make(name)))
-    except Exception:
-        return None
-
-
 def _labels(views: list[View]) -> dict[tuple[str, str], str]:
-    """(estimator, params_fp) -> display name; parameters shown only where they differ from the default
-    (or, when the default is unknown, where settings of the same estimator differ)."""
-    by_name: dict[str, dict[str, dict]] = {}
+    params: dict[tuple[str, str], str] = {}
     for v in views:
-        for (name, pfp), pj in v.params.items():
-            try:
-                by_name.setdefault(name, {})[pfp] = json.loads(pj or "{}")
-            except json.JSONDecodeError:
-                by_name.setdefault(name, {})[pfp] = {}
-    out = {}
-    for name, sets in by_name.items():
-        default = _default_params(name) if any(sets.values()) else {}
-        varying = {k for p in sets.values() for k in p if len({json.dumps(q.get(k)) for q in sets.values()}) > 1}
-        for pfp, p in sets.items():
-            shown = {k: x for k, x in p.items() if (default.get(k) != x if default is not None else k in varying)}
-            out[(name, pfp)] = name + (" (" + ", ".join(f"{k}={x}" for k, x in sorted(shown.items())) + ")"
-                                       if shown else "")
-    for key, lab in list(out.items()):  # distinct settings must never share a name
-        if sum(x == lab for x in out.values()) > 1:
-            out[key] = f"{lab} [{key[1][:6]}]"
-    return out
+        params.update(v.params)
+    return leaderboard.labels(params)
 
 
 def _is_mcs(name: str) -> bool:
