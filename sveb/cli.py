@@ -158,13 +158,14 @@ def collapse(
     except _known() as e:
         _fail(e)
     t = Table(title="V_est - V_grpo per state (collapse to the group mean: mean ~ 0, std ~ 0)")
-    for c in ("estimator / protocol", "n", "mean", "std", "within +-0.05", "png"):
+    for c in ("estimator", "protocol", "n", "mean", "std", "within +-0.05"):
         t.add_column(c)
     for p in sorted(x for x in paths if x.suffix == ".json"):
         st = _json.loads(p.read_text())
-        t.add_row(p.stem.replace("collapse-", ""), str(st["n"]), f"{st['mean']:+.3f}", f"{st['std']:.3f}",
-                  f"{st['frac_within']:.0%}", str(p.with_suffix(".png")))
+        t.add_row(st["estimator"], st["protocol"], str(st["n"]), f"{st['mean']:+.3f}", f"{st['std']:.3f}",
+                  f"{st['frac_within']:.0%}")
     out.print(t)
+    out.print(f"histograms and JSON in {out_dir}")
 
 
 @app.command()

@@ -26,12 +26,15 @@ class EvalError(RuntimeError):
 
 def find_build(root: str | Path, model_slug: str | None, domain: str | None, build: str | None = None,
                console: Console | None = None) -> Path:
-    """The build to evaluate: `--build` if given, else the newest complete one matching model and domain."""
+    """The build to evaluate: `--build` if given, else the newest complete test-split build of the model
+    and domain."""
     builds = [b for b in store.list_builds(root)
               if (model_slug is None or b.parent.parent.name == model_slug)
               and (domain is None or b.parent.name == domain)
               and (build is None or b.name.startswith(build))]
     complete = [b for b in builds if store.read_manifest(b).get("status") == "complete"]
+    if build is None:  # the benchmark is the test split; train builds are for critics
+        complete = [b for b in complete if store.read_manifest(b).get("config", {}).get("split", "test") == "test"]
     if not complete:
         what = f"model={model_slug} domain={domain}" + (f" build={build}" if build else "")
         raise EvalError(f"no complete build under {root} for {what}; run `sveb build` first (see `sveb ls builds`)")
