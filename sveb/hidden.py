@@ -52,9 +52,9 @@ class HiddenStates:
                 mask[i, :len(seq)] = 1
             with torch.no_grad():
                 # the body only: the LM head's logits would cost tokens x vocab floats for nothing
-                out = model.base_model(input_ids=ids.to(self.device), attention_mask=mask.to(self.device),
+                res = model.base_model(input_ids=ids.to(self.device), attention_mask=mask.to(self.device),
                                        output_hidden_states=self.layer != -1)
-                hs = out.last_hidden_state if self.layer == -1 else out.hidden_states[self.layer]
+                hs = res.last_hidden_state if self.layer == -1 else res.hidden_states[self.layer]
             for i, r in enumerate(batch):
                 p, t = len(r["prompt_token_ids"]), len(r["response_token_ids"])
                 out[r["rollout_idx"]] = hs[i, p:p + t].float().cpu().numpy().astype(np.float16)
