@@ -41,7 +41,7 @@ def test_build_tables_and_filter(tmp_path, small_cfg):
 
 def test_reference_values_match_true_values(tmp_path, small_cfg):
     """The scripted policy's true V(s) is a binomial tail; MC references must be unbiased for it."""
-    cfg = replace(small_cfg, mc=200, mc_extra=0)
+    cfg = replace(small_cfg, mc=200, mc_extra=0, states_per_problem=6)
     bdir = build(cfg, tmp_path, engine=ScriptedEngine())
     problems = {p["problem_id"]: p for p in read(bdir, "problems")}
     errs = []
