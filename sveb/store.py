@@ -55,21 +55,12 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
 
 
 def write_shard(path: Path, table: pa.Table, fp: str) -> None:
+    """Write a shard atomically, its metadata carrying the fingerprint it was made under."""
     meta = dict(table.schema.metadata or {})
     meta[FP_KEY] = fp.encode()
-    table = table.replace_schema_metadata(meta)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".parquet")
-    os.close(fd)
-    try:
-        pq.write_table(table, tmp)
-        with open(tmp, "rb") as f:
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-        _fsync_dir(path.parent)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    buf = pa.BufferOutputStream()  # shards are small (a few problems or states): serialise in memory
+    pq.write_table(table.replace_schema_metadata(meta), buf)
+    atomic_write_bytes(path, buf.getvalue().to_pybytes())
 
 
 def shard_fp(path: Path) -> str | None:
