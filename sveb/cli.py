@@ -210,11 +210,14 @@ def demo(
     results: Path = typer.Option(Path("results"), help="Where leaderboard.csv (and the report) go."),
     domains: str = typer.Option("number", help="Space- or comma-separated domains."),
     engine: str = typer.Option("vllm"),
+    estimators: str = typer.Option("", help="Comma-separated estimators (default: all)."),
+    quick: bool = typer.Option(False, help="6 problems x 16 rollouts x 2 states per domain: a first look."),
 ):
     """The embedded default end to end: build, evaluate every estimator, write the leaderboard."""
     from sveb.demo import run_demo
     try:
-        run_demo(root, results, domains.replace(",", " ").split(), engine, console, out)
+        names = [e.strip() for e in estimators.split(",") if e.strip()] or None
+        run_demo(root, results, domains.replace(",", " ").split(), engine, console, out, names, quick)
     except _known() as e:
         _fail(e)
 

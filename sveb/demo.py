@@ -11,6 +11,7 @@ from sveb.config import BuildConfig, SamplingConfig
 
 DEMO = dict(model="smollm2-135m", source="builtin", problems=12, oversample=3, rollouts=32, states_per_problem=4,
             mc=20, mc_extra=4, min_acc=0.1, max_acc=0.8, seed=0, sampling=SamplingConfig(max_tokens=256))
+QUICK = dict(problems=6, rollouts=16, states_per_problem=2)  # `--quick`: a first look at a domain
 TRAIN = dict(problems=8, states_per_problem=1, mc=2, mc_extra=0)  # ppo-1 trains on rollouts only
 ESTIMATORS = ["grpo", "mcs-1", "mcs-2", "mcs-3", "mcs-4", "numca", "hista", "shear", "ppo-1", "ppo-n"]
 PROTOCOLS = ["in-group", "held-out"]
@@ -22,7 +23,8 @@ def available_estimators() -> list[str]:
     return [e for e in ESTIMATORS if importlib.util.find_spec(REGISTRY[e].split(":")[0]) is not None]
 
 
-def run_demo(root: Path, results: Path, domains: list[str], engine: str, console: Console, out: Console) -> None:
+def run_demo(root: Path, results: Path, domains: list[str], engine: str, console: Console, out: Console,
+             estimators: list[str] | None = None, quick: bool = False) -> None:
     from sveb.evaluate import evaluate
     from sveb.leaderboard import print_pivot, rows, write_csv
     from sveb import store
@@ -30,11 +32,18 @@ def run_demo(root: Path, results: Path, domains: list[str], engine: str, console
     from sveb.models import resolve
     from sveb.pipeline import build, locate
     shared = None  # one engine for every domain: starting vLLM costs a minute or more
+    from sveb.estimators import make
+    names = estimators or available_estimators()
+    for name in names:
+        make(name)  # fail on a typo before an hour of sampling
+    config = {**DEMO, **(QUICK if quick else {})}
     benchmark = {}
     for domain in domains:
         # the benchmark build, and a disjoint `train` build for ppo-1's critic
-        for cfg in (BuildConfig(domain=domain, engine=engine, **DEMO),
-                    BuildConfig(domain=domain, engine=engine, split="train", **{**DEMO, **TRAIN})):
+        cfgs = [BuildConfig(domain=domain, engine=engine, **config)]
+        if "ppo-1" in names:
+            cfgs.append(BuildConfig(domain=domain, engine=engine, split="train", **{**config, **TRAIN}))
+        for cfg in cfgs:
             console.rule(f"build: {domain} ({cfg.split})")
             bdir = locate(cfg, root)
             done = (bdir / "manifest.json").exists() and store.read_manifest(bdir).get("status") == "complete"
@@ -46,7 +55,7 @@ def run_demo(root: Path, results: Path, domains: list[str], engine: str, console
     if shared is not None and hasattr(shared, "close"):
         shared.close()  # free the engine's memory before hidden states and critics
     for domain, bdir in benchmark.items():
-        for name in available_estimators():
+        for name in names:
             for protocol in PROTOCOLS:
                 console.print(f"eval {name} ({protocol}) on {domain}")
                 evaluate(bdir, name, {}, protocol, console=console)
