@@ -169,11 +169,12 @@ def collapse(
 
 
 @app.command()
-def report(root: Path = ROOT, out_dir: Path = typer.Option(Path("report"), "--out", help="Output directory.")):
+def report(root: Path = ROOT, out_dir: Path = typer.Option(Path("report"), "--out", help="Output directory."),
+           all_settings: bool = typer.Option(False, help="Also plot ablation settings next to the defaults.")):
     """Tables, plots and one static index.html from every build under ROOT."""
     from sveb.report import write_report
     try:
-        index = write_report(root, out_dir)
+        index = write_report(root, out_dir, all_settings=all_settings)
     except _known() as e:
         _fail(e)
     out.print(f"report: {index}")

@@ -242,13 +242,30 @@ def _figures(v: View, proto: str, labels: dict, colors: dict, out: Path, n_boot:
     return paired, html_
 
 
-def write_report(root: Path, out: Path, n_boot: int = 2000) -> Path:
-    """Write leaderboard.csv, paired.csv, table.md, PNG plots and index.html into `out`; return index.html."""
+def _drop_variants(views: list[View], labels: dict) -> None:
+    """Hide non-default settings (ablations) of an estimator whose default setting is also in the build."""
+    for v in views:
+        has_default = {n for (n, pfp) in v.params if labels[(n, pfp)] == n}
+
+        def shown(n: str, pfp: str) -> bool:
+            return labels.get((n, pfp), n) == n or n not in has_default
+        v.scores = [r for r in v.scores if shown(r["estimator"], r["params_fp"])]
+        v.est = {k: a for k, a in v.est.items() if shown(k[0], k[1])}
+        v.params = {k: pj for k, pj in v.params.items() if shown(*k)}
+
+
+def write_report(root: Path, out: Path, n_boot: int = 2000, all_settings: bool = False) -> Path:
+    """Write leaderboard.csv, paired.csv, table.md, PNG plots and index.html into `out`; return index.html.
+    Ablation settings are left out where the default setting exists (leaderboard.csv keeps them all)
+    unless `all_settings`."""
     root, out = Path(root), Path(out)
     views, notes = _collect(root)
     out.mkdir(parents=True, exist_ok=True)
     leaderboard.write_csv(leaderboard.rows(root), out / "leaderboard.csv")
     labels = _labels(views)
+    if not all_settings:
+        _drop_variants(views, labels)
+        labels = _labels(views)
     colors = plots.palette(sorted(set(labels.values()), key=lambda s: (_is_mcs(s), s)))
     models = sorted({v.model for v in views})
     domains = sorted({v.domain for v in views}, key=lambda d: (DOMAINS.index(d) if d in DOMAINS else 99, d))

@@ -101,3 +101,19 @@ def test_cli_collapse_and_report(scripted_build, tmp_path):
     r = run.invoke(app, ["report", "--root", str(root), "--out", str(tmp_path / "rep")])
     assert r.exit_code == 0, r.output
     assert (tmp_path / "rep" / "index.html").exists()
+
+
+def test_report_hides_ablation_settings_unless_asked(scripted_build, tmp_path):
+    from sveb.report import write_report
+    root, bdir = scripted_build
+    for params in ({}, {"k": "2"}):
+        evaluate(bdir, "grpo", {}, "in-group")
+        evaluate(bdir, "mcs-4", params, "in-group")
+    write_report(root, tmp_path / "a")
+    write_report(root, tmp_path / "b", all_settings=True)
+    a = (tmp_path / "a" / "table.md").read_text()
+    b = (tmp_path / "b" / "table.md").read_text()
+    assert "mcs-4 (k=2)" not in a and "| mcs-4 |" in a
+    assert "mcs-4 (k=2)" in b
+    rows = list(csv.DictReader(open(tmp_path / "a" / "leaderboard.csv")))
+    assert {r["params"] for r in rows if r["estimator"] == "mcs-4"} == {'{"k": 4}', '{"k": 2}'}  # CSV keeps all
