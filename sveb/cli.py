@@ -158,12 +158,14 @@ def collapse(
     except _known() as e:
         _fail(e)
     t = Table(title="V_est - V_grpo per state (collapse to the group mean: mean ~ 0, std ~ 0)")
+    from sveb.leaderboard import labels
     for c in ("estimator", "protocol", "n", "mean", "std", "within +-0.05"):
         t.add_column(c)
-    for p in sorted(x for x in paths if x.suffix == ".json"):
-        st = _json.loads(p.read_text())
-        t.add_row(st["estimator"], st["protocol"], str(st["n"]), f"{st['mean']:+.3f}", f"{st['std']:.3f}",
-                  f"{st['frac_within']:.0%}")
+    stats = [_json.loads(p.read_text()) for p in sorted(x for x in paths if x.suffix == ".json")]
+    names = labels({(st["estimator"], st["params_fp"]): _json.dumps(st["params"]) for st in stats})
+    for st in stats:
+        t.add_row(names[(st["estimator"], st["params_fp"])], st["protocol"], str(st["n"]), f"{st['mean']:+.3f}",
+                  f"{st['std']:.3f}", f"{st['frac_within']:.0%}")
     out.print(t)
     out.print(f"histograms and JSON in {out_dir}")
 
