@@ -119,7 +119,7 @@ def evaluate(bdir: Path, name: str, params: dict[str, str] | None = None, protoc
         hs = HiddenStates(bdir, manifest["model"], **(hidden_options or {}))
         # extract (or find cached) before the clock starts: `seconds` is the estimator's own cost
         for pid in track(sorted(data.problems), description="hidden states", console=console):
-            hs.group(pid, data.rollouts[pid])
+            hs.ensure(pid, data.rollouts[pid])  # cached groups are not loaded twice
         provider = hs.provider(console)
     t0 = time.time()
     values = estimate_all(est, data, protocol, provider)

@@ -69,17 +69,24 @@ class HiddenStates:
             flush()
         return out
 
-    def group(self, pid: str, rollouts: list[dict]) -> dict[int, np.ndarray]:
+    def ensure(self, pid: str, rollouts: list[dict]) -> dict[int, np.ndarray] | None:
+        """Compute and cache a group's hidden states unless cached; the arrays when computed now."""
         path = self.dir / f"{pid}.npz"
         if path.exists():
-            with np.load(path) as z:
-                return {int(k[1:]): z[k] for k in z.files}
+            return None
         arrays = self.compute(rollouts)
         import io
         buf = io.BytesIO()
         np.savez_compressed(buf, **{f"r{k}": v for k, v in arrays.items()})
         atomic_write_bytes(path, buf.getvalue())
         return arrays
+
+    def group(self, pid: str, rollouts: list[dict]) -> dict[int, np.ndarray]:
+        arrays = self.ensure(pid, rollouts)
+        if arrays is not None:
+            return arrays
+        with np.load(self.dir / f"{pid}.npz") as z:
+            return {int(k[1:]): z[k] for k in z.files}
 
     def provider(self, console=None) -> Callable[[str, list[dict]], Callable[[int], np.ndarray]]:
         """pid, rollouts -> hidden_fn(rollout_idx) -> [T, d] float32."""
