@@ -14,31 +14,46 @@ console = Console(stderr=True)
 out = Console()
 
 ROOT = typer.Option("sveb_data", "--root", help="Where builds are stored.")
-MODEL = typer.Option("smollm2-135m", "--model", help="Builtin alias, local model directory, or hub id.")
+MODEL = typer.Option("smollm2-135m", "--model",
+                     help="Builtin alias, local model directory, hub id, or short name (`sveb ls models`).")
 DOMAIN = typer.Option("number", "--domain", help="number | math | science | general | programming")
 
 
 def _fail(e: Exception) -> None:
-    console.print(f"[red]error:[/] {e}")
+    from rich.markup import escape
+    console.print(f"[red]error:[/] {escape(str(e))}", soft_wrap=True)  # one line, brackets in paths kept
     raise typer.Exit(1)
+
+
+def _interrupted() -> None:
+    console.print("[yellow]interrupted: every finished shard is kept; rerun the same command to resume[/]")
+    raise typer.Exit(130)
 
 
 
 def _known() -> tuple:
+    from sveb.errors import SvebError
     from sveb.data_builders import SourceError
     from sveb.evaluate import EvalError
     from sveb.estimators import UnknownEstimator
     from sveb.models import ModelError
     from sveb.report import ReportError
     from sveb.store import StoreError
-    return (SourceError, EvalError, UnknownEstimator, ModelError, StoreError, ReportError, ValueError,
+    return (SvebError, SourceError, EvalError, UnknownEstimator, ModelError, StoreError, ReportError, ValueError,
             FileNotFoundError)
 
 
 @app.command()
 def build(
-    domain: str = DOMAIN, model: str = MODEL, root: Path = ROOT,
-    source: str = typer.Option("builtin", help="builtin | hub | path to a .parquet/.jsonl/.json file or directory"),
+    domain: Optional[str] = typer.Option(None, "--domain", help="number | math | science | general | programming "
+                                         "(default: the named source's domain, else number)"),
+    model: str = MODEL, root: Path = ROOT,
+    source: str = typer.Option("builtin", help="builtin | hub | NAME | NAME=PATH | PATH (see `sveb ls sources`); "
+                               "PATH: a .jsonl(.gz)/.json/.parquet/.csv file or a folder of them"),
+    field: List[str] = typer.Option([], "--field", help="KEY=COLUMN for a PATH with its own columns; keys: question, "
+                                    "answer, options, tests, id. Repeatable."),
+    min_tests: int = typer.Option(-1, help="Code problems: fewest test cases kept (-1: 6 for verifiable-coding, "
+                                  "1 otherwise; HumanEval counts its asserts)."),
     split: str = typer.Option("test", help="test (the benchmark) | train (a disjoint problem set, e.g. for ppo-1)"),
     problems: int = typer.Option(8, help="Problems kept after the difficulty filter."),
     oversample: int = typer.Option(4, help="Candidates drawn per kept problem."),
@@ -48,11 +63,15 @@ def build(
     mc_extra: int = typer.Option(4, help="Independent continuations per state for the MCS@k baselines."),
     min_acc: float = typer.Option(0.1, help="Difficulty filter: lowest rollout accuracy kept."),
     max_acc: float = typer.Option(0.8, help="Difficulty filter: highest rollout accuracy kept."),
+    screen: int = typer.Option(8, help="The filter decides on each candidate's first SCREEN rollouts; only kept "
+                               "problems get the rest of their G (same seeds as a full draw). 0: all G."),
     min_novel_numbers: int = typer.Option(-1, help="number domain: a correct response must hold this many numbers "
                                           "absent from question and answer (-1: 4 for hub/file sources, 0 for builtin)."),
     temperature: float = typer.Option(0.7), top_p: float = typer.Option(1.0),
     max_tokens: int = typer.Option(512, help="Max new tokens per rollout/continuation."),
     seed: int = typer.Option(0),
+    dtype: str = typer.Option("auto", help="auto (bf16 on a GPU or a CPU with native bf16, else fp32) | bfloat16 | "
+                              "float32. Changes samples, so it is part of the fingerprint."),
     engine: str = typer.Option("vllm", help="vllm | hf"),
     batch_size: int = typer.Option(64, help="hf engine batch size (speed only)."),
     workers: int = typer.Option(4, help="Parallel reward workers (speed only)."),
@@ -61,22 +80,28 @@ def build(
     """Sample rollouts, cut states, compute Monte-Carlo reference values."""
     from sveb.config import BuildConfig, SamplingConfig
     from sveb.pipeline import build as run_build, describe
-    if split not in ("test", "train"):
-        _fail(ValueError(f"--split {split}: expected test or train"))
-    if not 0 <= min_acc <= max_acc <= 1:
-        _fail(ValueError(f"--min-acc {min_acc} / --max-acc {max_acc}: need 0 <= min <= max <= 1"))
-    for flag, v in (("--problems", problems), ("--rollouts", rollouts), ("--mc", mc), ("--max-tokens", max_tokens)):
-        if v < 1:
-            _fail(ValueError(f"{flag} {v}: must be at least 1"))
+    from sveb.config import validate
+    from sveb.sources.fields import parse as parse_fields
+    from sveb.sources.look import resolve_domain
+    try:
+        domain, fields = resolve_domain(domain, source), parse_fields(field)
+    except _known() as e:
+        _fail(e)
     cfg = BuildConfig(domain=domain, model=model, source=source, split=split, problems=problems, oversample=oversample,
                       rollouts=rollouts, states_per_problem=states_per_problem, mc=mc, mc_extra=mc_extra,
-                      min_acc=min_acc, max_acc=max_acc, min_novel_numbers=min_novel_numbers, seed=seed,
+                      min_acc=min_acc, max_acc=max_acc, screen=screen, min_novel_numbers=min_novel_numbers, seed=seed,
+                      fields=fields, min_tests=min_tests,
                       sampling=SamplingConfig(temperature=temperature, top_p=top_p, max_tokens=max_tokens),
-                      engine=engine, batch_size=batch_size, workers=workers, eager=eager)
+                      dtype=dtype, engine=engine, batch_size=batch_size, workers=workers, eager=eager)
+    from sveb import procs
     try:
+        validate(cfg)  # every flag checked before a model or an engine is touched
+        procs.install()  # Ctrl-C / SIGTERM stop within seconds; no engine process outlives this one
         bdir = run_build(cfg, root, console=console)
     except _known() as e:
         _fail(e)
+    except KeyboardInterrupt:
+        _interrupted()
     out.print(describe(bdir))
     out.print(str(bdir))
 
@@ -85,21 +110,30 @@ def build(
 def eval_(
     estimator: List[str] = typer.Option(["grpo"], "--estimator", "-e", help="Estimator name; repeat for several."),
     param: List[str] = typer.Option([], "--param", "-P", help="Estimator parameter key=value; repeatable."),
-    protocol: List[str] = typer.Option(["in-group"], help="in-group | held-out; repeat for both."),
+    protocol: List[str] = typer.Option(["held-out"], help="held-out (the headline: the state's own rollout is "
+                                       "not in the group) | in-group (the paper's); repeat for both."),
     domain: str = DOMAIN, model: str = MODEL, root: Path = ROOT,
     build_id: Optional[str] = typer.Option(None, "--build", help="Build fingerprint (prefix) to evaluate."),
     bootstrap: int = typer.Option(2000, help="Bootstrap resamples for the CI."),
     seed: int = typer.Option(0), force: bool = typer.Option(False, help="Recompute even if stored."),
-    layer: int = typer.Option(-1, help="Hidden layer for hidden-state estimators (-1 = last)."),
 ):
-    """Run estimators on a build and print their scores."""
-    from sveb.evaluate import evaluate, find_build, params_dict
+    """Run estimators on a build and print their scores (hidden layer: -P layer=N)."""
+    from sveb.evaluate import check_protocol, evaluate, find_build, params_dict, print_build_info
+    from sveb.estimators import make
     from sveb.leaderboard import print_pivot
-    from sveb.models import model_slug
+    from sveb.models import check_model, model_slug
     try:
-        bdir = find_build(root, model_slug(model), domain, build_id, console)
+        model = check_model(model, weights=False)  # a short name finds the build made with its hub id
         params = params_dict(param)
-        rows = [evaluate(bdir, e, params, p, bootstrap, seed, force, console, {"layer": layer})
+        for p in protocol:
+            check_protocol(p)
+        for e in estimator:  # a typo fails here, before any build is looked for
+            make(e, params)
+        if bootstrap < 1:
+            raise ValueError(f"--bootstrap {bootstrap}: must be at least 1")
+        bdir = find_build(root, model_slug(model), domain, build_id, console)
+        print_build_info(bdir, console)
+        rows = [evaluate(bdir, e, params, p, bootstrap, seed, force, console)
                 for e in estimator for p in protocol]
     except _known() as e:
         _fail(e)
@@ -123,7 +157,7 @@ def ablate(
     estimator: str = typer.Option(..., "--estimator", "-e", help="hista, shear, or any estimator."),
     grid: List[str] = typer.Option([], "--grid", help="key=v1,v2,... (repeatable); default: a built-in grid."),
     full: bool = typer.Option(False, help="All combinations instead of one axis at a time."),
-    protocol: str = typer.Option("in-group"), domain: str = DOMAIN, model: str = MODEL, root: Path = ROOT,
+    protocol: str = typer.Option("held-out"), domain: str = DOMAIN, model: str = MODEL, root: Path = ROOT,
     build_id: Optional[str] = typer.Option(None, "--build"),
 ):
     """Sweep an estimator's parameters on a build and print MAE per setting."""
@@ -172,20 +206,44 @@ def collapse(
 
 @app.command()
 def report(root: Path = ROOT, out_dir: Path = typer.Option(Path("report"), "--out", help="Output directory."),
-           all_settings: bool = typer.Option(False, help="Also plot ablation settings next to the defaults.")):
+           all_settings: bool = typer.Option(False, help="Also plot ablation settings next to the defaults."),
+           by: List[str] = typer.Option([], "--by", help="Also break MAE down by this problem meta key (e.g. level, "
+                                        "subject); repeatable. Writes by_KEY.csv and tables.")):
     """Tables, plots and one static index.html from every build under ROOT."""
     from sveb.report import write_report
     try:
-        index = write_report(root, out_dir, all_settings=all_settings)
+        index = write_report(root, out_dir, all_settings=all_settings, by=tuple(by))
     except _known() as e:
         _fail(e)
     out.print(f"report: {index}")
 
 
 @app.command()
-def ls(what: str = typer.Argument(..., help="estimators | domains | models | builds"), root: Path = ROOT):
-    """List what exists."""
-    if what == "estimators":
+def ls(what: str = typer.Argument(..., help="estimators | domains | models | builds | sources | problems"),
+       root: Path = ROOT,
+       domain: Optional[str] = typer.Option(None, "--domain", help="problems: the domain (default: the source's)"),
+       source: str = typer.Option("builtin", help="problems: builtin | hub | NAME | NAME=PATH | PATH"),
+       field: List[str] = typer.Option([], "--field", help="problems: KEY=COLUMN, as for `sveb build`"),
+       min_tests: int = typer.Option(-1, help="problems: as for `sveb build`"),
+       split: str = typer.Option("test", help="problems: test | train | all"),
+       n: Optional[int] = typer.Option(None, "-n", help="problems: how many to show (default 5; --json: all)"),
+       as_json: bool = typer.Option(False, "--json", help="problems: one JSON object per loaded problem")):
+    """List what exists; `ls problems` loads a source without sampling and shows what a build would get."""
+    if what == "sources":
+        from sveb.sources.look import source_lines
+        typer.echo("\n".join(source_lines()))
+    elif what == "problems":
+        from sveb.sources.fields import parse as parse_fields
+        from sveb.sources.look import problem_lines, resolve_domain
+        try:
+            d = resolve_domain(domain, source)
+            lines, warnings = problem_lines(d, source, split, parse_fields(field), min_tests, n, as_json)
+        except _known() as e:
+            _fail(e)
+        for w in warnings:
+            console.print(f"warning: {w}", style="yellow", markup=False, highlight=False, soft_wrap=True)
+        typer.echo("\n".join(lines))
+    elif what == "estimators":
         from sveb.estimators import DESCRIPTIONS
         for k, v in DESCRIPTIONS.items():
             out.print(f"{k:8s} {v}")
@@ -193,18 +251,110 @@ def ls(what: str = typer.Argument(..., help="estimators | domains | models | bui
         from sveb.data_builders import DOMAINS
         out.print("\n".join(DOMAINS))
     elif what == "models":
-        from sveb.models import BUILTIN, cache_dir
-        for k, v in BUILTIN.items():
-            cached = (cache_dir() / "models" / k / "config.json").exists()
-            out.print(f"{k:14s} {v['description']} ({'cached' if cached else 'not cached yet'})")
-        out.print("or any hub id (e.g. Qwen/Qwen2.5-3B-Instruct) or local model directory")
+        from sveb.models import listing
+        out.print(f"{'--model':26s} {'hub id':36s} cached", soft_wrap=True)
+        for r in listing():
+            out.print(f"{r['name']:26s} {r['hub_id']:36s} {'yes' if r['cached'] else 'no ':6s} {r['description']}",
+                      soft_wrap=True, highlight=False)
+        out.print("Short names are case-insensitive; any hub id or local model directory works too.")
     elif what == "builds":
         from sveb import store
         for b in store.list_builds(root):
             m = store.read_manifest(b)
-            out.print(f"{b}  {m.get('status')}  problems={m.get('n_problems')} states={m.get('n_states')}")
+            tr = m.get("truncated") or {}
+            cut = " ".join(f"{k}_cut={tr[k]:.1%}" for k in ("rollouts", "references") if isinstance(tr.get(k), float))
+            out.print(f"{b}  {m.get('status')}  problems={m.get('n_problems')} states={m.get('n_states')}  {cut}")
     else:
-        _fail(ValueError(f"ls {what}: expected estimators, domains, models or builds"))
+        _fail(ValueError(f"ls {what}: expected estimators, domains, models, builds, sources or problems"))
+
+
+@app.command()
+def plan(
+    model: str = MODEL, root: Path = ROOT,
+    domains: str = typer.Option("all", help="all, or space- or comma-separated domains."),
+    problems: int = typer.Option(3000, help="Problems kept per domain."),
+    oversample: int = typer.Option(4, help="Candidates per kept problem."),
+    screen: int = typer.Option(8, help="Rollouts a discarded candidate gets before the filter drops it."),
+    rollouts: int = typer.Option(40), states_per_problem: int = typer.Option(2), mc: int = typer.Option(20),
+    mc_extra: int = typer.Option(4),
+    max_tokens: int = typer.Option(4096, help="Max new tokens (the paper's 4096; `sveb build` defaults to 512)."),
+    gpus: int = typer.Option(1, help="GPUs working in parallel."),
+    tok_per_s: Optional[float] = typer.Option(None, help="Generated tokens/s of one GPU (default: an assumption "
+                                              "by model size)."),
+    json_out: bool = typer.Option(False, "--json", help="Print the plan as JSON."),
+):
+    """The work, storage and time a build (and its hidden states) will take, before running it."""
+    import json as _json
+    from sveb.data_builders import DOMAINS
+    from sveb.models import architecture, check_model, model_slug
+    from sveb.plan import Settings, assumed_lengths, check, make_plan, measured_lengths
+    try:
+        spec = check_model(model, weights=False)
+        names = list(DOMAINS) if domains == "all" else domains.replace(",", " ").split()
+        for d in names:
+            if d not in DOMAINS:
+                raise ValueError(f"--domains {d}: unknown domain (known: {', '.join(DOMAINS)}, or all)")
+        if not names:
+            raise ValueError("--domains: none given")
+        s = Settings(problems, oversample, rollouts, screen, states_per_problem, mc, mc_extra, max_tokens, gpus)
+        check(s)
+        lengths = {d: measured_lengths(root, model_slug(spec), d) or assumed_lengths(d, max_tokens) for d in names}
+        p = {"model_spec": spec, **make_plan(s, lengths, architecture(spec), tok_per_s)}
+    except _known() as e:
+        _fail(e)
+    if json_out:
+        print(_json.dumps(p, indent=2))
+    else:
+        _print_plan(p)
+
+
+def _print_plan(p: dict) -> None:
+    from rich.table import Table
+    from sveb.plan import duration, human
+    s, rows, total = p["settings"], p["domains"], p["total"]
+    t = Table(title=f"sveb plan: {p['model_spec']}, {s['problems']:,} problems per domain")
+    t.add_column("", no_wrap=True)
+    for c in [*rows, "total"]:
+        t.add_column(c, justify="right")
+
+    def line(label, key, fmt=lambda v: f"{v:,.0f}"):
+        t.add_row(label, *(fmt(r[key]) for r in rows.values()), fmt(total[key]) if key in total else "")
+
+    line(f"candidates (problems x {s['oversample']})", "candidates")
+    line(f"  dropped after {s['screen']} rollouts each", "discarded")
+    line(f"rollouts (kept x {s['rollouts']})", "rollouts")
+    line("screening rollouts", "screening_rollouts")
+    line(f"states ({s['states_per_problem']} per problem)", "states")
+    line(f"continuations (states x {s['mc']}+{s['mc_extra']})", "continuations")
+    t.add_row("mean tokens: prompt/response/left",
+              *(f"{r['mean_prompt_tokens']:.0f}/{r['mean_response_tokens']:.0f}/{r['mean_remaining_tokens']:.0f}"
+                for r in rows.values()), "")
+    line("generated tokens: rollouts", "rollout_tokens", human)
+    line("generated tokens: continuations", "continuation_tokens", human)
+    line("generated tokens", "generated_tokens", human)
+    line("hidden-state tokens (forward)", "hidden_tokens", human)
+    line("rollouts Parquet", "rollouts_bytes", lambda v: human(v, "B"))
+    line("states + references Parquet", "states_references_bytes", lambda v: human(v, "B"))
+    d = (p["model"] or {}).get("hidden_size")
+    line(f"hidden-state cache (fp16, d={d})", "hidden_bytes", lambda v: human(v, "B"))
+    out.print(t)
+    m = p["model"]
+    size = f"{m['params_b']:.3g}B parameters" if m and m["params_b"] else "parameters unknown"
+    out.print(f"model: {p['model_spec']}: " + (f"hidden size {m['hidden_size']}, {m['layers']} layers, {size} "
+              f"({m['source']})" if m else "architecture unknown (not in the table, not cached)"), soft_wrap=True)
+    by_source: dict = {}
+    for dom, r in rows.items():
+        by_source.setdefault(r["lengths"], []).append(dom)
+    for src, doms in by_source.items():
+        out.print(f"lengths of {', '.join(doms)}: {src}" + (" (no complete build of this model there under --root)"
+                                                            if src == "assumed" else ""), soft_wrap=True)
+    out.print(f"throughput: {p['throughput']}; a forward pass assumed {p['forward_speedup']}x faster per token",
+              soft_wrap=True)
+    if p["time"]:
+        tm = p["time"]
+        out.print(f"time on {s['gpus']} GPU(s): generation {duration(tm['generation_s'])} + hidden states "
+                  f"{duration(tm['hidden_s'])} = [bold]{duration(tm['total_s'])}[/] (shards spread evenly; "
+                  f"model loading, rewards and critic training not counted)", soft_wrap=True)
 
 
 @app.command()
@@ -217,12 +367,16 @@ def demo(
     quick: bool = typer.Option(False, help="6 problems x 16 rollouts x 2 states per domain: a first look."),
 ):
     """The embedded default end to end: build, evaluate every estimator, write the leaderboard."""
+    from sveb import procs
     from sveb.demo import run_demo
     try:
+        procs.install()
         names = [e.strip() for e in estimators.split(",") if e.strip()] or None
         run_demo(root, results, domains.replace(",", " ").split(), engine, console, out, names, quick)
     except _known() as e:
         _fail(e)
+    except KeyboardInterrupt:
+        _interrupted()
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ DEMO = dict(model="smollm2-135m", source="builtin", problems=12, oversample=3, r
 QUICK = dict(problems=6, rollouts=16, states_per_problem=2)  # `--quick`: a first look at a domain
 TRAIN = dict(problems=8, states_per_problem=1, mc=2, mc_extra=0)  # ppo-1 trains on rollouts only
 ESTIMATORS = ["grpo", "mcs-1", "mcs-2", "mcs-3", "mcs-4", "numca", "hista", "shear", "ppo-1", "ppo-n"]
-PROTOCOLS = ["in-group", "held-out"]
+PROTOCOLS = ["held-out", "in-group"]
 
 
 def available_estimators() -> list[str]:
@@ -48,7 +48,10 @@ def run_demo(root: Path, results: Path, domains: list[str], engine: str, console
             bdir = locate(cfg, root)
             done = (bdir / "manifest.json").exists() and store.read_manifest(bdir).get("status") == "complete"
             if shared is None and not done:
-                shared = make_engine(engine, resolve(cfg.model), cfg.seed)
+                from sveb.pipeline import dtype_of
+                shared = make_engine(engine, resolve(cfg.model), cfg.seed, dtype=dtype_of(cfg))
+                from sveb import procs
+                procs.reinstall()
             built = build(cfg, root, engine=shared, console=console)
             if cfg.split == "test":
                 benchmark[domain] = built

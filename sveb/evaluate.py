@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -13,14 +13,16 @@ from rich.progress import track
 
 from sveb import schema, scoring, store
 from sveb.config import fingerprint
+from sveb.errors import SvebError
 from sveb.estimators import make, params_fp, params_json
 from sveb.estimators.base import ProblemGroup, Rollout, State
 from sveb.pipeline import load_rollouts
 
-PROTOCOLS = ("in-group", "held-out")
+PROTOCOLS = ("held-out", "in-group")  # held-out is the headline; in-group is the paper's protocol
+PROTOCOL_LABELS = {"held-out": "held-out", "in-group": "in-group (paper; sees own outcome)"}
 
 
-class EvalError(RuntimeError):
+class EvalError(SvebError, RuntimeError):
     pass
 
 
@@ -75,32 +77,73 @@ def state_for(data: BuildData, s: dict) -> State:
     return State(s["state_id"], s["problem_id"], s["rollout_idx"], s["t"], s["prefix_text"], extra)
 
 
-def estimate_all(est, data: BuildData, protocol: str, hidden_provider=None) -> np.ndarray:
-    """One value per state of the build, in data.states order."""
+def flip_own(group: ProblemGroup, rollout_idx: int) -> ProblemGroup:
+    """The group with one rollout's final reward flipped (r -> 1 - r), wherever it appears."""
+    def flip(rolls):
+        return tuple(replace(r, reward=1.0 - r.reward) if r.rollout_idx == rollout_idx else r for r in rolls)
+    return replace(group, rollouts=flip(group.rollouts), all_rollouts=flip(group.all_rollouts or group.rollouts))
+
+
+def check_protocol(protocol: str) -> None:
     if protocol not in PROTOCOLS:
         raise EvalError(f"--protocol {protocol}: unknown (known: {', '.join(PROTOCOLS)})")
+
+
+def estimate_all(est, data: BuildData, protocol: str, hidden_provider=None,
+                 own: bool = False) -> tuple[np.ndarray, np.ndarray, float]:
+    """One value per state of the build, in data.states order, and (with own=True) how far each value
+    moves when the state's own rollout's final reward is flipped (NaN without it), and the seconds the
+    estimator spent on the values alone.
+
+    The own-outcome shift is measured, not assumed: the estimator is run again on the group with the
+    state's own reward flipped, under the same protocol (held-out removes that rollout after the flip).
+    """
+    check_protocol(protocol)
     by_problem: dict[str, list[int]] = {}
     for i, s in enumerate(data.states):
         by_problem.setdefault(s["problem_id"], []).append(i)
-    values = np.full(len(data.states), np.nan)
+    values, shift = np.full(len(data.states), np.nan), np.full(len(data.states), np.nan)
+    seconds = 0.0
     for pid, idx in track(list(by_problem.items()), description=f"{est.name} ({protocol})", transient=True):
         hidden_fn = hidden_provider(pid, data.rollouts[pid]) if hidden_provider else None
         group = group_for(data, pid, hidden_fn)
         states = [state_for(data, data.states[i]) for i in idx]
         if protocol == "in-group":
+            t0 = time.perf_counter()
             values[idx] = est.estimate(group, states)
+            seconds += time.perf_counter() - t0
+            if own:  # one re-run per rollout that has states: all its states share the flip
+                by_roll: dict[int, list[int]] = {}
+                for j, s in enumerate(states):
+                    by_roll.setdefault(s.rollout_idx, []).append(j)
+                for r_idx, js in by_roll.items():
+                    moved = est.estimate(flip_own(group, r_idx), [states[j] for j in js])
+                    for j, v in zip(js, moved):
+                        shift[idx[j]] = abs(v - values[idx[j]])
         else:
             for i, s in zip(idx, states):
+                t0 = time.perf_counter()
                 values[i] = est.estimate(group.without(s.rollout_idx), [s])[0]
+                seconds += time.perf_counter() - t0
+                if own:
+                    shift[i] = abs(est.estimate(flip_own(group, s.rollout_idx).without(s.rollout_idx), [s])[0]
+                                   - values[i])
     if np.isnan(values).any():
         raise EvalError(f"estimator {est.name} returned NaN for {int(np.isnan(values).sum())} states")
-    return values
+    return values, shift, seconds
 
 
-def evaluate(bdir: Path, name: str, params: dict[str, str] | None = None, protocol: str = "in-group",
+def own_measurable(est, protocol: str) -> bool:
+    """Whether flipping a reward in the group shows the estimator's whole dependence on it. Not for a
+    critic trained on the benchmark's own rollouts under in-group: its dependence is in its weights."""
+    return not (protocol == "in-group" and getattr(est, "trains_on_benchmark", False))
+
+
+def evaluate(bdir: Path, name: str, params: dict[str, str] | None = None, protocol: str = "held-out",
              n_boot: int = 2000, seed: int = 0, force: bool = False, console: Console | None = None,
              hidden_options: dict | None = None) -> dict:
     console = console or Console(stderr=True)
+    check_protocol(protocol)
     est = make(name, params)
     pfp = params_fp(est)
     manifest = store.read_manifest(bdir)
@@ -116,26 +159,36 @@ def evaluate(bdir: Path, name: str, params: dict[str, str] | None = None, protoc
     provider = None
     if getattr(est, "needs_hidden", False):
         from sveb.hidden import HiddenStates
-        hs = HiddenStates(bdir, manifest["model"], **(hidden_options or {}))
+        hs = HiddenStates(bdir, manifest["model"], layer=getattr(est, "layer", -1), **(hidden_options or {}))
         # extract (or find cached) before the clock starts: `seconds` is the estimator's own cost
         for pid in track(sorted(data.problems), description="hidden states", console=console):
             hs.ensure(pid, data.rollouts[pid])  # cached groups are not loaded twice
         provider = hs.provider(console)
-    t0 = time.time()
-    values = estimate_all(est, data, protocol, provider)
-    seconds = time.time() - t0
+    values, shift, seconds = estimate_all(est, data, protocol, provider, own=own_measurable(est, protocol))
     ref = np.array([data.references[s["state_id"]]["value"] for s in data.states])
     n_ref = int(data.references[data.states[0]["state_id"]]["n_ref"]) if data.states else 20
     groups = np.array([s["problem_id"] for s in data.states])
     pj = params_json(est)
     est_rows = [{"state_id": s["state_id"], "problem_id": s["problem_id"], "estimator": name, "params_fp": pfp,
-                 "params": pj, "protocol": protocol, "value": float(v)} for s, v in zip(data.states, values)]
+                 "params": pj, "protocol": protocol, "value": float(v), "own_shift": float(d)}
+                for s, v, d in zip(data.states, values, shift)]
     store.write_shard(store.shard_path(bdir / "estimates", key), pa.Table.from_pylist(est_rows, schema=schema.ESTIMATES), fp)
     row = {"model": manifest["model"], "domain": manifest["domain"], "build_fp": manifest["build_fp"],
            "estimator": name, "params_fp": pfp, "params": pj, "protocol": protocol,
-           **scoring.score(values, ref, n_ref, groups, n_boot, seed), "seconds": seconds}
+           **scoring.score(values, ref, n_ref, groups, n_boot, seed),
+           "own_share": float(shift.mean()) if len(shift) and not np.isnan(shift).any() else float("nan"),
+           "seconds": seconds}
     store.write_shard(score_path, pa.Table.from_pylist([row], schema=schema.SCORES), fp)
     return row
+
+
+def print_build_info(bdir: Path, console: Console) -> None:
+    """What a reader of the scores must know about the build: its size and how much the budget cut off."""
+    m = store.read_manifest(bdir)
+    tr = m.get("truncated") or {}
+    cut = ", ".join(f"{tr[k]:.1%} of {k}" for k in ("rollouts", "references") if isinstance(tr.get(k), (int, float)))
+    console.print(f"build {bdir.name}: {m.get('n_problems')} problems, {m.get('n_states')} states"
+                  + (f"; cut off by the token budget: {cut}" if cut else ""))
 
 
 def params_dict(pairs: list[str]) -> dict[str, str]:

@@ -19,9 +19,12 @@ MAX_BATCH_TOKENS = 16384
 
 
 class HiddenStates:
-    def __init__(self, bdir: Path, model: str, layer: int = -1, batch_tokens: int = MAX_BATCH_TOKENS):
+    def __init__(self, bdir: Path, model: str, layer: int = -1, batch_tokens: int = MAX_BATCH_TOKENS,
+                 dtype: str = "auto"):
+        from sveb.hardware import pick_dtype
         self.model_spec, self.layer, self.batch_tokens = model, layer, batch_tokens
-        self.dir = Path(bdir) / "hidden" / fingerprint("hidden", model, layer)
+        self.dtype = pick_dtype(dtype)  # bf16 where native (GPU, avx512_bf16/AMX), else fp32
+        self.dir = Path(bdir) / "hidden" / fingerprint("hidden", model, layer, self.dtype)
         self._model = None
 
     def _load(self):
@@ -30,8 +33,8 @@ class HiddenStates:
             from transformers import AutoModelForCausalLM
             from sveb.models import resolve
             self.device = "cuda" if torch.cuda.is_available() else "cpu"
-            dtype = torch.bfloat16 if self.device == "cuda" else torch.float32
-            self._model = AutoModelForCausalLM.from_pretrained(resolve(self.model_spec), dtype=dtype).to(self.device).eval()
+            self._model = AutoModelForCausalLM.from_pretrained(resolve(self.model_spec), dtype=getattr(torch, self.dtype)
+                                                               ).to(self.device).eval()
         return self._model
 
     def compute(self, rollouts: list[dict]) -> dict[int, np.ndarray]:

@@ -9,10 +9,15 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from sveb.evaluate import load_scores
+from sveb.evaluate import PROTOCOLS, load_scores
 
 COLUMNS = ["model", "domain", "estimator", "params", "protocol", "n_states", "n_problems", "mae", "mae_ci_low",
-           "mae_ci_high", "rmse", "debiased_mse", "noise_floor", "seconds", "build_fp", "params_fp"]
+           "mae_ci_high", "rmse", "debiased_mse", "ref_noise", "oracle_floor", "own_share", "seconds", "build_fp",
+           "params_fp"]
+
+
+def _proto(p: str) -> int:
+    return PROTOCOLS.index(p) if p in PROTOCOLS else len(PROTOCOLS)
 
 
 def _order(name: str) -> tuple:
@@ -23,7 +28,8 @@ def _order(name: str) -> tuple:
 
 def rows(root: str | Path) -> list[dict]:
     out = [{c: r.get(c) for c in COLUMNS} for r in load_scores(root)]
-    return sorted(out, key=lambda r: (r["model"], r["domain"], r["protocol"], _order(r["estimator"]), r["params"]))
+    return sorted(out, key=lambda r: (r["model"], r["domain"], _proto(r["protocol"]), _order(r["estimator"]),
+                                      r["params"]))
 
 
 def write_csv(rows_: list[dict], out: str | Path) -> Path:
@@ -70,8 +76,9 @@ def labels(params: dict[tuple[str, str], str]) -> dict[tuple[str, str], str]:
 
 
 def print_pivot(rows_: list[dict], console: Console) -> None:
-    """Estimators as rows, (domain, protocol) as columns, MAE [95% CI] in cells."""
-    cols = sorted({(r["model"], r["domain"], r["protocol"]) for r in rows_})
+    """Estimators as rows, (domain, protocol) as columns, MAE [95% CI] in cells (held-out first), and
+    under in-group the own-outcome share: how far the estimate moves when the state's own reward flips."""
+    cols = sorted({(r["model"], r["domain"], r["protocol"]) for r in rows_}, key=lambda c: (c[0], c[1], _proto(c[2])))
     keys = []
     for r in rows_:
         k = (r["estimator"], r["params_fp"])
@@ -79,21 +86,25 @@ def print_pivot(rows_: list[dict], console: Console) -> None:
             keys.append(k)
     keys.sort(key=lambda k: _order(k[0]))
     names = labels({(r["estimator"], r["params_fp"]): r["params"] for r in rows_})
-    t = Table(title="MAE against the MC reference (lower is better), 95% bootstrap CI")
+    t = Table(title="MAE against the MC reference (lower is better), 95% bootstrap CI; own = own-outcome share")
     t.add_column("estimator")
     for m, d, p in cols:
-        t.add_column(f"{m}\n{d} / {p}", justify="right")
-    floors = {}
+        t.add_column(f"{m}\n{d} / {p}" + (" (paper)" if p == "in-group" else ""), justify="right")
+    floors, noise = {}, {}
     for name, pfp in keys:
         cells = []
         for m, d, p in cols:
             hit = [r for r in rows_ if (r["estimator"], r["params_fp"], r["model"], r["domain"], r["protocol"]) == (name, pfp, m, d, p)]
             if hit:
                 r = hit[0]
-                floors[(m, d, p)] = r["noise_floor"]
-                cells.append(f"{r['mae']:.3f} [{r['mae_ci_low']:.3f}, {r['mae_ci_high']:.3f}]")
+                floors[(m, d, p)], noise[(m, d, p)] = r.get("oracle_floor"), r.get("ref_noise")
+                own = r.get("own_share")
+                tail = "" if own is None else " own n/a" if own != own else f" own {own:.3f}" if own > 5e-4 else ""
+                cells.append(f"{r['mae']:.3f} [{r['mae_ci_low']:.3f}, {r['mae_ci_high']:.3f}]{tail}")
             else:
                 cells.append("-")
         t.add_row(names[(name, pfp)], *cells)
-    t.add_row("[dim]noise floor[/]", *[f"[dim]{floors[c]:.3f}[/]" if c in floors else "-" for c in cols])
+    fmt = lambda x: "-" if x is None or x != x else f"{x:.3f}"  # noqa: E731
+    t.add_row("[dim]oracle floor (knows V)[/]", *[f"[dim]{fmt(floors.get(c))}[/]" for c in cols])
+    t.add_row("[dim]ref noise (not a bound)[/]", *[f"[dim]{fmt(noise.get(c))}[/]" for c in cols])
     console.print(t)

@@ -20,8 +20,9 @@ from rich.console import Console
 from sveb import schema, store
 from sveb.config import BuildConfig, derive_seed, fingerprint
 from sveb.data_builders import SourceError, domain_module, load_problems
-from sveb.engines import Engine, Request, make_engine
-from sveb.models import model_slug, resolve
+from sveb.engines import Engine, Request, make_engine, model_context
+from sveb.errors import BuildError
+from sveb.models import canonical, check_model, model_slug, resolve
 from sveb.rewards import reward
 
 SHARD_PROBLEMS = 4   # candidates per rollout shard
@@ -30,12 +31,21 @@ SHARD_STATES = 8     # states per reference shard
 
 def stage_fps(cfg: BuildConfig) -> dict[str, str]:
     v = schema.SCHEMA_VERSION
-    problems = fingerprint("problems", cfg.domain, cfg.source, cfg.split, cfg.problems * cfg.oversample, cfg.seed, v)
-    rollouts = fingerprint("rollouts", problems, cfg.model, cfg.sampling, cfg.rollouts, cfg.seed, v)
+    parts = ["problems", cfg.domain, cfg.source, cfg.split, cfg.problems * cfg.oversample, cfg.seed, v]
+    if cfg.fields or cfg.min_tests >= 0:  # only when set, so builds made before these knobs keep their fingerprints
+        parts.append({"fields": sorted(map(list, cfg.fields)), "min_tests": cfg.min_tests})
+    problems = fingerprint(*parts)
+    rollouts = fingerprint("rollouts", problems, cfg.model, cfg.sampling, cfg.rollouts, cfg.seed, dtype_of(cfg), v)
     states = fingerprint("states", rollouts, cfg.problems, cfg.min_acc, cfg.max_acc, min_novel(cfg),
-                         cfg.states_per_problem, v)
+                         cfg.states_per_problem, screen_size(cfg), v)
     references = fingerprint("references", states, cfg.mc, cfg.mc_extra, v)
     return {"problems": problems, "rollouts": rollouts, "states": states, "references": references}
+
+
+def dtype_of(cfg: BuildConfig) -> str:
+    """The concrete compute dtype of a build: --dtype, or from the hardware."""
+    from sveb.hardware import pick_dtype
+    return pick_dtype(cfg.dtype)
 
 
 def min_novel(cfg: BuildConfig) -> int:
@@ -56,12 +66,19 @@ class LazyEngine:
 
     def __init__(self, cfg: BuildConfig, engine: Engine | None):
         self.cfg, self._engine, self._tok = cfg, engine, None
+        self.max_model_len = 4096
 
     def get(self) -> Engine:
         if self._engine is None:
             self._engine = make_engine(self.cfg.engine, resolve(self.cfg.model), self.cfg.seed, self.cfg.batch_size,
-                                       self.cfg.eager)
+                                       self.cfg.eager, self.max_model_len, dtype_of(self.cfg))
+            from sveb import procs
+            procs.reinstall()  # vLLM may have set handlers of its own
         return self._engine
+
+    def close(self) -> None:
+        if self._engine is not None and hasattr(self._engine, "close"):
+            self._engine.close()
 
     def tokenizer(self):
         """The tokenizer alone, without starting an engine."""
@@ -92,33 +109,80 @@ def _versions() -> dict[str, str]:
 
 
 def build(cfg: BuildConfig, root: str | Path, engine: Engine | None = None, console: Console | None = None) -> Path:
+    cfg = dataclasses.replace(cfg, model=check_model(cfg.model) if engine is None else canonical(cfg.model))
     console = console or Console(stderr=True)
     fps = stage_fps(cfg)
     bdir = locate(cfg, root)
+    from sveb.hardware import describe as cpu
     base = {"config": dataclasses.asdict(cfg), "fingerprints": fps, "build_fp": fps["references"],
-            "model": cfg.model, "domain": cfg.domain, "versions": _versions()}
+            "model": cfg.model, "domain": cfg.domain, "versions": _versions(), "dtype": dtype_of(cfg),
+            "cpu_flags": cpu()}
+    console.print(f"compute dtype {dtype_of(cfg)} (--dtype {cfg.dtype}; CPU flags: {cpu()})")
     old = store.read_manifest(bdir) if (bdir / "manifest.json").exists() else {}
     store.write_manifest(bdir, {**old, **base, "status": "running"})
     lazy = LazyEngine(cfg, engine)
     t0 = time.time()
-    candidates, skipped = _stage_candidates(cfg, bdir, fps["problems"], console)
-    kept, accuracy = _stage_rollouts(cfg, bdir, fps["rollouts"], candidates, lazy, console)
-    states = _stage_states(cfg, bdir, fps["states"], kept, lazy)
-    _stage_references(cfg, bdir, fps["references"], kept, states, lazy, console)
+    try:
+        candidates, skipped = _stage_candidates(cfg, bdir, fps["problems"], console)
+        if engine is None:
+            lazy.max_model_len = context_needed(cfg, candidates, lazy.tokenizer())
+        kept, accuracy = _stage_rollouts(cfg, bdir, fps["rollouts"], candidates, lazy, console)
+        states = _stage_states(cfg, bdir, fps["states"], kept, lazy)
+        _stage_references(cfg, bdir, fps["references"], kept, states, lazy, console)
+    finally:
+        if engine is None:  # an engine we started is ours to stop (a passed-in one is the caller's)
+            lazy.close()
     summary = {"n_candidates": len(candidates), "n_problems": len(kept), "n_states": len(states),
-               "skipped_rows": skipped, "candidate_accuracy": accuracy, "seconds": round(time.time() - t0, 1)}
+               "skipped_rows": skipped, "candidate_accuracy": accuracy, "seconds": round(time.time() - t0, 1),
+               "truncated": truncation(bdir, {p["problem_id"] for p in kept})}
     if len(kept) < cfg.problems:
         console.print(f"[yellow]only {len(kept)} of {cfg.problems} problems passed the difficulty filter "
                       f"[{cfg.min_acc}, {cfg.max_acc}]; raise --oversample or widen the filter[/]")
     store.write_manifest(bdir, {**base, **summary, "status": "complete"})
+    tr = summary["truncated"]
+    console.print(f"cut off by the token budget (--max-tokens {cfg.sampling.max_tokens}): "
+                  f"{_pct(tr['rollouts'])} of rollouts, {_pct(tr['references'])} of reference continuations")
     return bdir
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{x:.1%}"
+
+
+def context_needed(cfg: BuildConfig, candidates: list[dict], tokenizer) -> int:
+    """Prompt + --max-tokens of the longest candidate: the engine's max_model_len. A continuation of a
+    state at t has t response tokens in its prompt and max_tokens - t to go, so it needs no more.
+    A request the model cannot hold is an error now, never a silent cut later."""
+    mod = domain_module(cfg.domain)
+    longest, pid = max((len(tokenizer.encode_chat(mod.prompt(p))), p["problem_id"]) for p in candidates)
+    need = longest + cfg.sampling.max_tokens
+    limit = model_context(resolve(cfg.model))
+    if limit is not None and need > limit:
+        raise BuildError(f"problem {pid}: its prompt of {longest} tokens + --max-tokens {cfg.sampling.max_tokens} "
+                         f"exceeds the model's context of {limit} tokens; lower --max-tokens")
+    return need
+
+
+def truncation(bdir: Path, problem_ids: set[str]) -> dict[str, float]:
+    """Share of the benchmark's rollouts and reference continuations cut off by the token budget."""
+    rolls = [r["finish_reason"] for rows in load_rollouts(bdir, problem_ids).values() for r in rows]
+    conts: list[str] = []
+    for path in sorted((bdir / "references").glob("part-*.parquet")):
+        t = store.read_shard(path)
+        if "finish_reasons" in t.column_names:
+            for fr, n in zip(t.column("finish_reasons").to_pylist(), t.column("n_ref").to_pylist()):
+                conts += fr[:n]
+    share = lambda xs: round(sum(x == "length" for x in xs) / len(xs), 4) if xs else None
+    return {"rollouts": share(rolls), "references": share(conts)}
 
 
 def _stage_candidates(cfg, bdir: Path, fp: str, console) -> tuple[list[dict], dict]:
     path = store.shard_path(bdir / "candidates", 0)
     if store.shard_done(path, fp):
         return store.read_shard(path).to_pylist(), store.read_manifest(bdir).get("skipped_rows", {})
-    problems, skipped = load_problems(cfg.domain, cfg.source, cfg.problems * cfg.oversample, cfg.seed, cfg.split)
+    problems, skipped = load_problems(
+        cfg.domain, cfg.source, cfg.problems * cfg.oversample, cfg.seed, cfg.split, cfg.fields, cfg.min_tests,
+        warn=lambda w: console.print(f"warning: {w}", style="yellow", markup=False, soft_wrap=True))
     if skipped:
         console.print(f"skipped rows of {cfg.source}: " + ", ".join(f"{v} {k}" for k, v in sorted(skipped.items())))
     if not problems:
@@ -129,53 +193,74 @@ def _stage_candidates(cfg, bdir: Path, fp: str, console) -> tuple[list[dict], di
     return problems, skipped
 
 
-def _rollout_shard(cfg, shard: list[dict], fp: str, engine: Engine) -> pa.Table:
+def _rollout_rows(cfg, shard: list[tuple[dict, range]], fp: str, engine: Engine) -> list[dict]:
+    """Rollouts `idx` of each (problem, idx); sample j's seed depends on (seed, fp, problem, j) only, so a
+    problem's rollouts are the same whether drawn in one pass or in a screening slice and the rest."""
     mod = domain_module(cfg.domain)
     reqs, rows = [], []
-    for p in shard:
+    for p, idx in shard:
         prompt = engine.tokenizer.encode_chat(mod.prompt(p))
-        for j in range(cfg.rollouts):
+        for j in idx:
             seed = derive_seed(cfg.seed, fp, p["problem_id"], j)
             reqs.append(Request(tuple(prompt), seed))
             rows.append((p, j, prompt, seed))
     outs = engine.generate(reqs, cfg.sampling, desc="rollouts")
     texts = [engine.tokenizer.decode(o.token_ids) for o in outs]
     rewards = _rewards(texts, [r[0] for r in rows], cfg.workers)
-    return pa.Table.from_pylist([
-        {"problem_id": p["problem_id"], "rollout_idx": j, "prompt_token_ids": prompt,
-         "response_token_ids": list(o.token_ids), "response_text": text, "reward": rw,
-         "finish_reason": o.finish_reason, "seed": seed}
-        for (p, j, prompt, seed), o, text, rw in zip(rows, outs, texts, rewards)], schema=schema.ROLLOUTS)
+    return [{"problem_id": p["problem_id"], "rollout_idx": j, "prompt_token_ids": prompt,
+             "response_token_ids": list(o.token_ids), "response_text": text, "reward": rw,
+             "finish_reason": o.finish_reason, "seed": seed}
+            for (p, j, prompt, seed), o, text, rw in zip(rows, outs, texts, rewards)]
+
+
+def screen_size(cfg: BuildConfig) -> int:
+    """Rollouts that decide the difficulty filter (all G when --screen is 0 or >= G)."""
+    return cfg.rollouts if cfg.screen <= 0 else min(cfg.screen, cfg.rollouts)
+
+
+def _passes(cfg, p: dict, rows: list[dict]) -> tuple[bool, float]:
+    rewards = [r["reward"] for r in rows]
+    acc = sum(rewards) / len(rewards)
+    ok = cfg.min_acc <= acc <= cfg.max_acc
+    if ok and min_novel(cfg):
+        from sveb.data_builders.number import passes_milestone_filter
+        ok = passes_milestone_filter(p, [r["response_text"] for r in rows], rewards, min_novel(cfg))
+    return ok, acc
 
 
 def _stage_rollouts(cfg, bdir, fp, candidates, lazy: LazyEngine, console) -> tuple[list[dict], dict]:
-    """Roll out candidates shard by shard until enough pass the filter (in candidate order)."""
+    """Roll out candidates shard by shard until enough pass the filter (in candidate order).
+
+    Screening: the filter decides on each candidate's first `screen_size` rollouts; only problems it
+    keeps (while fewer than --problems are kept) get the rest of their G, with the seeds a full draw
+    would have used, so a kept problem's rollouts do not depend on the screen size."""
     kept: list[dict] = []
     accuracy: dict[str, float] = {}
+    n_screen = screen_size(cfg)
     shards = [candidates[i:i + SHARD_PROBLEMS] for i in range(0, len(candidates), SHARD_PROBLEMS)]
     for k, shard in enumerate(shards):
         path = store.shard_path(bdir / "rollouts", k)
         sfp = fingerprint(fp, [p["problem_id"] for p in shard])
-        if store.shard_done(path, sfp):
-            table = store.read_shard(path)
+        done_fp = sfp if n_screen == cfg.rollouts else fingerprint(sfp, "screen", n_screen, cfg.problems - len(kept),
+                                                                   cfg.min_acc, cfg.max_acc, min_novel(cfg))
+        if store.shard_done(path, done_fp):
+            rows = store.read_shard(path).to_pylist()
         else:
-            console.print(f"rollouts: shard {k + 1}/{len(shards)} ({len(shard)} problems x {cfg.rollouts})")
-            table = _rollout_shard(cfg, shard, sfp, lazy.get())
-            store.write_shard(path, table, sfp)
-        by_problem: dict[str, list[float]] = {}
-        texts: dict[str, list[str]] = {}
-        for pid, r, t in zip(table.column("problem_id").to_pylist(), table.column("reward").to_pylist(),
-                             table.column("response_text").to_pylist()):
-            by_problem.setdefault(pid, []).append(r)
-            texts.setdefault(pid, []).append(t)
+            console.print(f"rollouts: shard {k + 1}/{len(shards)} ({len(shard)} problems x {n_screen}"
+                          + (f", then up to {cfg.rollouts} for the problems kept)" if n_screen < cfg.rollouts else ")"))
+            rows = _rollout_rows(cfg, [(p, range(n_screen)) for p in shard], sfp, lazy.get())
+            room = cfg.problems - len(kept)
+            rest = []
+            for p in shard:
+                if room and n_screen < cfg.rollouts and _passes(cfg, p, [r for r in rows if r["problem_id"] == p["problem_id"]])[0]:
+                    rest.append((p, range(n_screen, cfg.rollouts)))
+                    room -= 1
+            if rest:
+                rows += _rollout_rows(cfg, rest, sfp, lazy.get())
+            store.write_shard(path, pa.Table.from_pylist(rows, schema=schema.ROLLOUTS), done_fp)
         for p in shard:
-            rewards = by_problem[p["problem_id"]]
-            acc = sum(rewards) / len(rewards)
-            accuracy[p["problem_id"]] = acc
-            ok = cfg.min_acc <= acc <= cfg.max_acc
-            if ok and min_novel(cfg):
-                from sveb.data_builders.number import passes_milestone_filter
-                ok = passes_milestone_filter(p, texts[p["problem_id"]], rewards, min_novel(cfg))
+            mine = [r for r in rows if r["problem_id"] == p["problem_id"] and r["rollout_idx"] < n_screen]
+            ok, accuracy[p["problem_id"]] = _passes(cfg, p, mine)
             if ok and len(kept) < cfg.problems:
                 kept.append(p)
         if len(kept) >= cfg.problems:
@@ -239,8 +324,10 @@ def _stage_references(cfg, bdir, fp, kept, states, lazy: LazyEngine, console) ->
         for s in shard:
             r = rollouts[s["problem_id"]][s["rollout_idx"]]
             prefix = r["response_token_ids"][: s["t"]]
+            budget = cfg.sampling.max_tokens - s["t"]  # ends where the rollout itself would have ended
             for j in range(n):
-                reqs.append(Request(tuple(r["prompt_token_ids"]) + tuple(prefix), derive_seed(cfg.seed, sfp, s["state_id"], j)))
+                reqs.append(Request(tuple(r["prompt_token_ids"]) + tuple(prefix),
+                                    derive_seed(cfg.seed, sfp, s["state_id"], j), budget))
                 meta.append((s, prefix))
         outs = engine.generate(reqs, cfg.sampling, desc="references")
         texts = [engine.tokenizer.decode(list(prefix) + list(o.token_ids)) for (s, prefix), o in zip(meta, outs)]
@@ -248,8 +335,9 @@ def _stage_references(cfg, bdir, fp, kept, states, lazy: LazyEngine, console) ->
         rows = []
         for i, s in enumerate(shard):
             rw = rewards[i * n:(i + 1) * n]
+            fr = [o.finish_reason for o in outs[i * n:(i + 1) * n]]
             rows.append({"state_id": s["state_id"], "mc_rewards": rw[: cfg.mc], "value": sum(rw[: cfg.mc]) / cfg.mc,
-                         "n_ref": cfg.mc, "extra_rewards": rw[cfg.mc:]})
+                         "n_ref": cfg.mc, "extra_rewards": rw[cfg.mc:], "finish_reasons": fr})
         store.write_shard(path, pa.Table.from_pylist(rows, schema=schema.REFERENCES), sfp)
     # drop shards a different state selection left behind
     for path in sorted((bdir / "references").glob("part-*.parquet"))[len(shards):]:
@@ -258,4 +346,5 @@ def _stage_references(cfg, bdir, fp, kept, states, lazy: LazyEngine, console) ->
 
 def describe(bdir: Path) -> str:
     m = store.read_manifest(bdir)
-    return json.dumps({k: m.get(k) for k in ("model", "domain", "build_fp", "status", "n_problems", "n_states")})
+    return json.dumps({k: m.get(k) for k in ("model", "domain", "build_fp", "status", "n_problems", "n_states",
+                                             "truncated")})

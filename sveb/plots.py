@@ -76,7 +76,7 @@ def hist_diffs(panels: list[tuple[str, np.ndarray]], colors: dict, title: str, p
 
 def mae_bars(columns: list[str], series: dict[str, list[tuple[float, float, float]]], floors: list[float],
              colors: dict, title: str, path: Path) -> Path:
-    """Dot plot of MAE with 95% CI per estimator, grouped by domain; noise floor dashed per domain."""
+    """Dot plot of MAE with 95% CI per estimator, grouped by domain; oracle floor dashed per domain."""
     n = max(len(series), 1)
     fig = Figure(figsize=(min(12.0, max(5.5, 2.0 + len(columns) * (0.3 * n + 0.6))), 4.2), dpi=DPI)
     ax = fig.subplots()
@@ -96,7 +96,7 @@ def mae_bars(columns: list[str], series: dict[str, list[tuple[float, float, floa
         if f is not None and np.isfinite(f):
             ax.hlines(f, i - span / 2 - 0.05, i + span / 2 + 0.05, colors="black", linestyles="--", linewidth=1)
     handles, labels = ax.get_legend_handles_labels()
-    handles.append(Line2D([], [], color="black", linestyle="--", linewidth=1)); labels.append("noise floor")
+    handles.append(Line2D([], [], color="black", linestyle="--", linewidth=1)); labels.append("oracle floor")
     ax.legend(handles, labels, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
     ax.set_xticks(range(len(columns)), columns, fontsize=9)
     ax.set_xlim(-0.6, len(columns) - 0.4)

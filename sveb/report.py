@@ -14,14 +14,17 @@ import numpy as np
 
 from sveb import leaderboard, plots, schema, scoring, store
 from sveb.data_builders import DOMAINS
-from sveb.evaluate import PROTOCOLS
+from sveb.evaluate import PROTOCOL_LABELS, PROTOCOLS
 
 BASELINE = "grpo"
 PAIRED_COLUMNS = ["model", "domain", "build_fp", "protocol", "estimator", "params", "n_states", "n_problems",
                   "mae", "mae_grpo", "mae_diff", "diff_ci_low", "diff_ci_high", "p_better"]
 NOTE = ("Cells: MAE against the MC reference ± half-width of the 95% problem-clustered bootstrap CI (lower is "
-        "better). Bold: best estimator per column (mcs-k and the noise floor excluded). mcs-k (MCS@k, mean of k "
-        "fresh continuations) is shown for scale.")
+        "better). Bold: best estimator per column (mcs-k excluded). oracle floor: expected MAE of the best "
+        "predictor that knows each state's true value (a lower bound in expectation, under the prior fitted to the "
+        "references); ref noise: expected |V − reference| (not a bound). mcs-k (MCS@k, mean of k fresh "
+        "continuations) is shown for scale. held-out is the headline protocol; in-group is the paper's, where an "
+        "estimate may see the state's own outcome (its own-outcome share is in the table below it).")
 
 
 class ReportError(RuntimeError):
@@ -131,14 +134,18 @@ def _table(views: list[View], protocol: str, labels: dict) -> dict:
         best[v.fp] = min(maes)[1] if maes else None
     rows = [(labels.get(k, k[0]), [_cell(hit.get((v.fp, *k))) for v in views], [best[v.fp] == i for v in views],
              "est") for i, k in enumerate(main)]
-    floors = [next((r["noise_floor"] for (fp, *_), r in hit.items() if fp == v.fp), None) for v in views]
-    rows.append(("noise floor", [_f(x) for x in floors], [False] * len(views), "floor"))
+    floors = [next((r.get("oracle_floor") for (fp, *_), r in hit.items() if fp == v.fp), None) for v in views]
+    noise = [next((r.get("ref_noise") for (fp, *_), r in hit.items() if fp == v.fp), None) for v in views]
+    rows.append(("oracle floor (knows V)", [_f(x) for x in floors], [False] * len(views), "floor"))
+    rows.append(("ref noise (not a bound)", [_f(x) for x in noise], [False] * len(views), "floor"))
     rows += [(labels.get(k, k[0]), [_cell(hit.get((v.fp, *k))) for v in views], [False] * len(views), "mcs")
              for k in keys if _is_mcs(k[0])]
     n = [next((f"{r['n_states']} / {r['n_problems']}" for (fp, *_), r in hit.items() if fp == v.fp), "–")
          for v in views]
     rows.append(("states / problems", n, [False] * len(views), "n"))
-    return {"title": f"{views[0].model} — {protocol}", "header": [f"{v.col} ↓" for v in views], "rows": rows,
+    own = [(labels.get(k, k[0]), [_f(hit[(v.fp, *k)].get("own_share")) if (v.fp, *k) in hit else "–" for v in views])
+           for k in main]
+    return {"own": own, "title": f"{views[0].model} — {PROTOCOL_LABELS.get(protocol, protocol)}", "header": [f"{v.col} ↓" for v in views], "rows": rows,
             "series": {labels.get(k, k[0]): [tuple(hit[(v.fp, *k)][c] if (v.fp, *k) in hit else np.nan
                                                   for c in ("mae", "mae_ci_low", "mae_ci_high")) for v in views]
                        for k in keys},
@@ -187,7 +194,8 @@ def _paired(v: View, protocol: str, labels: dict, n_boot: int, notes: list[str])
 
 PAIRED_HEADER = ["model", "domain", "protocol", "estimator", "states", "MAE", "MAE grpo", "Δ MAE [95% CI]",
                  "P(lower MAE than grpo)"]
-BUILD_HEADER = ["model", "domain", "build", "status", "states", "estimators"]
+BUILD_HEADER = ["model", "domain", "build", "status", "states", "estimators", "rollouts cut off",
+                "reference draws cut off"]
 CSS = ("body{font-family:system-ui,sans-serif;margin:2em;max-width:1400px;color:#222}"
        "table{border-collapse:collapse;margin:0.6em 0 1.4em}td,th{border-bottom:1px solid #ddd;padding:3px 10px;"
        "text-align:right}td:first-child,th:first-child{text-align:left}tr.floor td{border-top:2px solid #888;"
@@ -213,6 +221,12 @@ def _collect(root: Path) -> tuple[list[View], list[str]]:
         twins = sum(w.model == v.model and w.domain == v.domain for w in views)
         v.col = v.domain if twins == 1 else f"{v.domain} ({v.fp[:8]})"
     return sorted(views, key=View.key), notes
+
+
+def _truncated(bdir: Path) -> list[str]:
+    """Shares of rollouts and reference draws cut off by the token budget (manifest of the build)."""
+    tr = store.read_manifest(bdir).get("truncated") or {}
+    return [f"{tr[k]:.1%}" if isinstance(tr.get(k), (int, float)) else "n/a" for k in ("rollouts", "references")]
 
 
 def _img(png: Path) -> str:
@@ -254,10 +268,10 @@ def _drop_variants(views: list[View], labels: dict) -> None:
         v.params = {k: pj for k, pj in v.params.items() if shown(*k)}
 
 
-def write_report(root: Path, out: Path, n_boot: int = 2000, all_settings: bool = False) -> Path:
+def write_report(root: Path, out: Path, n_boot: int = 2000, all_settings: bool = False, by: tuple = ()) -> Path:
     """Write leaderboard.csv, paired.csv, table.md, PNG plots and index.html into `out`; return index.html.
     Ablation settings are left out where the default setting exists (leaderboard.csv keeps them all)
-    unless `all_settings`."""
+    unless `all_settings`. Each key of `by` adds MAE per value of that problem property (by_KEY.csv)."""
     root, out = Path(root), Path(out)
     views, notes = _collect(root)
     out.mkdir(parents=True, exist_ok=True)
@@ -280,12 +294,19 @@ def write_report(root: Path, out: Path, n_boot: int = 2000, all_settings: bool =
             t = _table(cols, proto, labels)
             cells = [[lab, *(f"**{c}**" if b else c for c, b in zip(cs, bs))] for lab, cs, bs, _ in t["rows"]]
             md += [f"## MAE: {t['title']}\n", _md_table(["estimator", *t["header"]], cells), f"\n{NOTE}\n"]
+            own_rows = [[lab, *cs] for lab, cs in t["own"]]
+            md += [f"Own-outcome share ({proto}): mean |Δ estimate| when the state's own final reward flips "
+                   "(0 by construction under held-out; n/a: a critic trained on that rollout).\n",
+                   _md_table(["estimator", *t["cols"]], own_rows), ""]
             png = plots.mae_bars(t["cols"], t["series"], t["floors"], colors,
                                  f"MAE vs MC reference — {m} — {proto}", out / f"{_slug('mae', m, proto)}.png")
             body += [f"<h2>MAE: {html.escape(t['title'])}</h2>",
                      _html_table(["estimator", *t["header"]], [[lab, *cs] for lab, cs, _, _ in t["rows"]],
                                  [k for *_, k in t["rows"]], [bs for _, _, bs, _ in t["rows"]]),
-                     f"<p class='note'>{html.escape(NOTE)}</p>", _img(png)]
+                     f"<p class='note'>{html.escape(NOTE)}</p>",
+                     f"<p>Own-outcome share ({html.escape(proto)}): mean |Δ estimate| when the state's own final "
+                     "reward flips.</p>", _html_table(["estimator", *t["cols"]], [[lab, *cs] for lab, cs in t["own"]]),
+                     _img(png)]
     all_paired, figs = [], []
     for v in views:
         for proto in v.protocols():
@@ -293,6 +314,15 @@ def write_report(root: Path, out: Path, n_boot: int = 2000, all_settings: bool =
             all_paired += paired
             figs += html_
 
+    for key in by:  # MAE per value of a problem property (meta key), as tables and by_KEY.csv
+        from sveb import report_by
+        rows_by = report_by.rows(views, key, labels, n_boot)
+        csv_by = report_by.write_csv(rows_by, out / f"by_{report_by.slug(key)}.csv").name
+        md.append(f"## MAE by {key}\n\nPer value of the problems' `{key}` (all rows in `{csv_by}`).\n")
+        body.append(f"<h2>MAE by {html.escape(key)}</h2><p class='note'>all rows in {html.escape(csv_by)}</p>")
+        for title, header, cells in report_by.tables(rows_by, key):
+            md += [f"### {title}\n", _md_table(header, cells, 2), ""]
+            body += [f"<h3>{html.escape(title)}</h3>", _html_table(header, cells)]
     with open(out / "paired.csv", "w", newline="", encoding="utf-8") as f:
         w = csv.DictWriter(f, fieldnames=PAIRED_COLUMNS)
         w.writeheader()
@@ -302,7 +332,8 @@ def write_report(root: Path, out: Path, n_boot: int = 2000, all_settings: bool =
     prow = [[*(r[c] for c in ("model", "domain", "protocol", "estimator")), str(r["n_states"]), _f(r["mae"]),
              _f(r["mae_grpo"]), f"{_f(r['mae_diff'])} [{_f(r['diff_ci_low'])}, {_f(r['diff_ci_high'])}]",
              _f(r["p_better"], 2)] for r in all_paired]
-    brow = [[v.model, v.domain, v.fp, v.status, str(len(v.ref)), str(len({k[:2] for k in v.est}))] for v in views]
+    brow = [[v.model, v.domain, v.fp, v.status, str(len(v.ref)), str(len({k[:2] for k in v.est})),
+             *_truncated(v.bdir)] for v in views]
     pngs = re.findall(r"<img src='([^']+)'", "".join(body + figs))
     md = [f"# SVEB report\n\nroot: `{root}`  \nmodels: {', '.join(models)}  \ndomains: {', '.join(domains)}\n",
           "## Builds\n", _md_table(BUILD_HEADER, brow, 4), "", *md,

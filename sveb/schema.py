@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 PROBLEMS = pa.schema([
     ("problem_id", pa.string()),
@@ -43,6 +43,7 @@ REFERENCES = pa.schema([
     ("value", pa.float64()),                    # mean of mc_rewards
     ("n_ref", pa.int32()),
     ("extra_rewards", pa.list_(pa.float32())),  # independent draws for MCS@k baselines
+    ("finish_reasons", pa.list_(pa.string())),  # stop | length, of the n_ref draws then the extra ones
 ])
 
 ESTIMATES = pa.schema([
@@ -53,6 +54,7 @@ ESTIMATES = pa.schema([
     ("params", pa.string()),         # JSON of the resolved parameters
     ("protocol", pa.string()),
     ("value", pa.float64()),
+    ("own_shift", pa.float64()),     # |change| of value when the state's own reward flips (NaN: not measured)
 ])
 
 SCORES = pa.schema([
@@ -70,6 +72,8 @@ SCORES = pa.schema([
     ("mae_ci_high", pa.float64()),
     ("rmse", pa.float64()),
     ("debiased_mse", pa.float64()),
-    ("noise_floor", pa.float64()),
+    ("ref_noise", pa.float64()),     # E|V - reference| under the fitted prior (not a bound)
+    ("oracle_floor", pa.float64()),  # E MAE of the best predictor that knows V (a bound in expectation)
+    ("own_share", pa.float64()),     # mean |change| of the estimate when the state's own reward flips
     ("seconds", pa.float64()),
 ])

@@ -72,15 +72,39 @@ def fit_value_prior(successes: np.ndarray, n: int, grid_size: int = 101, iters: 
     return grid, w
 
 
-def noise_floor(ref: np.ndarray, n_ref: int) -> float:
-    """Expected MAE of the *true* values against an n_ref-sample reference: no estimator can
-    be expected to score below it. The distribution of true values is fitted from the data."""
-    ref = np.asarray(ref, float)
+@lru_cache(maxsize=64)
+def _oracle_table(n: int, grid: tuple[float, ...]) -> np.ndarray:
+    """min_f E|Binom(n, p)/n - f| for each p in grid: f = a median of Binom(n, p)/n."""
+    p = np.array(grid)
+    k = np.arange(n + 1)
+    pmf = binom.pmf(k[None, :], n, p[:, None])
+    med = np.argmax(np.cumsum(pmf, axis=1) >= 0.5, axis=1) / n
+    return (pmf * np.abs(k[None, :] / n - med[:, None])).sum(1)
+
+
+def _prior(ref: np.ndarray, n_ref: int) -> tuple[np.ndarray, np.ndarray]:
+    k = np.rint(np.asarray(ref, float) * n_ref).astype(int)
+    return fit_value_prior(k, n_ref)
+
+
+def ref_noise(ref: np.ndarray, n_ref: int) -> float:
+    """Expected MAE of the *true* values V against the n_ref-draw reference, under the NPMLE prior
+    fitted to the references. Not a lower bound: the MAE-optimal prediction under a noisy reference
+    is the median of Bin(n_ref, V)/n_ref, not V (see `oracle_floor`)."""
     if len(ref) == 0:
         return float("nan")
-    k = np.rint(ref * n_ref).astype(int)
-    grid, w = fit_value_prior(k, n_ref)
+    grid, w = _prior(ref, n_ref)
     return float(w @ _abs_dev_table(n_ref, tuple(grid)))
+
+
+def oracle_floor(ref: np.ndarray, n_ref: int) -> float:
+    """Expected MAE of the best predictor that knows each state's true value V (it predicts the median
+    of Bin(n_ref, V)/n_ref), under the same fitted prior. No estimator, which knows at most V, can
+    expect a lower MAE: a lower bound in expectation, as good as the fitted prior."""
+    if len(ref) == 0:
+        return float("nan")
+    grid, w = _prior(ref, n_ref)
+    return float(w @ _oracle_table(n_ref, tuple(grid)))
 
 
 def paired_better(err_a: np.ndarray, err_b: np.ndarray, groups=None, n_boot: int = 2000, seed: int = 0) -> float:
@@ -100,5 +124,6 @@ def score(est: np.ndarray, ref: np.ndarray, n_ref: int, groups=None, n_boot: int
         "mae": mae, "mae_ci_low": lo, "mae_ci_high": hi,
         "rmse": rmse(est, ref),
         "debiased_mse": debiased_mse(est, ref, n_ref),
-        "noise_floor": noise_floor(ref, n_ref),
+        "ref_noise": ref_noise(ref, n_ref),
+        "oracle_floor": oracle_floor(ref, n_ref),
     }

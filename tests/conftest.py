@@ -1,3 +1,7 @@
+import os
+
+os.environ.setdefault("SVEB_NO_WATCHDOG", "1")  # CliRunner runs commands in the pytest process
+
 import json
 from pathlib import Path
 

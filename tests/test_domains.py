@@ -6,6 +6,7 @@ import re
 import subprocess
 import sys
 from collections import Counter
+from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -102,6 +103,7 @@ def test_builtin_science_gold_is_right():
         truth = truth or {facts[stem]}
         right = [letter for letter, text in opts if text in truth]
         assert right == [p["answer"]], p["question"]
+        assert json.loads(p["meta"])["options"] == dict(opts)  # what the choice grader reads
     assert Counter(p["answer"] for p in ps if len(p["question"].splitlines()) == 5).keys() == set("ABCD")
 
 
@@ -315,7 +317,9 @@ def _check(domain, got, skipped, rows):
     assert skipped == dict(Counter(exp for _, exp in rows if isinstance(exp, str)))
     mod = domain_module(domain)
     for p in got:
-        assert p["domain"] == domain and p["source"] == mod.HUB_ID
+        # the real file the row came from, not the domain's hub id
+        assert p["domain"] == domain and Path(p["source"]).is_file() and p["source"] != mod.HUB_ID
+        assert json.loads(p["meta"])["row"] >= 1
         assert [m["role"] for m in mod.prompt(p)] == ["system", "user"]
 
 
@@ -334,7 +338,7 @@ def test_source_meta_and_tests_kept(tmp_path):
     for domain in DOMAINS:
         _write_jsonl(path, [r for r, exp, _ in ROWS[domain] if not isinstance(exp, str)])
         got = {p["question"]: p for p in _load_both(domain, path)[0]}
-        metas = {q: json.loads(p["meta"]) for q, p in got.items()}
+        metas = {q: {k: v for k, v in json.loads(p["meta"]).items() if k != "row"} for q, p in got.items()}
         if domain == "math":
             assert metas["Find $x$ if $2x=6$."] == {"problem_type": "Algebra", "uuid": "u1"}
         if domain == "science":
@@ -402,9 +406,9 @@ def test_source_non_utf8_line_names_file_and_line(tmp_path):
 
 
 def test_source_other_suffix_is_refused(tmp_path):
-    path = tmp_path / "rows.csv"
+    path = tmp_path / "rows.txt"
     path.write_text("problem,answer\n1+1?,2\n")
-    with pytest.raises(SourceError, match="not a .parquet, .jsonl or .json file"):
+    with pytest.raises(SourceError, match="rows.txt: not a data file"):
         load_problems("math", str(path), 5, 0, "train")
 
 
@@ -431,3 +435,12 @@ def test_builtin_golds_grade_as_correct():
         ref = json.loads(p["meta"])["reference_solution"]
         assert rewards.reward(f"```python\n{ref}```", p) == 1.0, p["question"]
         assert rewards.reward("```python\nprint(0)\n```", p) == 0.0
+
+
+def test_problem_identity_ignores_source_and_formatting():
+    from sveb.data_builders import make_problem
+    a = make_problem("math", "hub:open-r1/OpenR1-Math-220k", "What is  2+2?", "4", "math")
+    b = make_problem("math", "/data/local.jsonl", "what is 2+2?\n", "4", "math")
+    c = make_problem("number", "/data/local.jsonl", "What is 2+2?", "4", "math")
+    assert a["problem_id"] == b["problem_id"]      # same question, other source and spacing
+    assert a["problem_id"] != c["problem_id"]      # another domain is another problem

@@ -55,7 +55,7 @@ def test_eval_and_leaderboard(vllm_build, tmp_path):
     root, bdir = vllm_build
     out = sveb("eval", "--root", str(root), "-e", "grpo", "-e", "mcs-1", "--protocol", "in-group",
                "--protocol", "held-out")
-    assert "grpo" in out and "mcs-1" in out and "noise floor" in out
+    assert "grpo" in out and "mcs-1" in out and "oracle floor" in out
     csv = tmp_path / "lb.csv"
     sveb("leaderboard", "--root", str(root), "--out", str(csv))
     lines = csv.read_text().splitlines()

@@ -62,7 +62,7 @@ def test_cli_eval_leaderboard_ablate(scripted_build, tmp_path):
     r = run.invoke(app, ["eval", "--root", str(root), "-e", "grpo", "-e", "mcs-1", "--protocol", "in-group",
                          "--protocol", "held-out"])
     assert r.exit_code == 0, r.output
-    assert "grpo" in r.output and "noise floor" in r.output
+    assert "grpo" in r.output and "oracle floor" in r.output and "ref noise" in r.output
     r = run.invoke(app, ["eval", "--root", str(root), "-e", "grop"])
     assert r.exit_code == 1 and "did you mean grpo" in r.output
     r = run.invoke(app, ["eval", "--root", str(root), "-e", "mcs-1", "-P", "k"])

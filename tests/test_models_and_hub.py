@@ -8,7 +8,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from sveb.data_builders import SourceError, _read_hub, load_problems
-from sveb.models import ModelError, model_slug, resolve
+from sveb.models import KNOWN, ModelError, architecture, canonical, check_model, model_slug, resolve
 
 
 def test_local_model_dir(tmp_path):
@@ -24,6 +24,124 @@ def test_local_model_dir(tmp_path):
 def test_slugs():
     assert model_slug("Qwen/Qwen2.5-3B-Instruct") == "Qwen--Qwen2.5-3B-Instruct"
     assert model_slug("smollm2-135m") == "smollm2-135m"
+
+
+def test_short_names_resolve_to_hub_ids(tmp_path, monkeypatch):
+    assert canonical("Qwen2.5-3B-Instruct") == "Qwen/Qwen2.5-3B-Instruct"
+    assert canonical("qwen2.5-3b-instruct") == "Qwen/Qwen2.5-3B-Instruct"
+    assert canonical("Llama3.1-8B-Instruct") == "meta-llama/Llama-3.1-8B-Instruct"  # the papers' spelling
+    assert canonical("QWEN/qwen3-4b-base") == "Qwen/Qwen3-4B-Base"
+    assert canonical("Qwen3-4B") == "Qwen/Qwen3-4B" != canonical("Qwen3-4B-Base")
+    assert canonical("nobody/no-such-model") == "nobody/no-such-model"
+    assert canonical("smollm2-135m") == "smollm2-135m"
+    assert len({canonical(h.split("/")[1]) for h in KNOWN}) == len(KNOWN)  # no two short names collide
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "Qwen2.5-3B-Instruct").mkdir()          # a local directory of that name wins
+    assert canonical("Qwen2.5-3B-Instruct") == "Qwen2.5-3B-Instruct"
+
+
+def test_short_name_and_hub_id_share_a_slug():
+    assert model_slug("qwen2.5-3b-instruct") == model_slug("Qwen/Qwen2.5-3B-Instruct") == "Qwen--Qwen2.5-3B-Instruct"
+
+
+@pytest.fixture
+def empty_hf_cache(tmp_path, monkeypatch):
+    import huggingface_hub.constants
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    return tmp_path / "hub"
+
+
+def _raise(e):
+    def f(*a, **k):
+        raise e
+    return f
+
+
+def test_check_model_uncached_hub_id(empty_hf_cache, monkeypatch):
+    from huggingface_hub import HfApi
+    from huggingface_hub.errors import GatedRepoError
+    monkeypatch.setattr(HfApi, "auth_check", _raise(ConnectionError("no route")))
+    with pytest.raises(ModelError, match=r"--model Qwen2.5-3B-Instruct \(= Qwen/Qwen2.5-3B-Instruct\): cannot "
+                                         r"download from the Hugging Face hub \(ConnectionError\)"):
+        check_model("Qwen2.5-3B-Instruct")
+    gated = GatedRepoError.__new__(GatedRepoError)
+    Exception.__init__(gated, "403")
+    monkeypatch.setattr(HfApi, "auth_check", _raise(gated))
+    with pytest.raises(ModelError, match="gated on the hub.*huggingface.co/meta-llama/Llama-3.1-8B-Instruct"):
+        check_model("llama-3.1-8b-instruct")
+    monkeypatch.setattr(HfApi, "auth_check", lambda self, repo: None)  # reachable: nothing downloaded
+    assert check_model("Qwen3-8B") == "Qwen/Qwen3-8B"
+    assert not empty_hf_cache.exists()
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(ModelError, match="HF_HUB_OFFLINE is set"):
+        check_model("Qwen3-8B")
+    assert check_model("Qwen3-8B", weights=False) == "Qwen/Qwen3-8B"  # eval and plan need no weights
+    with pytest.raises(ModelError, match="not a builtin alias"):
+        check_model("not a model", weights=False)
+
+
+def test_check_model_finds_a_cached_snapshot_offline(empty_hf_cache, monkeypatch):
+    snap = empty_hf_cache / "models--Qwen--Qwen3-4B" / "snapshots" / "abc"
+    snap.mkdir(parents=True)
+    (snap.parents[1] / "refs").mkdir()
+    (snap.parents[1] / "refs" / "main").write_text("abc")
+    (snap / "config.json").write_text(json.dumps({"hidden_size": 2560, "num_hidden_layers": 36}))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert check_model("qwen3-4b") == "Qwen/Qwen3-4B"
+    from sveb.cli import app
+    from typer.testing import CliRunner
+    r = CliRunner().invoke(app, ["ls", "models"])
+    assert r.exit_code == 0
+    lines = {line.split()[0]: line for line in r.output.splitlines() if line.strip()}
+    assert lines["Qwen3-4B"].split()[1:3] == ["Qwen/Qwen3-4B", "yes"]
+    assert lines["Qwen3-8B"].split()[1:3] == ["Qwen/Qwen3-8B", "no"]
+    assert "Llama-3.2-1B-Instruct" in lines and "smollm2-135m" in lines
+
+
+def test_architecture_of_a_local_directory(tmp_path):
+    d = tmp_path / "m"
+    d.mkdir()
+    (d / "config.json").write_text(json.dumps({"hidden_size": 64, "num_hidden_layers": 2}))
+    (d / "model.safetensors").write_bytes(b"0" * 4000)    # 2,000 bf16 parameters
+    a = architecture(str(d))
+    assert (a["hidden_size"], a["layers"], a["params_b"]) == (64, 2, 2e-6)
+    assert architecture("Qwen2.5-7B-Instruct")["hidden_size"] == 3584
+    assert architecture("nobody/unknown") is None
+
+
+def test_build_checks_the_model_before_loading_problems(small_cfg, tmp_path, monkeypatch):
+    from dataclasses import replace
+
+    import sveb.pipeline
+    from sveb.cli import app
+    from typer.testing import CliRunner
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(sveb.pipeline, "load_problems", _raise(AssertionError("problems loaded before the check")))
+    with pytest.raises(ModelError, match="cannot download"):
+        sveb.pipeline.build(replace(small_cfg, model="Qwen2.5-3B-Instruct", engine="vllm"), tmp_path / "r")
+    assert not (tmp_path / "r").exists()
+    r = CliRunner().invoke(app, ["build", "--model", "Qwen2.5-3B-Instruct", "--root", str(tmp_path / "r")])
+    assert r.exit_code == 1 and "Qwen/Qwen2.5-3B-Instruct" in r.output and "cannot download" in r.output
+    assert not (tmp_path / "r").exists()
+
+
+def test_eval_by_short_name_finds_the_hub_id_build(small_cfg, tmp_path):
+    from dataclasses import replace
+
+    from sveb import store
+    from sveb.cli import app
+    from sveb.engines.scripted import ScriptedEngine
+    from sveb.pipeline import build
+    from typer.testing import CliRunner
+    root = tmp_path / "root"
+    bdir = build(replace(small_cfg, model="qwen2.5-3b-instruct"), root, engine=ScriptedEngine())
+    assert store.read_manifest(bdir)["model"] == "Qwen/Qwen2.5-3B-Instruct"
+    assert bdir.parent.parent.name == "Qwen--Qwen2.5-3B-Instruct"
+    for spec in ("Qwen2.5-3B-Instruct", "Qwen/Qwen2.5-3B-Instruct"):
+        r = CliRunner().invoke(app, ["eval", "-e", "grpo", "--model", spec, "--root", str(root), "--bootstrap", "50"])
+        assert r.exit_code == 0, r.output
+        assert "grpo" in r.output
 
 
 def test_unreachable_hub_model_is_one_clear_error(monkeypatch, tmp_path):

@@ -13,7 +13,7 @@ from matplotlib.image import imread
 from sveb import report
 from sveb.config import BuildConfig, SamplingConfig
 from sveb.engines.scripted import ScriptedEngine
-from sveb.evaluate import evaluate
+from sveb.evaluate import PROTOCOL_LABELS, evaluate
 from sveb.pipeline import build
 
 ESTIMATORS = ["grpo", "mcs-1", "mcs-2", "mcs-3", "mcs-4"]
@@ -90,23 +90,27 @@ def test_pngs_are_valid_images(out):
 def test_table_md_has_paper_layout(out):
     text = (out / "table.md").read_text(encoding="utf-8")
     tables = _md_tables(text)
-    assert set(tables) == {f"scripted-{m} — {p}" for m in "ab" for p in PROTOCOLS}
+    assert set(tables) == {f"scripted-{m} — {PROTOCOL_LABELS[p]}" for m in "ab" for p in PROTOCOLS}
+    # held-out is the headline: its table comes first
+    assert text.index(f"scripted-a — {PROTOCOL_LABELS['held-out']}") < text.index(f"scripted-a — {PROTOCOL_LABELS['in-group']}")
     for title, rows in tables.items():
         header, body = rows[0], rows[1:]
         assert header[0] == "estimator" and header[1].startswith("number")
         names = [r[0] for r in body]
         assert names[0] == "grpo"
         assert names[-1] == "states / problems"
-        i = names.index("noise floor")
-        assert names[i + 1:i + 5] == ["mcs-1", "mcs-2", "mcs-3", "mcs-4"]
+        i = names.index("oracle floor (knows V)")
+        assert names[i + 1] == "ref noise (not a bound)"
+        assert names[i + 2:i + 6] == ["mcs-1", "mcs-2", "mcs-3", "mcs-4"]
         assert all(not n.startswith("mcs-") for n in names[:i])
         for col in range(1, len(header)):
             bold = [r[0] for r in body if r[col].startswith("**")]
-            assert len(bold) == 1 and not bold[0].startswith("mcs-") and bold[0] != "noise floor", (title, col)
+            assert len(bold) == 1 and not bold[0].startswith("mcs-") and "floor" not in bold[0], (title, col)
         assert re.fullmatch(r"\*{0,2}\d\.\d{3} ± \d\.\d{3}\*{0,2}", body[0][1])
     # numca was scored in-group only on model a: a row there, none held-out
-    assert "numca" in [r[0] for r in tables["scripted-a — in-group"]]
+    assert "numca" in [r[0] for r in tables[f"scripted-a — {PROTOCOL_LABELS['in-group']}"]]
     assert "numca" not in [r[0] for r in tables["scripted-a — held-out"]]
+    assert "Own-outcome share (in-group)" in text
     assert "scripted-c" in text and "no scores" in text
 
 
@@ -128,7 +132,7 @@ def test_index_html_is_self_contained(out):
         assert f"src='{p.name}'" in page, p.name
     assert "http://" not in page and "https://" not in page
     assert "<script" not in page
-    for word in ("scripted-a", "scripted-b", "number", "Paired comparison", "noise floor", "<b>"):
+    for word in ("scripted-a", "scripted-b", "number", "Paired comparison", "oracle floor", "<b>"):
         assert word in page
     for model in ("scripted-a", "scripted-b"):
         assert re.search(rf"<td>{model}</td><td>number</td><td>[0-9a-f]{{12}}</td><td>complete</td><td>18</td>", page)
@@ -159,7 +163,7 @@ def _view(scores, params=None):
 
 def _score(name, mae, pfp="p0", lo=0.1, hi=0.3):
     return {"estimator": name, "params_fp": pfp, "params": "{}", "protocol": "in-group", "mae": mae,
-            "mae_ci_low": lo, "mae_ci_high": hi, "noise_floor": float("nan"), "n_states": 3, "n_problems": 1}
+            "mae_ci_low": lo, "mae_ci_high": hi, "oracle_floor": float("nan"), "ref_noise": float("nan"), "n_states": 3, "n_problems": 1}
 
 
 def test_nan_scores_are_shown_and_never_best():
@@ -168,7 +172,7 @@ def test_nan_scores_are_shown_and_never_best():
     rows = {r[0]: r for r in t["rows"]}
     assert rows["grpo"][1] == ["n/a"] and rows["grpo"][2] == [False]
     assert rows["numca"][1] == ["0.200"] and rows["numca"][2] == [True]
-    assert rows["noise floor"][1] == ["n/a"] and rows["mcs-1"][2] == [False]
+    assert rows["oracle floor (knows V)"][1] == ["n/a"] and rows["mcs-1"][2] == [False]
 
 
 def test_labels_show_only_non_default_params():

@@ -1,7 +1,9 @@
+import json
+
 import pytest
 
-from sveb.rewards import reward
-from sveb.rewards.choice import choice_reward, extract_choice
+from sveb.rewards import choice_options, reward
+from sveb.rewards.choice import choice_reward, extract_choice, parse_options
 
 
 @pytest.mark.parametrize("response,letter", [
@@ -52,3 +54,106 @@ def test_bad_gold_raises():
 
 def test_dispatch():
     assert reward("Answer: B", {"answer_type": "choice", "answer": "B"}) == 1.0
+
+
+# Real response shapes (issue 9). The grader knows the options, from meta or from the question text.
+STATES = {"A": "Solid", "B": "Liquid", "C": "Gas"}
+ANIMALS = {"A": "eagle", "B": "shark", "C": "whale", "D": "frog"}
+
+
+@pytest.mark.parametrize("response,options,letter", [
+    ("After checking each option, the correct one is D", None, "D"),
+    ("Solid and gas do not flow like water does, so the answer is Liquid.", STATES, "B"),
+    ("Water at room temperature flows. The answer is liquid", STATES, "B"),
+    ("The answer is a liquid, because it takes the shape of its container.", STATES, "B"),
+    ("Answer: A mammal feeds its young with milk. Eagles are birds, sharks are fish. So (C)", ANIMALS, "C"),
+    ("Answer: A mammal feeds its young with milk. So (C)", None, "C"),
+    ("The answer is (B).\n\n(A) Solid is wrong because water flows.\n(C) Gas is wrong too.", STATES, "B"),
+    ("The answer is not A. It is B.", STATES, "B"),
+    ("A whale breathes air and feeds milk to its calves.\nThe correct answer is: **C. whale**", ANIMALS, "C"),
+    ("Answer: whale (C)", ANIMALS, "C"),
+    ("Liquid", STATES, "B"),
+    ("I would choose B because water flows.", STATES, "B"),
+    ("The answer is A because ice is solid.", STATES, "A"),
+    ("\\boxed{Liquid}", STATES, "B"),
+    ("The answer is (A). Wait, ice is solid but water is not. The correct answer is (B).", STATES, "B"),
+])
+def test_extract_choice_real_shapes(response, options, letter):
+    assert extract_choice(response, options) == letter
+
+
+@pytest.mark.parametrize("response,options", [
+    ("The answer is Liquid", None),                    # content without the options: nothing to map to
+    ("The answer is Plasma.", STATES),                 # not one of the options
+    ("Answer: A mammal, of course.", ANIMALS),         # an article, and no option follows
+    ("The answer is not B.", STATES),
+    ("Option A is not correct.", STATES),
+])
+def test_no_choice_in_real_shapes(response, options):
+    assert extract_choice(response, options) is None
+
+
+def test_option_content_picks_the_longest_matching_option():
+    options = {"A": "water", "B": "salt water", "C": "oil"}
+    assert extract_choice("The answer is salt water.", options) == "B"
+    assert extract_choice("The answer is water.", options) == "A"
+
+
+def test_choice_reward_with_options():
+    assert choice_reward("so the answer is Liquid.", "B", STATES) == 1.0
+    assert choice_reward("so the answer is Liquid.", "A", STATES) == 0.0
+    assert choice_reward("so the answer is Liquid.", "B") == 0.0
+
+
+@pytest.mark.parametrize("question,options", [
+    ("Which is a liquid?\n(A) iron\n(B) water\n(C) oxygen", {"A": "iron", "B": "water", "C": "oxygen"}),
+    ("Which is a liquid?\nA. iron\nB. water\nC. oxygen", {"A": "iron", "B": "water", "C": "oxygen"}),
+    ("Which is a liquid?\nA) iron\nB) water", {"A": "iron", "B": "water"}),
+    ("Which is a liquid? (A) iron (B) water (C) carbon dioxide", {"A": "iron", "B": "water", "C": "carbon dioxide"}),
+    ("What is 2 + 2? Give a number.", {}),
+])
+def test_parse_options(question, options):
+    assert parse_options(question) == options
+
+
+def test_dispatch_reads_options_from_meta_then_question():
+    row = {"answer_type": "choice", "answer": "B", "question": "Which is a liquid?",
+           "meta": json.dumps({"options": {"A": "iron", "B": "water"}})}
+    assert reward("The answer is water.", row) == 1.0
+    assert choice_options(row) == {"A": "iron", "B": "water"}
+    from_question = {"answer_type": "choice", "answer": "B", "meta": json.dumps({"level": 1}),
+                     "question": "Which is a liquid?\n(A) iron\n(B) water"}
+    assert reward("I think it's water.", from_question) == 1.0
+    assert reward("I think it's iron.", from_question) == 0.0
+    listed = {"answer_type": "choice", "answer": "B", "question": "?", "meta": {"options": ["iron", "water"]}}
+    assert choice_options(listed) == {"A": "iron", "B": "water"}
+
+
+def test_dispatch_rejects_bad_meta():
+    with pytest.raises(ValueError, match="p7: meta is not valid JSON"):
+        choice_options({"problem_id": "p7", "meta": "{not json", "question": "?"})
+    with pytest.raises(ValueError, match="p8: meta options must map letters to texts"):
+        choice_options({"problem_id": "p8", "meta": json.dumps({"options": 3}), "question": "?"})
+
+
+@pytest.mark.parametrize("options,said,letter", [
+    # option sets of the shapes found in ARC-Challenge and MMLU-STEM
+    ({"A": "-1", "B": "+1", "C": "-2", "D": "+2"}, "The answer is +1.", "B"),
+    ({"A": "1", "B": "-1", "C": "i", "D": "-i"}, "The answer is -i.", "D"),
+    ({"A": "\\pi/2", "B": "\\pi", "C": "2 + \\pi", "D": "2\\pi"}, "The answer is 2\\pi.", "D"),
+    ({"A": "mass of +3.", "B": "mass of -3.", "C": "charge of +3.", "D": "charge of -3."},
+     "The answer is charge of -3.", "D"),
+    ({"A": "-1 m/s^2", "B": "-6 m/s^2", "C": "3 m/s^2", "D": "9 m/s^2"}, "The answer is -1 m/s^2.", "A"),
+    ({"A": "L atm", "B": "J", "C": "volt coulomb", "D": "(A), (B), and (C)"}, "The answer is (A), (B), and (C).", "D"),
+    ({"A": "I only", "B": "II only", "C": "III only", "D": "I, II, and III"}, "The answer is I, II, and III", "D"),
+    ({"A": "R", "B": "rr", "C": "Rr", "D": "RR"}, "The answer is Rr.", "C"),
+    ({"A": "water", "B": "carbon dioxide", "C": "oxygen"}, "So the answer is carbon-dioxide.", "B"),
+])
+def test_option_text_of_real_option_sets(options, said, letter):
+    assert extract_choice(said, options) == letter
+
+
+def test_parse_options_skips_roman_numeral_statements():
+    question = ("Which statements are true?\nI. Energy is conserved.\nII. Mass is conserved.\n"
+                "A. I only\nB. II only\nC. I and II\nD. neither")
+    assert parse_options(question) == {"A": "I only", "B": "II only", "C": "I and II", "D": "neither"}

@@ -3,7 +3,8 @@ import json
 import pytest
 
 from sveb.rewards import reward
-from sveb.rewards.code import _args, _lines, _same, code_reward, extract_code
+from sveb.rewards.code import (_args, _lines, _same, assert_errors, code_reward, extract_code,
+                               humaneval_tests, mbpp_tests, with_prefix)
 from sveb.rewards.sandbox import run_program
 
 
@@ -102,3 +103,119 @@ def test_rewards_are_deterministic():
     assert len(outs) == 1
     cases = [{"input": "", "output": outs.pop(), "type": "stdin_stdout"}]
     assert [code_reward(block(code), cases) for _ in range(2)] == [1.0, 1.0]
+
+
+# --- assert-style tests (HumanEval, MBPP) ---------------------------------------------------------
+
+PAIR = mbpp_tests(["assert pair(1, 2) == (1, 2)", "assert pair(3, 3) == (3, 3)",
+                   "assert isinstance(pair(0, 0), tuple)"])
+
+
+def test_test_case_constructors():
+    assert mbpp_tests(["assert f(1) == 2", "assert f(2) == 3"], "x = 1\r\n", ("import math",)) == [
+        {"type": "assert", "code": "assert f(1) == 2", "setup": "import math\nx = 1\r\n"},
+        {"type": "assert", "code": "assert f(2) == 3", "setup": "import math\nx = 1\r\n"}]
+    assert mbpp_tests(["assert f(1) == 2"]) == [{"type": "assert", "code": "assert f(1) == 2",
+                                                  "setup": ""}]
+    test = "\n\ndef check(candidate):\n    assert candidate(1) == 2\n\n"
+    assert humaneval_tests(test, "inc", "def inc(x):\n    \"\"\"x + 1\"\"\"\n") == [
+        {"type": "assert", "code": "\n\ndef check(candidate):\n    assert candidate(1) == 2\n\n\ncheck(inc)\n",
+         "setup": "", "prefix": "def inc(x):\n    \"\"\"x + 1\"\"\"\n", "entry_point": "inc"}]
+
+
+def test_asserts_keep_python_types():
+    assert code_reward(block("def pair(a, b):\n    return (a, b)"), PAIR) == 1.0
+    assert code_reward(block("def pair(a, b):\n    return [a, b]"), PAIR) == 0.0  # list != tuple
+    cases = mbpp_tests(["assert uniq([1, 1, 2]) == {1, 2}", "assert count('aab') == {'a': 2, 'b': 1}"])
+    ok = "def uniq(xs):\n    return set(xs)\ndef count(s):\n    return {c: s.count(c) for c in s}"
+    assert code_reward(block(ok), cases) == 1.0
+    assert code_reward(block(ok.replace("set(xs)", "sorted(set(xs))")), cases) == 0.0
+
+
+def test_every_assert_runs_and_failures_are_reported_per_case():
+    code = "def pair(a, b):\n    return (a, b) if a != b else None"
+    errors = assert_errors(code, PAIR)
+    assert errors[0] is None and errors[1].startswith("AssertionError") and "pair(3, 3)" in errors[1]
+    assert errors[2].startswith("AssertionError")  # still ran after case 1 failed
+    assert code_reward(block(code), PAIR) == 0.0
+    assert code_reward(block(code), PAIR[:1]) == 1.0
+
+
+def test_setup_runs_after_the_candidate_and_sees_its_names():
+    # MBPP 926-style: test_setup_code builds objects of a class the solution defines.
+    cases = mbpp_tests(["assert depth(root) == 2", "assert depth(leaf) == 1 and math.pi > 3"],
+                       "root = Node(Node(None))\nleaf = Node(None)", ("import math",))
+    ok = ("class Node:\n    def __init__(self, child):\n        self.child = child\n"
+          "def depth(n):\n    return 0 if n is None else 1 + depth(n.child)")
+    assert code_reward(block(ok), cases) == 1.0
+    assert code_reward(block(ok.replace("1 + depth", "2 + depth")), cases) == 0.0
+
+
+def test_prefix_body_full_function_and_prompt_helpers():
+    prompt = ("from typing import List\n\n\ndef double(xs: List[int]) -> List[int]:\n"
+              "    return [2 * x for x in xs]\n\n\ndef quad(xs: List[int]) -> List[int]:\n"
+              "    \"\"\"Each element times 4.\"\"\"\n")
+    test = "def check(candidate):\n    assert candidate([1, 2]) == [4, 8]\n    assert candidate([]) == []\n"
+    cases = humaneval_tests(test, "quad", prompt)
+    body = "    return double(double(xs))"  # continues the prompt, as in HumanEval's own format
+    assert code_reward(block(body), cases) == 1.0
+    assert code_reward(block("return double(double(xs))"), cases) == 1.0  # unindented body
+    full = "def quad(xs: List[int]) -> List[int]:\n    return double(double(xs))"  # uses the prompt's helper
+    assert code_reward(block(full), cases) == 1.0
+    assert code_reward(block("from __future__ import annotations\n" + full), cases) == 1.0
+    assert code_reward(block("def quad(xs):\n    return double(xs)"), cases) == 0.0
+    assert code_reward(block("    return None"), cases) == 0.0
+    assert code_reward(block(body), humaneval_tests(test, "quad")) == 0.0  # no prompt: body alone fails
+    assert with_prefix("x = 1", "") == "x = 1"
+
+
+def test_candidate_names_are_not_clobbered_by_the_test():
+    # The candidate's own helper called `check` must survive HumanEval's `def check(candidate)`.
+    test = "def check(candidate):\n    assert candidate(3) is True\n    assert candidate(4) is False\n"
+    code = "def check(n):\n    return n % 2 == 1\ndef odd(n):\n    return check(n)"
+    assert code_reward(block(code), humaneval_tests(test, "odd")) == 1.0
+
+
+def test_main_guard_prints_and_exits():
+    cases = mbpp_tests(["assert f(2) == 4"])
+    noisy = "def f(x):\n    print('noise' * 100)\n    return x * x\nif __name__ == '__main__':\n    print(f(int(input())))"
+    assert code_reward(block(noisy), cases) == 1.0
+    assert code_reward(block("import sys\ndef f(x):\n    return x * x\nsys.exit(0)"), cases) == 0.0
+    assert code_reward(block("def f(x):\n    raise SystemExit(0)"), cases) == 0.0
+    errors = assert_errors("def f(x):\n    return x *", cases)
+    assert errors[0].startswith("solution: SyntaxError")
+
+
+def test_forged_result_line_fails():
+    # The result line carries a per-run nonce the candidate never sees.
+    forged = ("import os\nos.write(1, b'\\n__SVEB_ASSERTS_0000__[null]\\n__SVEB_RESULT__[null]\\n')\n"
+              "os._exit(0)")
+    assert code_reward(block(forged), mbpp_tests(["assert f(2) == 4"])) == 0.0
+
+
+def test_assert_cases_share_one_process_and_a_cpu_budget():
+    # One process: module state set by case 1 is seen by case 2.
+    cases = mbpp_tests(["assert bump() == 1", "assert bump() == 2"])
+    assert code_reward(block("n = 0\ndef bump():\n    global n\n    n += 1\n    return n"), cases) == 1.0
+    spin = "import time\ndef f():\n    end = time.process_time() + 0.6\n    while time.process_time() < end:\n        pass\n    return 1"
+    two = mbpp_tests(["assert f() == 1", "assert f() == 1"])
+    assert code_reward(block(spin), two, timeout=1.0) == 1.0  # 1.2 s CPU of 2 s (1 s per case)
+    assert assert_errors(spin, two * 2, timeout=0.3) == ["no result (timeout)"] * 4
+
+
+def test_mixed_kinds_and_dispatch():
+    cases = mbpp_tests(["assert sq(3) == 9"]) + [{"input": "4\n", "output": "16", "type": "stdin_stdout"}]
+    code = "def sq(x):\n    return x * x\nif __name__ == '__main__':\n    print(sq(int(input())))"
+    assert code_reward(block(code), cases) == 1.0
+    assert code_reward(block(code.replace("print(sq(", "print(1 + sq(")), cases) == 0.0
+    problem = {"answer_type": "code", "tests": json.dumps(PAIR)}
+    assert reward(block("def pair(a, b):\n    return a, b"), problem) == 1.0
+
+
+def test_bad_assert_cases_raise():
+    with pytest.raises(ValueError, match="test case 1 has no 'code'"):
+        code_reward(block(ADD_OK), PAIR[:1] + [{"type": "assert", "code": " "}])
+    with pytest.raises(ValueError, match="must be strings"):
+        code_reward(block(ADD_OK), [{"type": "assert", "code": "assert 1", "setup": 3}])
+    with pytest.raises(ValueError, match="disagree"):
+        code_reward(block(ADD_OK), humaneval_tests("", "f", "p") + humaneval_tests("", "g", "p"))

@@ -1,10 +1,11 @@
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
 from sveb.rewards import reward
-from sveb.rewards.math import _last_boxed, math_reward
+from sveb.rewards.math import _last_boxed, math_reward, too_big
 
 RIGHT = [
     # weak-model phrasings without \boxed
@@ -42,6 +43,69 @@ RIGHT = [
     ("The answer is \\pi.", "\\pi"),
 ]
 
+# Real response shapes the first graders got wrong (issue 9): the LAST committed answer wins, and
+# "answer" used as a verb is not a commitment.
+LAST_COMMITTED = [
+    ("To answer this, the total is 3 + 4 ... final result is 12.", "12"),
+    ("To answer this, the total is 3 + 4 = 7, and we need twice that plus 5 minus 7... "
+     "The final result is 12.", "12"),
+    ("To answer this question we note the total is 3 + 4 = 7. Then 7 + 5 = 12.", "12"),
+    ("The answer is 4. Wait, I forgot the last one. So it is 5.", "5"),
+    ("The answer is 4. Wait, ... So it is 5.", "5"),
+    ("\\boxed{4}\n\nWait, that is wrong: 2 + 3 = 5. The answer is 5.", "5"),
+    ("The answer is 16. Hmm, she eats 3 and bakes 4, so 9 eggs remain and 9 * 2 = 18. "
+     "Therefore, it is $18$.", "18"),
+    ("Janet has 16 eggs and uses 7, so 9 are left; 9 * 2 = 18.\n#### 18", "18"),
+    ("First, 9 * 2 = 18.\n\n**Answer:** 18\n\nI hope this helps!", "18"),
+    ("The answer, therefore, is 42.", "42"),
+]
+# More shapes small models write (and GSM8K/MATH reference solutions use).
+MORE_SHAPES = [
+    ("Step 1: 3 * 4 = 12.\nStep 2: 12 + 6 = 18.\nSo, Janet makes $18 every day.", "18", 1.0),
+    ("Final Answer: The final answer is $4$. I hope it is correct.", "4", 1.0),
+    ("The answer is approximately 3.14.", "3.14", 1.0),
+    ("The total number of apples is 25. The answer is twenty-five.", "25", 1.0),  # no value: falls back
+    ("We may check our answer: 3 * 4 = 12, so our answer is correct. \\boxed{12}", "12", 1.0),
+    ("The soup costs 4 + 1 = $<<4+1=5>>5. The cake is half of 4, so it is 4 * 0.5 = $<<4*0.5=2>>2.\n"
+     "She pays 4 + 5 + 2 = $<<4+5+2=11>>11.", "11", 1.0),  # "so it is" before any answer is a step
+    ("The final result is 12 + 3 = 15.", "15", 1.0),
+    ("The answer is 5 m/s.", "5", 1.0),
+    ("The answer is 4. Hmm, 2 + 3 = 5.", "4", 1.0),  # no later commitment: the answer stays 4
+    ("The answer is 18.\n\nQuestion: Tom has 3 cars. How many wheels? Answer: 12", "18", 0.0),
+    ("Express the answer as a percentage: 90 / 450 * 100% = 20%", "20", 1.0),
+    ("The answer is 3 1/2.", "3.5", 0.0),
+    ("She earns 12000! Wow.", "12000", 1.0),
+    ("## Step 1: Add\n3 + 4 = 7\n## Step 2: Double it\n7 * 2 = 14", "14", 1.0),  # headings are not "####"  # "!" after a number in prose is not a refused factorial
+]
+# Units and thousands separators around a plain gold.
+UNITS = [
+    ("The answer is $5.4 \\text{ cents}$.", "5.4"),
+    ("\\boxed{5.4 \\text{ cents}}", "5.4"),
+    ("So each pencil costs 5.4 cents.", "5.4"),
+    ("\\boxed{11,\\! 111}", "11111"),
+    ("The answer is 11,\\! 111.", "11111"),
+    ("The answer is $11\\,111$.", "11111"),
+    ("\\boxed{1{,}000{,}000}", "1000000"),
+    ("The answer is 11 111.", "11111"),
+    ("\\boxed{\\text{12 apples}}", "12"),
+    ("\\boxed{12\\,\\text{cm}^2}", "12"),
+    ("The final answer is \\(90^\\circ\\).", "90"),
+]
+# The gold appears, but a different final answer is committed to last; or the final answer is wrong.
+LAST_COMMITTED_WRONG = [
+    ("The answer is 4. Wait, ... So it is 5.", "4"),
+    ("The answer is 12. Wait, I misread: the answer is 15.", "12"),
+    ("\\boxed{12}\n\nWait, 3 + 4 = 7, so the answer is 7.", "12"),
+    ("The final result is 12. Hmm, no: so it is 14.", "12"),
+    ("To answer this, the total is 3 + 4 ... final result is 12.", "7"),
+    ("The answer is 11,\\! 112.", "11111"),
+    ("\\boxed{5.5 \\text{ cents}}", "5.4"),
+    ("The answer is 1 234.", "235"),  # a thousands group, not 1 + 234
+]
+# Numbers too large for sympy are refused before it tries (grade 0, fast) rather than timing out.
+HUGE = [r"\boxed{9^{9^{9}}}", r"\boxed{10^{10^{10}}}", r"\boxed{(10^{6})!}", "The answer is 9^9^9^9",
+        r"\boxed{10^{-10^{10}}}", r"\boxed{100000!}"]
+
 WRONG = [
     ("The answer is 3.", "-3"),
     ("The answer is 0.333", "\\frac{1}{3}"),
@@ -66,6 +130,34 @@ def test_right_answers_score_one(response, gold):
 @pytest.mark.parametrize("response,gold", WRONG)
 def test_wrong_answers_score_zero(response, gold):
     assert math_reward(response, gold) == 0.0
+
+
+@pytest.mark.parametrize("response,gold", LAST_COMMITTED + UNITS)
+def test_last_committed_answer_and_units_score_one(response, gold):
+    assert math_reward(response, gold) == 1.0
+
+
+@pytest.mark.parametrize("response,gold,want", MORE_SHAPES)
+def test_more_real_shapes(response, gold, want):
+    assert math_reward(response, gold) == want
+
+
+@pytest.mark.parametrize("response,gold", LAST_COMMITTED_WRONG)
+def test_superseded_or_wrong_final_answer_scores_zero(response, gold):
+    assert math_reward(response, gold) == 0.0
+
+
+@pytest.mark.parametrize("response", HUGE)
+def test_huge_numbers_are_refused_quickly(response):
+    start = time.process_time()
+    assert too_big(response)
+    assert math_reward(response, "7") == 0.0
+    assert time.process_time() - start < 2.0
+
+
+def test_too_big_lets_ordinary_powers_through():
+    assert not any(too_big(e) for e in ["2^{10}", "10^{10^{2}}", "2^{100000}", "e^{x^2}", "20!", "(2^{3})!",
+                                        "3^{2} + 4^{5}", "x^{2^{n}}"])
 
 
 def test_last_boxed_balances_braces():

@@ -58,18 +58,39 @@ def test_correct_program_passes_and_wrong_fails():
 
 
 def test_infinite_loop_times_out():
+    # Stopped by its CPU time (SIGPROF/SIGXCPU), long before the wall-clock backstop.
     r = sb.run_program("while True:\n    pass", timeout=1.0)
     assert r.timed_out and r.killed_reason == "timeout" and r.returncode != 0
-    assert r.seconds < 3.0
+    assert r.seconds < sb.wall_limit(1.0) - 5
     cases = [{"input": "", "output": "1", "type": "stdin_stdout"}]
     assert code_reward("```python\nwhile True: pass\n```", cases, timeout=1.0) == 0.0
+    asserts = [{"type": "assert", "code": "assert f() == 1"}]
+    assert code_reward("```python\ndef f():\n    while True: pass\n```", asserts, timeout=1.0) == 0.0
 
 
-def test_sleep_past_timeout():
+def test_ignoring_the_cpu_signals_does_not_help():
+    code = ("import signal\nfor s in (signal.SIGPROF, signal.SIGXCPU):\n"
+            "    signal.signal(s, signal.SIG_IGN)\nwhile True:\n    pass")
+    r = sb.run_program(code, timeout=0.5)  # RLIMIT_CPU's hard limit: SIGKILL at 2 CPU seconds
+    assert r.timed_out is False and r.killed_reason == "signal:SIGKILL"
+    assert r.seconds < sb.wall_limit(0.5) - 1
+
+
+def test_sleep_past_the_wall_backstop():
+    # Sleeping costs no CPU, so only the wall backstop (10 x timeout + 5 s) stops it: a grade of
+    # 0 that does not depend on load. A shorter sleep is not a CPU overrun: it passes.
     t0 = time.monotonic()
-    r = sb.run_program("import time\nprint('started', flush=True)\ntime.sleep(100)", timeout=1.0)
-    assert r.timed_out and r.stdout == "started\n"
-    assert time.monotonic() - t0 < 3.0
+    r = sb.run_program("import time\nprint('started', flush=True)\ntime.sleep(100)", timeout=0.1)
+    took = time.monotonic() - t0
+    assert r.timed_out and r.killed_reason == "wall_timeout" and r.stdout == "started\n"
+    assert sb.wall_limit(0.1) <= took < sb.wall_limit(0.1) + 3
+    r = sb.run_program("import time\ntime.sleep(100)", timeout=10, wall_timeout=0.5)
+    assert r.killed_reason == "wall_timeout" and r.seconds < 3
+    r = sb.run_program("import time\ntime.sleep(1.2)\nprint('woke')", timeout=0.3)
+    assert r.killed_reason is None and r.returncode == 0 and r.stdout == "woke\n"
+    cases = [{"type": "assert", "code": "assert f() == 1"}]
+    slept = "```python\nimport time\ndef f():\n    time.sleep(100)\n    return 1\n```"
+    assert code_reward(slept, cases, timeout=0.1) == 0.0
 
 
 def test_fork_is_capped_by_nproc(mode):
@@ -86,7 +107,8 @@ def test_fork_is_capped_by_nproc(mode):
 def test_fork_bomb_is_contained_and_killed(mode):
     bomb = "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass"
     t0 = time.monotonic()
-    r = sb.run_program(bomb, timeout=2.0, nproc=16)
+    # Each of its processes has its own CPU limit, so the wall backstop is what ends a bomb.
+    r = sb.run_program(bomb, timeout=2.0, wall_timeout=4.0, nproc=16)
     assert r.timed_out and time.monotonic() - t0 < 8.0
     assert sb.run_program("print('host still works')", timeout=10).stdout == "host still works\n"
 
@@ -227,7 +249,7 @@ from sveb.rewards import sandbox as sb
 out = {"caps": sb.capabilities()}
 t0 = time.monotonic()
 bomb = sb.run_program("import os\\nwhile True:\\n    try:\\n        os.fork()\\n    except OSError:\\n"
-                      "        pass", timeout=2.0, nproc=24)
+                      "        pass", timeout=2.0, wall_timeout=4.0, nproc=24)
 out["bomb"] = [bomb.timed_out, time.monotonic() - t0]
 out["setsid"] = sb.run_program("import os, time\\nif os.fork() == 0:\\n    os.setsid()\\n"
                                "    time.sleep(60)\\nprint('parent exits')", timeout=5).stdout

@@ -42,18 +42,46 @@ def test_bootstrap_seeded_and_clustered():
     assert not np.allclose(scoring.bootstrap_means(x, None, 200, seed=0), 5.0)
 
 
-def test_noise_floor_constant_value():
-    # all states have true value 0.3: floor = E|Bin(20, .3)/20 - .3|
+def test_ref_noise_constant_value():
+    # all states have true value 0.3: ref_noise = E|Bin(20, .3)/20 - .3|
     rng = np.random.default_rng(0)
     ref = rng.binomial(20, 0.3, 4000) / 20
     k = np.arange(21)
     exact = float((binom.pmf(k, 20, 0.3) * np.abs(k / 20 - 0.3)).sum())
-    assert scoring.noise_floor(ref, 20) == pytest.approx(exact, abs=0.005)
+    assert scoring.ref_noise(ref, 20) == pytest.approx(exact, abs=0.005)
 
 
-def test_noise_floor_deterministic_values_is_zero():
+def test_deterministic_values_have_no_noise():
     ref = np.array([0.0] * 50 + [1.0] * 50)
-    assert scoring.noise_floor(ref, 20) < 0.01
+    assert scoring.ref_noise(ref, 20) < 0.01
+    assert scoring.oracle_floor(ref, 20) < 0.01
+
+
+def test_ref_noise_is_not_a_floor_at_small_values():
+    # the case: V = 0.01 under 20 draws. Predicting V scores E|X/20 - .01| = 0.0164,
+    # predicting the median (0) scores E[X/20] = 0.01: below "ref_noise", so it is no floor
+    k = np.arange(21)
+    pmf = binom.pmf(k, 20, 0.01)
+    assert float((pmf * np.abs(k / 20 - 0.01)).sum()) == pytest.approx(0.0164, abs=5e-4)
+    assert float((pmf * k / 20).sum()) == pytest.approx(0.0100, abs=1e-6)
+    table_noise = scoring._abs_dev_table(20, (0.01,))[0]
+    table_oracle = scoring._oracle_table(20, (0.01,))[0]
+    assert table_noise == pytest.approx(0.0164, abs=5e-4)
+    assert table_oracle == pytest.approx(0.0100, abs=1e-6)
+
+
+def test_oracle_floor_bounds_every_predictor_that_knows_v():
+    # true values known; the best predictor of a 20-draw reference given V is a median of Bin(20, V)/20.
+    # No constant shift of V, and not V itself, beats the oracle floor in expectation (here: on 20000 states).
+    rng = np.random.default_rng(1)
+    v = rng.beta(0.5, 2.0, 20000)
+    ref = rng.binomial(20, v) / 20
+    floor = scoring.oracle_floor(ref, 20)
+    med = np.array([np.argmax(binom.cdf(np.arange(21), 20, x) >= 0.5) / 20 for x in v])
+    assert np.abs(med - ref).mean() == pytest.approx(floor, abs=0.004)   # the floor is what the oracle scores
+    for pred in (v, np.clip(v - 0.02, 0, 1), np.clip(v + 0.02, 0, 1), np.full_like(v, np.median(ref))):
+        assert np.abs(pred - ref).mean() > floor - 0.004
+    assert scoring.ref_noise(ref, 20) > floor                            # predicting V is worse than the oracle
 
 
 def test_paired_better():

@@ -119,8 +119,9 @@ def test_shared_history_gets_its_rollouts_reward():
     good, bad = rng.normal(size=(60, 8)) + 2, rng.normal(size=(60, 8)) - 2
     H = {j: ((good if j % 2 == 0 else bad) + 0.05 * rng.normal(size=(60, 8))).astype(np.float32) for j in range(6)}
     group = make_group(H, [1 - j % 2 for j in range(6)])
-    est = Shear(w=20, s=5)
+    est = Shear(w=20, s=5, d_min=1e-3)  # the old clamp: near-identical spans dominate
     assert est.estimate(group.without(0), [State("a", "p", 0, 40, "")])[0] > 0.95
+    assert Shear(w=20, s=5).estimate(group.without(0), [State("a", "p", 0, 40, "")])[0] > 0.9
     assert est.estimate(group.without(1), [State("b", "p", 1, 40, "")])[0] < 0.05
 
 

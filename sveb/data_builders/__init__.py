@@ -1,4 +1,5 @@
-"""Problem sources per domain: `builtin` (offline, seeded), `hub` (datasets.load_dataset) or a local file/dir.
+"""Problem sources per domain: `builtin` (offline, seeded), or a dataset read through sveb/sources
+(`hub`, a named source such as gsm8k or gsm8k=PATH, or a file/folder, optionally with --field mappings).
 
 Every domain module exposes:
   HUB_ID, HUB_CONFIG, HUB_SPLIT     the dataset the paper's code used
@@ -13,12 +14,13 @@ from __future__ import annotations
 import hashlib
 import importlib
 import json
+import logging
 import random
-from collections import Counter
-from pathlib import Path
+import unicodedata
 from typing import Any, Callable, Iterable
 
 DOMAINS = ("number", "math", "science", "general", "programming")
+log = logging.getLogger(__name__)
 
 
 class SkipRow(Exception):
@@ -35,8 +37,16 @@ def domain_module(domain: str):
     return importlib.import_module(f"sveb.data_builders.{domain}")
 
 
-def problem_id(domain: str, source: str, question: str) -> str:
-    return hashlib.sha256(f"{domain}\x00{source}\x00{question}".encode()).hexdigest()[:16]
+def normalise_question(question: str) -> str:
+    """What makes two questions the same problem: Unicode form, case and whitespace do not count."""
+    return " ".join(unicodedata.normalize("NFKC", question).lower().split())
+
+
+def problem_id(domain: str, question: str) -> str:
+    """Identity from (domain, normalised question) only, never the source string: the same question
+    read from the hub and from a local file is one problem, so the train/test split and ppo-1's
+    overlap check hold across sources."""
+    return hashlib.sha256(f"{domain}\x00{normalise_question(question)}".encode()).hexdigest()[:16]
 
 
 def split_of(pid: str) -> str:
@@ -47,7 +57,7 @@ def split_of(pid: str) -> str:
 def make_problem(domain: str, source: str, question: str, answer: str, answer_type: str,
                  tests: list | None = None, meta: dict | None = None) -> dict[str, Any]:
     return {
-        "problem_id": problem_id(domain, source, question),
+        "problem_id": problem_id(domain, question),
         "domain": domain,
         "source": source,
         "question": question,
@@ -76,87 +86,30 @@ def sample_builtin(domain: str, n: int, seed: int, split: str, levels: dict[int,
     return out
 
 
-def _read_local(path: Path) -> Iterable[tuple[str, dict]]:
-    """(position, row) of every row of a file or of every data file under a directory."""
-    import pyarrow.parquet as pq
-    if path.is_dir():
-        files = sorted(p for p in path.rglob("*") if p.suffix in (".parquet", ".jsonl", ".json"))
-        if not files:
-            raise SourceError(f"--source {path}: no .parquet, .jsonl or .json files found")
-    elif path.suffix not in (".parquet", ".jsonl", ".json"):
-        raise SourceError(f"--source {path}: not a .parquet, .jsonl or .json file")
-    else:
-        files = [path]
-    for f in files:
-        if f.suffix == ".parquet":
-            n = 0
-            for batch in pq.ParquetFile(f).iter_batches(batch_size=1024):  # bounded memory on big shards
-                for row in batch.to_pylist():
-                    n += 1
-                    yield f"{f} row {n}", row
-        elif f.suffix == ".jsonl":
-            with open(f, "rb") as fh:
-                for lineno, raw in enumerate(fh, 1):
-                    # a bad line is skipped and counted, not fatal: one broken row must not stop a build
-                    try:
-                        line = raw.decode("utf-8")
-                    except UnicodeDecodeError:
-                        yield f"{f}:{lineno}", SkipRow("line is not valid UTF-8")
-                        continue
-                    if line.strip():
-                        try:
-                            yield f"{f}:{lineno}", json.loads(line)
-                        except json.JSONDecodeError:
-                            yield f"{f}:{lineno}", SkipRow("line is not valid JSON")
-        else:
-            try:
-                data = json.loads(f.read_bytes().decode("utf-8"))
-            except (UnicodeDecodeError, json.JSONDecodeError) as e:
-                raise SourceError(f"{f}: not valid UTF-8 JSON ({e})") from None
-            rows = data if isinstance(data, list) else data.get("data", data.get("rows", []))
-            for i, row in enumerate(rows, 1):
-                yield f"{f} item {i}", row
-
-
 def _read_hub(mod) -> Iterable[tuple[str, dict]]:
-    try:
-        import datasets
-        ds = datasets.load_dataset(mod.HUB_ID, mod.HUB_CONFIG, split=mod.HUB_SPLIT)
-    except Exception as e:  # the hub raises many kinds; all mean "not reachable here"
-        raise SourceError(
-            f"cannot load {mod.HUB_ID} from the Hugging Face hub ({type(e).__name__}); "
-            f"download it and pass --source <file or dir>, or use --source builtin") from None
-    for i, row in enumerate(ds):
-        yield f"{mod.HUB_ID} row {i}", row
+    """(where, row) of a domain module's hub dataset (HUB_ID, HUB_CONFIG, HUB_SPLIT)."""
+    from sveb.sources.files import read_hub
+    for where, i, row in read_hub(mod.HUB_ID, mod.HUB_CONFIG, mod.HUB_SPLIT, "hub"):
+        yield f"{where} row {i}", row
 
 
-def load_problems(domain: str, source: str, n: int, seed: int, split: str) -> tuple[list[dict], dict[str, int]]:
-    """Up to n candidate problems of the split, seeded; also the count of skipped rows per reason."""
+def load_problems(domain: str, source: str, n: int, seed: int, split: str, fields: tuple = (), min_tests: int = -1,
+                  warn: Callable[[str], None] | None = None) -> tuple[list[dict], dict[str, int]]:
+    """Up to n candidate problems of the split, seeded; also the count of skipped rows per reason.
+
+    source: builtin | hub (the domain's paper dataset) | NAME | NAME=PATH | PATH (see sveb/sources);
+    fields: ((key, column), ...) for a file with its own columns; min_tests: -1 = the source's default.
+    Warnings (a gold that looks like a worked solution) go to `warn` before anything is sampled."""
     mod = domain_module(domain)
     if source == "builtin":
+        if fields:
+            raise SourceError("--field applies to a file source, not to --source builtin")
         return mod.builtin(n, seed, split), {}
-    if source != "hub" and not Path(source).exists():
-        raise SourceError(f"--source {source}: no such file or directory (use builtin, hub, or a path)")
-    rows = _read_hub(mod) if source == "hub" else _read_local(Path(source))
-    problems, skipped, seen = [], Counter(), set()
-    for where, rec in rows:
-        try:
-            if isinstance(rec, SkipRow):
-                raise rec
-            if not isinstance(rec, dict):
-                raise SkipRow("row is not an object")
-            p = mod.from_record(rec)
-        except SkipRow as e:
-            skipped[str(e)] += 1
-            continue
-        except Exception as e:  # a bug or an unforeseen row shape: name the row
-            raise SourceError(f"{where}: cannot read this {domain} row ({type(e).__name__}: {e})") from None
-        if p["problem_id"] in seen:
-            skipped["duplicate question"] += 1
-            continue
-        seen.add(p["problem_id"])
-        if split_of(p["problem_id"]) == split:
-            problems.append(p)
+    from sveb.sources.load import scan
+    loaded = scan(domain, source, tuple(fields), min_tests)
+    for w in loaded.warnings:
+        (warn or log.warning)(w)
+    problems = loaded.of_split(split)
     problems.sort(key=lambda p: p["problem_id"])
     random.Random(seed).shuffle(problems)
-    return problems[:n], dict(skipped)
+    return problems[:n], dict(loaded.skipped)

@@ -19,6 +19,14 @@ ENGINES = ("vllm", "hf", "scripted")
 class Request:
     prompt_token_ids: tuple[int, ...]
     seed: int
+    max_tokens: int | None = None   # this request's budget; None: the sampling config's max_tokens
+
+    def budget(self, params: SamplingConfig) -> int:
+        return params.max_tokens if self.max_tokens is None else self.max_tokens
+
+
+class EngineError(ValueError):
+    """A request the engine cannot serve as asked (e.g. it does not fit the context)."""
 
 
 @dataclass(frozen=True)
@@ -56,13 +64,28 @@ class HFTokenizer:
         return self.tok.decode(list(ids), skip_special_tokens=True)
 
 
-def make_engine(name: str, model_path: str, seed: int = 0, batch_size: int = 64, eager: bool = False) -> Engine:
+def model_context(model_path: str) -> int | None:
+    """The model's context length from its config.json (None if it does not say)."""
+    import json
+    from pathlib import Path
+    cfg = Path(model_path) / "config.json"
+    if not cfg.exists():
+        return None
+    c = json.loads(cfg.read_text())
+    for key in ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length"):
+        if isinstance(c.get(key), int):
+            return c[key]
+    return None
+
+
+def make_engine(name: str, model_path: str, seed: int = 0, batch_size: int = 64, eager: bool = False,
+                max_model_len: int = 4096, dtype: str = "bfloat16") -> Engine:
     if name == "vllm":
         from sveb.engines.vllm import VLLMEngine
-        return VLLMEngine(model_path, seed=seed, enforce_eager=eager)
+        return VLLMEngine(model_path, seed=seed, max_model_len=max_model_len, enforce_eager=eager, dtype=dtype)
     if name == "hf":
         from sveb.engines.hf import HFEngine
-        return HFEngine(model_path, batch_size=batch_size)
+        return HFEngine(model_path, batch_size=batch_size, dtype=dtype)
     if name == "scripted":
         raise ValueError("--engine scripted is for tests; construct ScriptedEngine directly")
     raise ValueError(f"--engine {name}: unknown engine (known: vllm, hf)")

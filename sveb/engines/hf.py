@@ -15,13 +15,13 @@ from sveb.engines import Completion, HFTokenizer, Request
 
 
 class HFEngine:
-    def __init__(self, model_path: str, batch_size: int = 32):
+    def __init__(self, model_path: str, batch_size: int = 32, dtype: str = "bfloat16"):
         import torch
         from transformers import AutoModelForCausalLM
         self.tokenizer = HFTokenizer(model_path)
-        dtype = torch.bfloat16 if not torch.cuda.is_available() else "auto"
         self.device = "cuda" if torch.cuda.is_available() else "cpu"
-        self.model = AutoModelForCausalLM.from_pretrained(model_path, dtype=dtype).to(self.device).eval()
+        # dtype at load time, never .to(dtype): that would also cast RoPE's inv_freq
+        self.model = AutoModelForCausalLM.from_pretrained(model_path, dtype=getattr(torch, dtype)).to(self.device).eval()
         self.batch_size = batch_size
         self.pad_id = self.tokenizer.tok.pad_token_id or self.tokenizer.eos_token_id
 
@@ -41,9 +41,12 @@ class HFEngine:
                 gen = self.model.generate(
                     input_ids=ids.to(self.device), attention_mask=mask.to(self.device), do_sample=True,
                     temperature=params.temperature, top_p=params.top_p, top_k=0,
-                    max_new_tokens=params.max_tokens, pad_token_id=self.pad_id)
-            for row in gen[:, width:].tolist():
-                eos = self.tokenizer.eos_token_id
+                    max_new_tokens=max(r.budget(params) for r in batch), pad_token_id=self.pad_id)
+            # one generate per batch with the largest budget, each row cut to its own: sampling is
+            # causal, so a row's first b tokens are what a budget of b would have given
+            eos = self.tokenizer.eos_token_id
+            for r, row in zip(batch, gen[:, width:].tolist()):
+                row = row[: r.budget(params)]
                 if eos in row:
                     out.append(Completion(tuple(row[:row.index(eos)]), "stop"))
                 else:

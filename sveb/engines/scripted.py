@@ -69,7 +69,8 @@ class ScriptedEngine:
         out = []
         for r in requests:
             text = self.tokenizer.decode(r.prompt_token_ids)
-            cont = self._complete(text, r.seed)[: params.max_tokens]
+            full = self._complete(text, r.seed)
+            cont = full[: r.budget(params)]
             ids = tuple(ord(c) for c in cont)
-            out.append(Completion(ids, "stop" if len(cont) < params.max_tokens or cont.endswith("}.") else "length"))
+            out.append(Completion(ids, "stop" if cont == full else "length"))
         return out

@@ -7,7 +7,7 @@ import os
 from typing import Sequence
 
 from sveb.config import SamplingConfig
-from sveb.engines import Completion, HFTokenizer, Request
+from sveb.engines import Completion, EngineError, HFTokenizer, Request
 
 
 def _on_cpu() -> bool:
@@ -35,6 +35,7 @@ class VLLMEngine:
             kwargs.setdefault("max_num_batched_tokens", max_model_len)
         from vllm import LLM
         self.tokenizer = HFTokenizer(model_path)
+        self.max_model_len = max_model_len
         self.llm = LLM(model=model_path, seed=seed, enable_prefix_caching=prefix_caching,
                        max_model_len=max_model_len, **kwargs)
 
@@ -50,8 +51,12 @@ class VLLMEngine:
         from vllm import SamplingParams
         if not requests:
             return []
+        for r in requests:  # never a silent cut: a request must fit its whole budget
+            if len(r.prompt_token_ids) + r.budget(params) > self.max_model_len:
+                raise EngineError(f"a request of {len(r.prompt_token_ids)} prompt tokens + {r.budget(params)} new "
+                                  f"tokens does not fit max_model_len {self.max_model_len}")
         prompts = [{"prompt_token_ids": list(r.prompt_token_ids)} for r in requests]
-        sps = [SamplingParams(temperature=params.temperature, top_p=params.top_p, max_tokens=params.max_tokens,
+        sps = [SamplingParams(temperature=params.temperature, top_p=params.top_p, max_tokens=r.budget(params),
                               seed=r.seed) for r in requests]
         outs = self.llm.generate(prompts, sps, use_tqdm=True)
         eos = self.tokenizer.eos_token_id

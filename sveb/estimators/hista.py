@@ -119,17 +119,21 @@ def scheduled_k(k: int, k_min: int, t: int, T: int, delta: int) -> int:
 @dataclass
 class Hista:
     """alpha: EMA factor (0 = none); phi: keep every phi-th EMA vector; delta: node spacing in tokens;
-    k nearest nodes (<= 0: all); d_min: clamp on normalised distances; reduce: MinDistance's 'mean'
-    (public code) or 'sum' (paper); k_schedule: k falls from k to k_min along the state's rollout."""
+    k nearest nodes (<= 0: all); d_min: clamp on distances in units of the group's mean hidden-state
+    norm (0.1: the public code's clamp of 5.0 raw units is about 0.1 of a mean norm; the earlier 1e-3
+    let a state's own rollout take 92-97% of the weight in-group); reduce: MinDistance's 'mean' (public
+    code) or 'sum' (paper); k_schedule: k falls from k to k_min along the state's rollout; layer: the
+    hidden layer (-1 = last)."""
 
     alpha: float = 0.7
     phi: int = 5
     delta: int = 50
     k: int = 66
-    d_min: float = 1e-3
+    d_min: float = 0.1
     reduce: str = "mean"
     k_schedule: bool = False
     k_min: int = 6          # end of the schedule (only with k_schedule)
+    layer: int = -1
     name: str = "hista"
     needs_hidden = True
 

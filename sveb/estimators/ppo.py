@@ -196,6 +196,7 @@ class PPON(_PPO):
     Total training cost ~ one full critic; the frozen features are shared by all critics."""
     name: str = "ppo-n"
     folds: int = 2
+    trains_on_benchmark = True  # in-group, its own-outcome dependence lives in the weights
 
     def _check(self, data) -> None:
         if self.folds < 2:

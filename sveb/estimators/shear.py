@@ -111,12 +111,17 @@ def min_over_spans(C: torch.Tensor, owner: np.ndarray, n_owners: int, eps: float
 
 @dataclass
 class Shear:
+    """w, s: span length and stride in tokens; eps: Sinkhorn blur (fraction of the mean norm); exact:
+    network simplex instead; k nearest rollouts (0: all); d_min: clamp in units of the group's mean
+    hidden-state norm (0.1, as Hista's: with 1e-3 the state's own overlapping span won in-group for
+    every t >= w); layer: the hidden layer (-1 = last)."""
     w: int = 100
     s: int = 25
     eps: float = 0.05
     exact: bool = False
     k: int = 0
-    d_min: float = 1e-3
+    d_min: float = 0.1
+    layer: int = -1
     name: str = "shear"
     needs_hidden = True
 

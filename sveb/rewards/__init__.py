@@ -1,4 +1,5 @@
-"""Reward dispatch by answer type. Every reward is deterministic: same response, same reward."""
+"""Reward dispatch by answer type. Every reward is deterministic: same response, same reward,
+whatever the machine load (graders bound CPU time, never wall-clock time; see sveb.rewards.math)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,28 @@ import json
 from typing import Any
 
 ANSWER_TYPES = ("math", "choice", "string", "code")
+
+
+def choice_options(problem: dict[str, Any]) -> dict[str, str]:
+    """A choice problem's options, letter -> text: meta["options"] (a dict, or a list in letter order),
+    else the options listed in the question text; {} if neither has any."""
+    from sveb.rewards.choice import LETTERS, parse_options
+    meta = problem.get("meta") or {}
+    if isinstance(meta, str):
+        try:
+            meta = json.loads(meta)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"problem {problem.get('problem_id')}: meta is not valid JSON ({exc})") from None
+    options = meta.get("options") if isinstance(meta, dict) else None
+    if isinstance(options, list):
+        options = dict(zip(LETTERS, options))
+    if options is not None and not (isinstance(options, dict)
+                                    and all(isinstance(k, str) and isinstance(v, str) for k, v in options.items())):
+        raise ValueError(f"problem {problem.get('problem_id')}: meta options must map letters to texts")
+    if options:
+        return {k.strip().upper(): v for k, v in options.items()}
+    question = problem.get("question")
+    return parse_options(question) if isinstance(question, str) else {}
 
 
 def reward(response: str, problem: dict[str, Any]) -> float:
@@ -16,7 +39,7 @@ def reward(response: str, problem: dict[str, Any]) -> float:
         return math_reward(response, problem["answer"])
     if kind == "choice":
         from sveb.rewards.choice import choice_reward
-        return choice_reward(response, problem["answer"])
+        return choice_reward(response, problem["answer"], choice_options(problem))
     if kind == "string":
         from sveb.rewards.text import string_reward
         return string_reward(response, problem["answer"])

@@ -1,8 +1,26 @@
 """Code answers: run the response's last Python block against every test case in the sandbox.
 
-Test cases come in open-r1/verifiable-coding-problems-python form: {"input", "output", "type",
-"fn_name"}. Reward 1.0 only if ALL cases pass (run in their given order, stopping at the first
-failure); no sampling of cases, so the reward is deterministic.
+A problem's tests are a list of dicts, of three kinds:
+- {"type": "stdin_stdout", "input": str, "output": str}: the block is run as a program on `input`;
+  its stdout must equal `output` up to whitespace (open-r1/verifiable-coding-problems-python form).
+- {"type": "function_call", "fn_name": str, "input": JSON args, "output": JSON value}: fn_name
+  (or Solution().fn_name) is called; the result is compared as JSON.
+- {"type": "assert", "code": str, "setup": str, "prefix": str, "entry_point": str} (the last three
+  optional, default ""): Python test code run after the candidate, in a copy of its module's
+  namespace, so tuples, sets and dicts keep their types. `setup` runs first, in that same copy
+  (MBPP's test_setup_code and test imports: they may use the candidate's names). `prefix` is the
+  problem's prompt code (HumanEval's signature + docstring, with its imports and helpers); it is
+  put before the block. If `entry_point` is set and the block does not `def` it, the block is taken
+  as the function's body and indented under the prompt's signature; else the block's own def
+  replaces the prompt's stub. All assert cases of a list must share prefix and entry_point.
+  humaneval_tests() and mbpp_tests() build these dicts from the datasets' fields.
+
+Reward 1.0 only if ALL cases pass; no sampling of cases, so the reward is deterministic. Stdio and
+function-call cases run one process each, in order, stopping at the first failure. All assert
+cases of a response run in ONE process, each in its own try, with timeout x (number of assert
+cases) CPU seconds for the lot. `timeout` is CPU time, never wall time (see sandbox.py), so the
+machine's load cannot change a reward. The candidate's prints are discarded and it is imported as
+module `solution` (its `if __name__ == "__main__":` part does not run).
 """
 
 from __future__ import annotations
@@ -10,6 +28,8 @@ from __future__ import annotations
 import json
 import math
 import re
+import secrets
+import textwrap
 from typing import Any
 
 from sveb.rewards.sandbox import run_program
@@ -31,6 +51,55 @@ result = fn(*case["args"])
 sys.stdout = real_stdout
 print("\\n" + %r + json.dumps(result, default=repr))
 """ % _RESULT_TAG
+
+
+# Runs the assert cases in one process. The result line carries a per-run nonce (read, then the file
+# deleted, before the candidate is imported), so a candidate cannot print a forged result by chance;
+# it is no barrier to a program that inspects the driver's frames (the sandbox guards the host).
+_ASSERT_DRIVER = """\
+import json, os, sys
+def main():
+    spec = json.load(open("asserts.json"))
+    os.remove("asserts.json")
+    nonce, out = spec["nonce"], os.fdopen(os.dup(1), "w")
+    sys.stdout = open(os.devnull, "w")
+    errors = []
+    try:
+        import solution
+    except BaseException as exc:
+        errors = ["solution: %s: %s" % (type(exc).__name__, str(exc)[:200])] * len(spec["cases"])
+    for case in spec["cases"] if not errors else []:
+        env = dict(vars(solution))
+        try:
+            exec(compile(case["setup"], "<setup>", "exec"), env)
+            exec(compile(case["code"], "<test>", "exec"), env)
+            errors.append(None)
+        except BaseException as exc:
+            tb, line = exc.__traceback__, ""
+            while tb:  # the failing line of the test code, if it failed there
+                if tb.tb_frame.f_code.co_filename == "<test>":
+                    line = case["code"].splitlines()[tb.tb_lineno - 1].strip()[:150]
+                tb = tb.tb_next
+            errors.append("%s: %s %s" % (type(exc).__name__, str(exc)[:150], line))
+    out.write("\\n" + nonce + json.dumps(errors) + "\\n")
+    out.flush()
+    os._exit(0)  # no atexit hooks or threads of the candidate
+main()
+"""
+
+
+def humaneval_tests(test: str, entry_point: str, prompt: str = "") -> list[dict]:
+    """HumanEval's `test` (METADATA + `def check(candidate)` of asserts) as one assert case that
+    ends with check(entry_point); `prompt` (the problem's signature + docstring) as the prefix."""
+    return [{"type": "assert", "code": f"{test.rstrip()}\n\n\ncheck({entry_point})\n",
+             "setup": "", "prefix": prompt, "entry_point": entry_point}]
+
+
+def mbpp_tests(test_list, setup: str = "", imports=()) -> list[dict]:
+    """One assert case per MBPP assert string; `imports` (lines such as "import math") and
+    test_setup_code become each case's setup. Pass test_list + challenge_test_list for both."""
+    setup = "\n".join([*imports, setup]).strip("\n") + "\n" if (imports or setup.strip()) else ""
+    return [{"type": "assert", "code": t, "setup": setup} for t in test_list]
 
 
 def extract_code(response: str) -> str | None:
@@ -113,26 +182,74 @@ def _passes_call(code: str, case: dict, timeout: float) -> bool:
     return _same(got, want) or (isinstance(want, list) and len(want) == 1 and _same(got, want[0]))
 
 
+def with_prefix(code: str, prefix: str, entry_point: str = "") -> str:
+    """The program for assert tests: the prompt's code, then the block (or the block as the body
+    of the prompt's entry point when it does not define it)."""
+    if not prefix:
+        return code
+    if entry_point and not re.search(rf"^[ \t]*def\s+{re.escape(entry_point)}\s*\(", code, re.M):
+        return prefix.rstrip() + "\n" + textwrap.indent(textwrap.dedent(code), "    ")
+    future = re.findall(r"^from __future__ import .*$", code, re.M)  # must stay first
+    body = re.sub(r"^from __future__ import .*$", "", code, flags=re.M)
+    return "\n".join(future + [prefix.rstrip(), "", body])
+
+
+def assert_errors(code: str, cases: list[dict], timeout: float = 10.0) -> list[str | None]:
+    """Run the assert cases against `code` in one sandboxed process: per case None (passed) or
+    why it failed. `timeout` CPU seconds per case, for the whole process."""
+    nonce = "__SVEB_ASSERTS_%s__" % secrets.token_hex(8)
+    spec = json.dumps({"nonce": nonce, "cases": [{"setup": c.get("setup") or "", "code": c["code"]}
+                                                  for c in cases]})
+    result = run_program(code, timeout=timeout * len(cases), main="driver.py",
+                         files={"driver.py": _ASSERT_DRIVER, "asserts.json": spec})
+    tagged = [ln for ln in result.stdout.splitlines() if ln.startswith(nonce)]
+    if result.returncode != 0 or result.killed_reason is not None or not tagged:
+        why = result.killed_reason or f"exit {result.returncode}: {result.stderr.strip()[-200:]}"
+        return [f"no result ({why})"] * len(cases)
+    errors = json.loads(tagged[-1][len(nonce):])
+    return errors if len(errors) == len(cases) else ["bad result line"] * len(cases)
+
+
 def _check_cases(test_cases: Any) -> None:
     if not isinstance(test_cases, list):
         raise ValueError(f"code_reward: test_cases must be a list of dicts, got "
                          f"{type(test_cases).__name__}")
     if not test_cases:
         raise ValueError("code_reward: test_cases is empty; a problem needs at least one test")
+    prefixes = set()
     for i, case in enumerate(test_cases):
+        if isinstance(case, dict) and case.get("type") == "assert":
+            if not isinstance(case.get("code"), str) or not case["code"].strip():
+                raise ValueError(f"code_reward: assert test case {i} has no 'code' string")
+            if not all(isinstance(case.get(k) or "", str) for k in ("setup", "prefix", "entry_point")):
+                raise ValueError(f"code_reward: assert test case {i}: setup, prefix and "
+                                 f"entry_point must be strings")
+            prefixes.add((case.get("prefix") or "", case.get("entry_point") or ""))
+            continue
         if not isinstance(case, dict) or "output" not in case:
-            raise ValueError(f"code_reward: test case {i} must be a dict with 'input' and 'output'")
+            raise ValueError(f"code_reward: test case {i} must be a dict with 'input' and 'output'"
+                             f" (or type 'assert' with 'code')")
         if case.get("type") == "function_call" and not case.get("fn_name"):
             raise ValueError(f"code_reward: function_call test case {i} has no fn_name")
+    if len(prefixes) > 1:
+        raise ValueError("code_reward: assert test cases disagree on prefix/entry_point")
 
 
 def code_reward(response: str, test_cases: list[dict], timeout: float = 10.0) -> float:
-    """1.0 if the response's last Python block passes every test case, else 0.0."""
+    """1.0 if the response's last Python block passes every test case, else 0.0. `timeout`: CPU
+    seconds per test case."""
     _check_cases(test_cases)
     code = extract_code(response)
     if code is None:
         return 0.0
+    asserts = [c for c in test_cases if c.get("type") == "assert"]
+    if asserts:
+        program = with_prefix(code, asserts[0].get("prefix") or "", asserts[0].get("entry_point") or "")
+        if any(assert_errors(program, asserts, timeout)):
+            return 0.0
     for case in test_cases:
+        if case.get("type") == "assert":
+            continue
         kind = case.get("type") or ("function_call" if case.get("fn_name") else "stdin_stdout")
         check = _passes_call if kind == "function_call" else _passes_stdio
         if not check(code, case, timeout):

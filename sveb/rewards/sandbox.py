@@ -5,7 +5,12 @@ this threaded process) forks the program and is its parent. As root, where the k
 program gets fresh network, PID and mount namespaces: no network (loopback down), the tree dies
 with the namespace init, private tmpfs on /tmp, /var/tmp, /dev/shm and a fresh /proc. Always:
 resource limits (CPU, address space, processes, file size, open files, no core), scrubbed
-environment, wall-clock timeout, output cap, kill of the whole tree, temp dir removed. As root the
+environment, output cap, kill of the whole tree, temp dir removed.
+Time: the grade-deciding limit is CPU time, so machine load cannot change a result. The program's
+process gets an ITIMER_PROF of `timeout` CPU seconds (kept across execve; SIGPROF ends it), every
+process RLIMIT_CPU = ceil(timeout) (SIGXCPU, then SIGKILL 1 s later, for one that ignores SIGPROF);
+both report killed_reason "timeout". A wall clock of 10 x timeout + 5 s ("wall_timeout") is only a
+backstop for programs that sleep or block, which fail on it whatever the load. As root the
 program runs as an unprivileged uid unique to (this process, worker slot), so RLIMIT_NPROC applies
 per run and leftovers are swept by uid.
 Fallback (namespaces refused, logged once): cwd is a temp dir under /tmp, sockets are blocked
@@ -19,6 +24,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import queue
 import selectors
@@ -57,6 +63,7 @@ _NO_NET_PRELUDE = (  # fallback only
 _LAUNCHER = r'''
 import ctypes, json, os, resource, signal, sys, time
 cfg = json.loads(sys.argv[1]); NS, UID = cfg["ns"], cfg["uid"]
+resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # it re-raises the program's fatal signal
 libc = ctypes.CDLL(None, use_errno=True)
 libc.mount.argtypes = [ctypes.c_char_p] * 3 + [ctypes.c_ulong, ctypes.c_char_p]
 def mount(src, dst, fstype, flags, data=None):
@@ -88,6 +95,7 @@ def program():
         os.setgroups([]); os.setgid(UID); os.setuid(UID)
     libc.prctl(1, 9)  # PR_SET_PDEATHSIG=SIGKILL; after setuid, which clears it
     os.environ["HOME"] = os.environ["TMPDIR"] = os.getcwd()
+    signal.setitimer(signal.ITIMER_PROF, cfg["cpu"])  # CPU seconds, user + system; survives exec
     os.execve(cfg["argv"][0], cfg["argv"], dict(os.environ))
 def init(files, status_w):  # PID 1 of the new PID namespace; the program is not PID 1
     check(mount("tmpfs", "/tmp", "tmpfs", 6, "size=%dm,mode=1777" % cfg["tmpfs_mb"]), "mount /tmp")
@@ -153,8 +161,8 @@ class RunResult:
     stdout: str
     stderr: str
     returncode: int | None
-    timed_out: bool
-    killed_reason: str | None  # "timeout" | "output_limit" | "signal:SIGKILL" ... | None
+    timed_out: bool  # either limit
+    killed_reason: str | None  # "timeout" (CPU) | "wall_timeout" | "output_limit" | "signal:..." | None
     seconds: float
 
 
@@ -210,18 +218,28 @@ def program_python() -> str:
     return next((p for p in found if os.geteuid() != 0 or _reachable(p)), found[0])
 
 
+def wall_limit(timeout: float) -> float:
+    """The wall-clock backstop for a CPU limit of `timeout` seconds: far beyond any slowdown a
+    loaded machine causes, so only sleeping or blocked programs reach it."""
+    return 10 * timeout + 5
+
+
 def run_program(code: str, stdin: str = "", timeout: float = 10.0, *,
-                memory_mb: int | None = None, nproc: int = NPROC, max_output: int = MAX_OUTPUT,
+                wall_timeout: float | None = None, memory_mb: int | None = None,
+                nproc: int = NPROC, max_output: int = MAX_OUTPUT,
                 files: dict[str, str] | None = None, main: str = "solution.py") -> RunResult:
-    """Run `code` (saved as solution.py, next to extra `files`) as `python main` in the sandbox.
+    """Run `code` (saved as solution.py, next to extra `files`) as `python main` in the sandbox,
+    with `timeout` CPU seconds and `wall_timeout` (default wall_limit(timeout)) wall seconds.
     Thread-safe; at most WORKERS runs at once (the others wait for a slot)."""
     ns = capabilities()["namespaces"] and os.environ.get("SVEB_SANDBOX_NAMESPACES", "1") != "0"
     return _run(code, stdin, timeout, files or {}, ns=ns, main=main, max_output=max_output,
-                memory_mb=memory_mb or MEMORY_MB, nproc=nproc)
+                memory_mb=memory_mb or MEMORY_MB, nproc=nproc, wall=wall_timeout)
 
 
 def _run(code, stdin, timeout, files, *, ns, main="solution.py", max_output=MAX_OUTPUT,
-         memory_mb=MEMORY_MB, nproc=NPROC) -> RunResult:
+         memory_mb=MEMORY_MB, nproc=NPROC, wall=None) -> RunResult:
+    if not timeout > 0:
+        raise ValueError(f"sandbox: timeout must be > 0 CPU seconds, got {timeout}")
     slot = _SLOTS.get()
     workdir = tempfile.mkdtemp(prefix="sveb-sbx-")
     try:
@@ -230,19 +248,20 @@ def _run(code, stdin, timeout, files, *, ns, main="solution.py", max_output=MAX_
             with open(path, "w", encoding="utf-8", errors="replace") as f:
                 f.write(text)
         uid = _uid(slot) if os.geteuid() == 0 else None
-        py, cpu = program_python(), int(timeout) + 1
+        py, cpu = program_python(), math.ceil(timeout)
         argv = [py, "-s", "-B", main] if ns else [py, "-s", "-B", "-c", _NO_NET_PRELUDE, main]
-        cfg = {"ns": ns, "uid": uid, "argv": argv, "tmpfs_mb": TMPFS_MB, "limits": {
+        cfg = {"ns": ns, "uid": uid, "argv": argv, "tmpfs_mb": TMPFS_MB, "cpu": timeout, "limits": {
             "RLIMIT_CPU": (cpu, cpu + 1), "RLIMIT_AS": (memory_mb << 20,) * 2,
             "RLIMIT_NPROC": (nproc,) * 2, "RLIMIT_FSIZE": (16 << 20,) * 2,
             "RLIMIT_NOFILE": (64, 64), "RLIMIT_CORE": (0, 0)}}
-        return _execute(cfg, workdir, stdin.encode("utf-8", "replace"), timeout, max_output, uid)
+        wall = wall_limit(timeout) if wall is None else wall
+        return _execute(cfg, workdir, stdin.encode("utf-8", "replace"), wall, max_output, uid)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
         _SLOTS.put(slot)
 
 
-def _execute(cfg, workdir, data, timeout, max_output, uid) -> RunResult:
+def _execute(cfg, workdir, data, wall, max_output, uid) -> RunResult:
     start = time.monotonic()
     proc = subprocess.Popen(
         [sys.executable, "-I", "-S", "-c", _LAUNCHER, json.dumps(cfg)], cwd=workdir, env=_ENV,
@@ -250,16 +269,18 @@ def _execute(cfg, workdir, data, timeout, max_output, uid) -> RunResult:
         start_new_session=True, close_fds=True)
     reason = "error"
     try:
-        out, err, reason = _communicate(proc, data, start + timeout, max_output, uid)
+        out, err, reason = _communicate(proc, data, start + wall, max_output, uid)
     finally:  # after EOF the launcher is still relaying the exit status: give it a moment
         _kill_all(proc, uid, grace=1.0 if reason is None else 0.0)
         for f in (proc.stdin, proc.stdout, proc.stderr):
             f.close()
     rc = proc.returncode
-    if reason is None and rc < 0:
+    if reason is None and rc in (-signal.SIGPROF, -signal.SIGXCPU):
+        reason = "timeout"  # its CPU time ran out
+    elif reason is None and rc < 0:
         reason = f"signal:{signal.Signals(-rc).name}" if -rc in signal.valid_signals() else "signal"
     return RunResult(out.decode("utf-8", "replace"), err.decode("utf-8", "replace"), rc,
-                     reason == "timeout", reason, time.monotonic() - start)
+                     reason in ("timeout", "wall_timeout"), reason, time.monotonic() - start)
 
 
 def _communicate(proc, data: bytes, deadline: float, cap: int, uid):
@@ -276,7 +297,7 @@ def _communicate(proc, data: bytes, deadline: float, cap: int, uid):
         while sel.get_map() and reason is None:
             now = time.monotonic()
             if now >= deadline:
-                reason = "timeout"
+                reason = "wall_timeout"
             elif exited_at is None and _exited(proc):
                 exited_at = now
                 _sweep(uid, proc.pid)  # leftovers could hold the pipes open

@@ -1,9 +1,20 @@
-"""Short free-text answers (the `general` domain): normalised exact match of the final answer.
+"""Short free-text answers (the `general` domain): the gold as a whole phrase of the final answer.
 
-The final answer is, in order: the last \\boxed{...}; else the sentence after the last
-"answer is"/"Answer:"; else the last sentence of the response. For the last two, the tail after a
-final copula ("The capital of France is Paris." -> "Paris") is accepted too. Golds that are
-numbers delegate to `math_reward`; golds that look like formulas get the better of both.
+The final answer text is the response's last commitment (sveb.rewards.final: the last \\boxed{} or
+the sentence after the last "answer is"/"Answer:"), else its last sentence (closing pleasantries
+skipped). After normalisation (case, punctuation, articles) the reward is 1 if that text is the gold,
+or names the gold as a whole word/phrase that is
+  - not negated: no "not"/"no"/"never"/"isn't"/"instead of"/"rather than"... in the three words
+    before it within its clause (up to a "but"), and no "is not"/"isn't" right after it
+    ("Not Paris but Lyon" -> 0 for Paris, 1 for Lyon);
+  - not hedged: not next to "or" ("Paris or Lyon" -> 0), and the final text is not a list of three
+    or more short items ("Monday, Tuesday, Wednesday" -> 0 for Tuesday).
+So "The capital of France is Paris, a city in Europe." matches "Paris"; "Parisian" does not.
+Yes/no golds are stricter (the word "no" is common in prose): the first or last word of the final
+text must be the gold, the last one deciding when both are yes/no.
+Golds that are numbers delegate to `math_reward`; golds that look like formulas get the better of both.
+Known limit: a final sentence that names the gold in a false statement ("The day before Tuesday
+is Monday." for gold Tuesday) scores 1; a grader without semantics cannot tell.
 """
 
 from __future__ import annotations
@@ -12,18 +23,22 @@ import re
 import string
 import unicodedata
 
-from sveb.rewards.math import _last_boxed, math_reward
+from sveb.rewards.final import final_commitment, last_sentence
+from sveb.rewards.math import math_reward
 
-_ANCHOR = re.compile(
-    r"\banswer\b(?:[^.\n:=]{0,40}?\b(?:is|was|are|be)\b|\s*\**\s*[:=])", re.IGNORECASE)
-_SENTENCE_END = re.compile(r"[.!?;](?=\s|$)|\n")
-_COPULA = re.compile(r"(?:\b(?:is|are|was|were|be)\b|[:=])\s+", re.IGNORECASE)
 _NUMBER = re.compile(
     r"[-+\u2212]?(?:\d{1,3}(?:,\d{3})+|\d+)?(?:\.\d+)?(?:[eE][-+]?\d+)?\s*(?:\\?%)?|"
     r"[-+\u2212]?\d+\s*/\s*\d+|[-+\u2212]?\\d?frac\{\d+\}\{\d+\}")
 _MATHY = re.compile(r"[\\^$=]|\d\s*[-+*/]\s*\d")
 _ARTICLES = re.compile(r"\b(?:a|an|the)\b")
 _PUNCT = set(string.punctuation) | {"\u2018", "\u2019", "\u201c", "\u201d", "\u2013", "\u2014"}
+_CLAUSE = re.compile(r"[,;:()\u2013\u2014]|\s-\s")
+_NEGATION = {"not", "no", "never", "isnt", "arent", "wasnt", "werent", "dont", "doesnt", "didnt", "cannot",
+             "cant", "wont", "neither", "nor", "without", "instead", "rather", "than", "except", "besides",
+             "unlike", "nt"}
+_NEGATED_AFTER = [("not",), ("isnt",), ("wasnt",), ("arent",), ("is", "not"), ("was", "not"), ("are", "not")]
+_POLAR = {"yes", "no"}
+_LIST = re.compile(r"[,;/]|\s(?:and|or)\s")
 
 
 def normalize(text: str) -> str:
@@ -40,39 +55,58 @@ def is_numeric(gold: str) -> bool:
     return bool(text) and any(ch.isdigit() for ch in text) and _NUMBER.fullmatch(text) is not None
 
 
-def _sentence(rest: str) -> str:
-    end = _SENTENCE_END.search(rest)
-    return (rest[:end.start()] if end else rest).strip(" \t*:")
+def final_text(response: str) -> str:
+    """The response's final answer text: its last commitment, else its last sentence."""
+    final = final_commitment(response)
+    return final.text if final is not None else last_sentence(response)
 
 
-def _last_sentence(text: str) -> str:
-    lines = [line for line in text.strip().splitlines() if line.strip()]
-    if not lines:
-        return ""
-    parts = [p for p in re.split(r"(?<=[.!?])\s+", lines[-1].strip()) if p.strip()]
-    return parts[-1].rstrip(".!?") if parts else ""
+def _named(words: list[str], target: list[str]) -> bool:
+    """True if `target` occurs in `words` (one clause) as a whole phrase, neither negated nor hedged."""
+    n = len(target)
+    for i in range(len(words) - n + 1):
+        if words[i:i + n] != target:
+            continue
+        before, after = words[max(0, i - 3):i], words[i + n:i + n + 2]
+        if "but" in before:  # "not Paris but Lyon": the negation ends at "but"
+            before = before[len(before) - before[::-1].index("but"):]
+        negated = any(w in _NEGATION for w in before) or any(tuple(after[:len(p)]) == p for p in _NEGATED_AFTER)
+        hedged = "or" in words[max(0, i - 1):i] or "either" in before or after[:1] == ["or"]
+        if not (negated or hedged):
+            return True
+    return False
 
 
-def _candidates(response: str) -> list[str]:
-    boxed = _last_boxed(response)
-    if boxed:
-        return [boxed]
-    anchors = list(_ANCHOR.finditer(response))
-    final = _sentence(response[anchors[-1].end():]) if anchors else _last_sentence(response)
-    tails = [final[m.end():] for m in _COPULA.finditer(final)]
-    return [final] + tails[-1:]
+def matches(final: str, gold: str) -> bool:
+    """True if the final answer text is, or names, the gold answer (see the module docstring)."""
+    target = normalize(gold)
+    said = normalize(final)
+    if not target or not said:
+        return False
+    if said == target:
+        return True
+    if target in _POLAR:
+        words = said.split()
+        if "yes or no" in said or "no or yes" in said:  # echoing the instruction is no answer
+            return False
+        polar = words[-1] if words[-1] in _POLAR else words[0] if words[0] in _POLAR else None
+        return polar == target
+    clauses = [said.split()] if _CLAUSE.search(gold) else [normalize(c).split() for c in _CLAUSE.split(final)]
+    items = [c for part in _LIST.split(final) if 1 <= len(c := normalize(part).split()) <= 2]
+    if len(items) >= 3:  # "Monday, Tuesday, Wednesday": a list of candidates is a hedge
+        return False
+    return any(_named(words, target.split()) for words in clauses)
 
 
 def string_reward(response: str, gold: str) -> float:
-    """1.0 if the response's final short answer matches the gold text after normalisation."""
+    """1.0 if the response's final short answer is or names the gold text, else 0.0."""
     if not isinstance(gold, str) or not gold.strip():
         raise ValueError(f"string gold must be a non-empty string, got {gold!r}")
     if not isinstance(response, str) or not response.strip():
         return 0.0
     if is_numeric(gold):
         return math_reward(response, gold)
-    target = normalize(gold)
-    if target and any(normalize(c) == target for c in _candidates(response)):
+    if matches(final_text(response), gold):
         return 1.0
     if _MATHY.search(gold):
         try:

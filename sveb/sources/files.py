@@ -1,0 +1,130 @@
+"""Rows of local data files (.jsonl, .jsonl.gz, .json, .json.gz, .parquet, .csv, .csv.gz, or a folder of them)
+and of hub datasets. A row that cannot be decoded is handed on as a SkipRow and counted, never fatal."""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import json
+from pathlib import Path
+from typing import Iterable, Iterator
+
+from sveb.data_builders import SkipRow, SourceError
+
+SUFFIXES = (".jsonl", ".jsonl.gz", ".json", ".json.gz", ".parquet", ".csv", ".csv.gz")
+
+# (file, 1-based row number, row or SkipRow)
+Row = tuple[str, int, object]
+
+
+def kind(path: Path) -> str | None:
+    """The format of a data file by its name, or None if it is not one."""
+    name = path.name.lower()
+    return next((s for s in SUFFIXES if name.endswith(s)), None)
+
+
+def data_files(path: Path) -> list[Path]:
+    if path.is_dir():
+        files = sorted(p for p in path.rglob("*") if p.is_file() and kind(p))
+        if not files:
+            raise SourceError(f"--source {path}: no {', '.join(SUFFIXES)} files found in this folder")
+        return files
+    if not kind(path):
+        raise SourceError(f"--source {path}: not a data file (expected one of {', '.join(SUFFIXES)} or a folder)")
+    return [path]
+
+
+def _open_text(path: Path) -> io.TextIOBase:
+    raw = gzip.open(path, "rb") if path.name.lower().endswith(".gz") else open(path, "rb")
+    return io.TextIOWrapper(raw, encoding="utf-8", newline="")
+
+
+def _json_lines(f: Path, lines: Iterable[bytes]) -> Iterator[Row]:
+    for lineno, raw in enumerate(lines, 1):
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            yield str(f), lineno, SkipRow("line is not valid UTF-8")
+            continue
+        if line.strip():
+            try:
+                yield str(f), lineno, json.loads(line)
+            except json.JSONDecodeError:
+                yield str(f), lineno, SkipRow("line is not valid JSON")
+
+
+def _read_jsonl(f: Path) -> Iterator[Row]:
+    opener = gzip.open if f.name.lower().endswith(".gz") else open
+    try:
+        with opener(f, "rb") as fh:
+            yield from _json_lines(f, fh)
+    except (OSError, EOFError) as e:  # a truncated or non-gzip .gz
+        raise SourceError(f"{f}: cannot read ({e})") from None
+
+
+def _read_json(f: Path) -> Iterator[Row]:
+    opener = gzip.open if f.name.lower().endswith(".gz") else open
+    with opener(f, "rb") as fh:
+        data = fh.read()
+    try:
+        doc = json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as e:
+        raise SourceError(f"{f}: not valid UTF-8 ({e})") from None
+    except json.JSONDecodeError:  # `datasets` writes .json as JSON Lines by default
+        yield from _json_lines(f, data.splitlines())
+        return
+    rows = doc if isinstance(doc, list) else doc.get("data", doc.get("rows", [])) if isinstance(doc, dict) else []
+    for i, row in enumerate(rows, 1):
+        yield str(f), i, row
+
+
+def _read_parquet(f: Path) -> Iterator[Row]:
+    import pyarrow.parquet as pq
+    n = 0
+    try:
+        pf = pq.ParquetFile(f)
+    except Exception as e:  # pyarrow raises several kinds for a broken file
+        raise SourceError(f"{f}: not a readable Parquet file ({type(e).__name__}: {e})") from None
+    for batch in pf.iter_batches(batch_size=1024):  # bounded memory on big shards
+        for row in batch.to_pylist():
+            n += 1
+            yield str(f), n, row
+
+
+def _read_csv(f: Path) -> Iterator[Row]:
+    try:
+        with _open_text(f) as fh:
+            for i, row in enumerate(csv.DictReader(fh), 1):
+                if None in row:  # more cells than header names
+                    yield str(f), i, SkipRow("CSV row has more cells than the header")
+                    continue
+                yield str(f), i, row
+    except UnicodeDecodeError as e:
+        raise SourceError(f"{f}: not valid UTF-8 ({e})") from None
+    except csv.Error as e:
+        raise SourceError(f"{f}: not valid CSV ({e})") from None
+
+
+READERS = {".jsonl": _read_jsonl, ".jsonl.gz": _read_jsonl, ".json": _read_json, ".json.gz": _read_json,
+           ".parquet": _read_parquet, ".csv": _read_csv, ".csv.gz": _read_csv}
+
+
+def read_local(path: Path) -> Iterator[Row]:
+    """(file, row number, row) of every row of a file or of every data file under a folder."""
+    for f in data_files(path):
+        yield from READERS[kind(f)](f)
+
+
+def read_hub(hub_id: str, config: str | None, split: str, name: str) -> Iterator[Row]:
+    """Rows of a hub dataset through `datasets.load_dataset`; one clear error when it cannot be reached."""
+    try:
+        import datasets
+        ds = datasets.load_dataset(hub_id, config, split=split)
+    except Exception as e:  # the hub raises many kinds; all mean "not reachable here"
+        raise SourceError(
+            f"cannot load {hub_id} ({config or 'default'}, {split}) from the Hugging Face hub ({type(e).__name__}); "
+            f"download it and pass --source {name}=PATH (a file or folder), or use --source builtin") from None
+    label = f"hub:{hub_id}:{config or 'default'}:{split}"
+    for i, row in enumerate(ds, 1):
+        yield label, i, row

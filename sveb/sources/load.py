@@ -1,0 +1,169 @@
+"""`--source` resolution and loading: every row of a named source, a hub dataset or a file becomes a problem or
+a counted skip reason. Problems keep where they came from: `source` is the real file (or hub id, config and
+split), meta keeps the dataset's own id and metadata plus the row number."""
+
+from __future__ import annotations
+
+import difflib
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from sveb.data_builders import SkipRow, SourceError, make_problem, split_of
+from sveb.sources import FITS, Source, paper_source, registry
+from sveb.sources import fields as fieldmap
+from sveb.sources.files import read_hub, read_local
+
+
+@dataclass
+class Spec:
+    """What a --source string names: a registered source read from the hub or from a path, or a file with --field."""
+    text: str
+    source: Source | None          # None: a file read through --field
+    path: Path | None              # None: the hub
+    bare: bool = False             # a plain path read with the domain's paper schema (no name, no --field)
+
+
+@dataclass
+class Loaded:
+    spec: Spec
+    domain: str
+    problems: list[dict]           # in file order, duplicates dropped
+    skipped: Counter = field(default_factory=Counter)
+    warnings: list[str] = field(default_factory=list)
+    rows: int = 0                  # rows read, kept or not
+
+    def of_split(self, split: str) -> list[dict]:
+        return [p for p in self.problems if split == "all" or split_of(p["problem_id"]) == split]
+
+
+def resolve(text: str, domain: str, fields: tuple = ()) -> Spec:
+    reg = registry()
+    if text == "hub":
+        spec = Spec(text, paper_source(domain), None)
+    elif text in reg:
+        spec = Spec(text, reg[text], None)
+    elif Path(text).exists():
+        spec = Spec(text, None if fields else paper_source(domain), Path(text), bare=not fields)
+    elif "=" in text and text.split("=", 1)[0] in reg:
+        name, path = text.split("=", 1)
+        if not Path(path).exists():
+            raise SourceError(f"--source {text}: no such file or directory: {path}")
+        spec = Spec(text, reg[name], Path(path))
+    else:
+        guess = difflib.get_close_matches(text.split("=", 1)[0], list(reg), n=1)
+        hint = f" (did you mean {guess[0]}?)" if guess else ""
+        raise SourceError(f"--source {text}: no such file or directory, nor a source name{hint}; "
+                          f"use builtin, hub, a path, NAME or NAME=PATH (see `sveb ls sources`)")
+    if fields and spec.source is not None:
+        raise SourceError(f"--field applies to a plain file or folder, not to --source {text} "
+                          f"(a named source knows its own columns)")
+    if spec.source is not None and not spec.source.answer_types <= FITS[domain]:
+        fit = ", ".join(spec.source.domains())
+        raise SourceError(f"--domain {domain} does not fit --source {text} "
+                          f"({'/'.join(sorted(spec.source.answer_types))} answers); use --domain {fit}")
+    return spec
+
+
+def default_domain(text: str) -> str | None:
+    """The domain a --source names by itself (a registered name, or NAME=PATH), else None."""
+    reg = registry()
+    if text in reg:  # a name wins over a same-named folder, as in resolve(); use ./NAME for the folder
+        return reg[text].domain
+    name = text.split("=", 1)[0]
+    return reg[name].domain if "=" in text and name in reg and not Path(text).exists() else None
+
+
+def looks_worked(answer: str) -> bool:
+    """A gold that is a worked solution rather than a final answer."""
+    return "####" in answer or "\n" in answer.strip() or len(answer.split()) > 12
+
+
+def _worked_warning(problems: list[dict], spec: Spec) -> str | None:
+    golds = [p["answer"] for p in problems if p["answer_type"] in ("math", "string")]
+    worked = [a for a in golds if looks_worked(a)]
+    if not worked or len(worked) < 0.1 * len(golds):
+        return None
+    return (f"--source {spec.text}: {len(worked)} of {len(golds)} gold answers look like worked solutions "
+            f"(long text or '####'), e.g. {worked[0][:70]!r}; a response is graded against this whole text, so "
+            f"almost nothing will count as correct. Map a final-answer column with --field answer=COLUMN, or use "
+            f"a named source that extracts the answer (sveb ls sources).")
+
+
+def _hint(spec: Spec, first: dict | None) -> str:
+    if first is None:
+        return ""
+    cols = set(first)
+    like = [s.name for s in registry().values() if s.columns and set(s.columns) <= cols and s is not spec.source]
+    if spec.bare and like:
+        return f"; its columns look like {like[0]}: try --source {like[0]}={spec.path}"
+    if spec.path is not None:
+        return (f"; its columns are {', '.join(sorted(map(str, cols)))[:300]}: map them with "
+                f"--field question=COLUMN --field answer=COLUMN")
+    return ""
+
+
+def _min_tests(fields: dict, min_tests: int, spec: Spec) -> int:
+    if min_tests >= 0:
+        return min_tests
+    return spec.source.min_tests if spec.source is not None else 1
+
+
+def _n_tests(f: dict) -> int:
+    return int(f.get("meta", {}).get("n_asserts", len(f.get("tests") or [])))
+
+
+def scan(domain: str, text: str, fields: tuple = (), min_tests: int = -1) -> Loaded:
+    """Every row of the source, read and de-duplicated (all splits); raises SourceError if none is usable."""
+    spec = resolve(text, domain, fields)
+    src = spec.source
+    read: Callable[[dict], dict] = src.read if src is not None else fieldmap.reader(fields, domain)
+    if spec.path is None:
+        rows = read_hub(src.hub_id, src.hub_config, src.hub_split, src.name)
+    else:
+        rows = read_local(spec.path)
+    need = _min_tests(dict(fields), min_tests, spec)
+    out = Loaded(spec, domain, [])
+    seen, checked, first = set(), set(), None
+    for where, i, rec in rows:
+        out.rows += 1
+        try:
+            if isinstance(rec, SkipRow):
+                raise rec
+            if not isinstance(rec, dict):
+                raise SkipRow("row is not an object")
+            first = first or rec
+            if fields and where not in checked:  # each file's columns, once
+                checked.add(where)
+                missing = fieldmap.missing_columns(fields, rec)
+                if missing:
+                    raise SourceError(f"{where}: --field names column '{missing[0]}', which this file does not have "
+                                      f"(columns: {', '.join(map(str, rec))})")
+            f = read(rec)
+            if f["answer_type"] == "code" and _n_tests(f) < need:
+                raise SkipRow(f"fewer than {need} test cases")
+            meta = dict(f.get("meta") or {})
+            meta.setdefault("row", i)
+            if src is not None and not spec.bare:
+                meta.setdefault("dataset", src.name)
+            p = make_problem(domain, where, f["question"], f["answer"], f["answer_type"], f.get("tests"), meta)
+        except SkipRow as e:
+            out.skipped[str(e)] += 1
+            continue
+        except SourceError:
+            raise
+        except Exception as e:  # a bug or an unforeseen row shape: name the row
+            raise SourceError(f"{where} row {i}: cannot read this row ({type(e).__name__}: {e})") from None
+        if p["problem_id"] in seen:
+            out.skipped["duplicate question"] += 1
+            continue
+        seen.add(p["problem_id"])
+        out.problems.append(p)
+    if not out.problems:
+        skipped = ", ".join(f"{v} {k}" for k, v in out.skipped.most_common()) or "no rows"
+        raise SourceError(f"--source {text}: no usable {domain} rows (skipped: {skipped}){_hint(spec, first)}")
+    warning = _worked_warning(out.problems, spec)
+    if warning:
+        out.warnings.append(warning)
+    return out

@@ -1,0 +1,85 @@
+"""What `sveb ls sources` and `sveb ls problems` print: look at a source before paying for rollouts."""
+
+from __future__ import annotations
+
+import json
+from typing import Iterator
+
+from sveb.data_builders import SourceError, domain_module, split_of
+from sveb.sources import registry
+from sveb.sources.load import Loaded, default_domain, scan
+
+SPLITS = ("test", "train", "all")
+
+
+def source_lines() -> Iterator[str]:
+    rows = [("name", "domain (also fits)", "hub id (config, split)", "licence")]
+    for s in registry().values():
+        also = ", ".join(s.domains()[1:])
+        rows.append((s.name + (" *" if s.paper else ""), s.domain + (f" ({also})" if also else ""), s.hub_label(),
+                     s.licence))
+    widths = [max(len(r[i]) for r in rows) for i in range(3)]
+    for r in rows:
+        yield "  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[3]
+    yield ""
+    yield "* the paper's dataset for its domain (--source hub). Local copy: --source NAME=PATH (a file or folder)."
+    yield "Also: --source builtin (offline, the default), or --source PATH --field question=COL --field answer=COL."
+    for s in registry().values():
+        yield f"  {s.name}: {s.about}"
+
+
+def _problems(domain: str, source: str, split: str, fields: tuple, min_tests: int, n: int) -> tuple[Loaded | None,
+                                                                                                         list[dict]]:
+    if source == "builtin":
+        if fields:
+            raise SourceError("--field applies to a file source, not to --source builtin")
+        mod = domain_module(domain)
+        splits = ("test", "train") if split == "all" else (split,)
+        return None, [p for s in splits for p in mod.builtin(n, 0, s)]
+    loaded = scan(domain, source, fields, min_tests)
+    return loaded, loaded.of_split(split)
+
+
+def resolve_domain(domain: str | None, source: str) -> str:
+    return domain or default_domain(source) or "number"
+
+
+def problem_json(p: dict) -> str:
+    row = {k: p[k] for k in ("problem_id", "domain", "source", "question", "answer", "answer_type")}
+    row["split"] = split_of(p["problem_id"])
+    row["tests"] = json.loads(p["tests"]) if p["tests"] else None
+    row["meta"] = json.loads(p["meta"])
+    return json.dumps(row, ensure_ascii=False)
+
+
+def _short(text: str, k: int) -> str:
+    one = " ".join(text.split())
+    return one if len(one) <= k else one[:k - 3] + "..."
+
+
+def problem_lines(domain: str, source: str, split: str, fields: tuple = (), min_tests: int = -1, n: int | None = None,
+                  as_json: bool = False) -> tuple[list[str], list[str]]:
+    """(lines for stdout, warnings). JSON: one object per problem of the split (the first n if n is given)."""
+    if split not in SPLITS:
+        raise ValueError(f"--split {split}: expected test, train or all")
+    loaded, problems = _problems(domain, source, split, fields, min_tests, n or 5)
+    warnings = loaded.warnings if loaded else []
+    if as_json:
+        return [problem_json(p) for p in (problems if n is None else problems[:n])], warnings
+    n = 5 if n is None else n
+    lines = [f"source: {source}   domain: {domain}   split: {split}"]
+    if loaded is not None:
+        per = {s: sum(split_of(p["problem_id"]) == s for p in loaded.problems) for s in ("test", "train")}
+        lines.append(f"rows read: {loaded.rows}   loaded: {len(loaded.problems)} (test {per['test']}, "
+                     f"train {per['train']})")
+        skips = ", ".join(f"{v} {k}" for k, v in loaded.skipped.most_common())
+        lines.append(f"skipped: {skips or 'none'}")
+    lines.append(f"first {min(n, len(problems))} of {len(problems)} problems in split {split}:")
+    for i, p in enumerate(problems[:n], 1):
+        meta = json.loads(p["meta"])
+        ids = {k: meta[k] for k in ("task_id", "entry_point", "unique_id", "id", "Record ID", "level", "row") if k in meta}
+        gold = p["answer"] if p["answer_type"] != "code" else \
+            f"{len(json.loads(p['tests']))} tests" + (f", {meta['n_asserts']} asserts" if "n_asserts" in meta else "")
+        lines.append(f"[{i}] {_short(p['question'], 110)}")
+        lines.append(f"    gold: {_short(gold, 80)} ({p['answer_type']})   {json.dumps(ids, ensure_ascii=False)}")
+    return lines, warnings

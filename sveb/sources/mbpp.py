@@ -1,0 +1,32 @@
+"""MBPP (Austin et al. 2021): `text` (`prompt` in the sanitized set), `code`, `task_id`, `test_list` (assert
+strings), `test_setup_code` (`test_imports` in the sanitized set). The question shows the asserts, as in the
+MBPP paper: they name the function and its arguments. One assert test per entry of test_list."""
+
+from __future__ import annotations
+
+from sveb.data_builders import SkipRow
+from sveb.sources import Source
+from sveb.sources.common import assert_test, text
+
+
+def read(rec: dict) -> dict:
+    task = text(rec, "text" if "text" in rec else "prompt")
+    tests = rec.get("test_list")
+    if not isinstance(tests, (list, tuple)) or not tests:
+        raise SkipRow("test_list is not a non-empty list")
+    imports = rec.get("test_imports") or []
+    setup = "\n".join([*(imports if isinstance(imports, (list, tuple)) else [imports]),
+                       rec.get("test_setup_code") or ""]).strip()
+    question = task + "\nYour code should pass these tests:\n\n" + "\n".join(str(t).strip() for t in tests)
+    meta = {"task_id": rec.get("task_id")}
+    if isinstance(rec.get("code"), str):
+        meta["reference_solution"] = rec["code"]
+    return {"question": question, "answer": "", "answer_type": "code",
+            "tests": [assert_test(t, setup) for t in tests], "meta": meta}
+
+
+SOURCE = Source(
+    name="mbpp", domain="programming", hub_id="google-research-datasets/mbpp", hub_config="full", hub_split="test",
+    licence="CC BY 4.0", read=read, answer_types=frozenset({"code"}), columns=("code", "test_list"),
+    about="mbpp.jsonl (974 rows, all splits; the hub's test split has 500): text, code, task_id, test_list, "
+          "test_setup_code")

@@ -1,0 +1,94 @@
+"""`sveb plan`: hand-computed counts, tokens, bytes and times; lengths measured from a real (scripted) build."""
+
+import json
+from dataclasses import replace
+
+import pytest
+from typer.testing import CliRunner
+
+from sveb.cli import app
+from sveb.plan import (Lengths, Settings, assumed_lengths, assumed_tok_per_s, domain_work, duration, human,
+                       make_plan, measured_lengths)
+
+S = Settings(problems=10, oversample=3, rollouts=8, screen=2, states_per_problem=2, mc=5, mc_extra=1, max_tokens=100,
+             gpus=2)
+L = Lengths(prompt=20, response=60, remaining=25, source="test")
+
+
+def test_domain_work_by_hand():
+    w = domain_work(S, L, hidden_size=4)
+    assert (w["candidates"], w["discarded"], w["rollouts"], w["screening_rollouts"]) == (30, 20, 80, 40)
+    assert (w["states"], w["continuations"]) == (20, 120)            # 20 states x (5 + 1)
+    assert w["rollout_tokens"] == (80 + 40) * 60 == 7200
+    assert w["continuation_tokens"] == 120 * 25 == 3000
+    assert w["generated_tokens"] == 10200
+    assert w["hidden_tokens"] == 80 * (20 + 60) == 6400              # kept rollouts only, prompt + response
+    assert w["rollouts_bytes"] == pytest.approx(120 * (41 + 2.85 * 60))  # 25,440
+    assert w["states_references_bytes"] == pytest.approx(20 * (4.8 * 35 + 290))  # prefix t = 60 - 25
+    assert w["hidden_bytes"] == pytest.approx(80 * 60 * 4 * 2 * 0.93)   # 35,712
+    assert domain_work(S, L, None)["hidden_bytes"] is None
+
+
+def test_plan_totals_and_time():
+    p = make_plan(S, {"number": L, "math": L}, {"hidden_size": 4, "params_b": 3.0}, tok_per_s=100)
+    assert p["total"]["generated_tokens"] == 20400 and p["total"]["candidates"] == 60
+    assert p["time"]["generation_s"] == pytest.approx(20400 / (100 * 2))   # 102 s on 2 GPUs
+    assert p["time"]["hidden_s"] == pytest.approx(12800 / (100 * 5 * 2))  # a forward pass 5x faster
+    assert p["throughput"].startswith("given: 100")
+    p = make_plan(S, {"number": L}, {"hidden_size": 4, "params_b": 3.09}, tok_per_s=None)
+    assert p["tok_per_s"] == 9000 and p["throughput"].startswith("assumed for 3.09B")
+    p = make_plan(S, {"number": L}, None, tok_per_s=None)
+    assert p["time"] is None and "--tok-per-s" in p["throughput"] and p["total"]["hidden_bytes"] is None
+
+
+def test_assumptions_and_checks():
+    a = assumed_lengths("math", 4096)
+    assert a.source == "assumed" and a.remaining == a.response / 2
+    assert assumed_lengths("math", 100).response == 100               # capped by --max-tokens
+    assert [assumed_tok_per_s(b) for b in (0.5, 1.5, 3.09, 8.03, 14.7, 70)] == [20000, 14000, 9000, 5000, 2500, 1000]
+    with pytest.raises(ValueError, match="--screen 9"):
+        make_plan(replace(S, screen=9), {"number": L}, None, None)
+    with pytest.raises(ValueError, match="--problems 0"):
+        make_plan(replace(S, problems=0), {"number": L}, None, None)
+
+
+def test_human_units():
+    assert human(1234567) == "1.23 M" and human(7.128e8) == "712.80 M" and human(2.5e9) == "2.50 B"
+    assert human(2.5e9, "B") == "2.50 GB" and human(1.23e12, "B") == "1.23 TB" and human(999) == "999"
+    assert human(None) == "?"
+    assert (duration(90), duration(3 * 3600), duration(3 * 86400)) == ("2 min", "3.0 h", "3.0 days")
+
+
+def test_lengths_measured_from_a_build(scripted_build):
+    from sveb import store
+    root, bdir = scripted_build
+    slug = bdir.parent.parent.name
+    m = measured_lengths(root, slug, "number")
+    rolls = store.read_table(bdir / "rollouts").to_pylist()
+    states = store.read_table(bdir / "states").to_pylist()
+    assert m.response == pytest.approx(sum(len(r["response_token_ids"]) for r in rolls) / len(rolls))
+    assert m.prompt == pytest.approx(sum(len(r["prompt_token_ids"]) for r in rolls) / len(rolls))
+    assert m.remaining == pytest.approx(sum(s["T"] - s["t"] for s in states) / len(states))
+    assert m.source.startswith(f"measured: build {bdir.name}") and "max_tokens 200" in m.source
+    assert measured_lengths(root, slug, "math") is None
+    assert measured_lengths(root, "other-model", "number") is None
+
+    r = CliRunner().invoke(app, ["plan", "--model", "smollm2-135m", "--root", str(root), "--domains", "number,math",
+                                 "--problems", "10", "--json"])
+    assert r.exit_code == 0, r.output
+    p = json.loads(r.output)
+    assert p["domains"]["number"]["lengths"] == m.source and p["domains"]["math"]["lengths"] == "assumed"
+    assert p["domains"]["number"]["rollout_tokens"] == pytest.approx((10 * 40 + 30 * 8) * m.response)
+    assert p["model"]["hidden_size"] == 576 and p["tok_per_s"] == 20000
+
+
+def test_cli_plan_table_and_errors(tmp_path):
+    r = CliRunner().invoke(app, ["plan", "--model", "Qwen2.5-3B-Instruct", "--problems", "3000", "--gpus", "8",
+                                 "--root", str(tmp_path)], env={"COLUMNS": "200"})
+    assert r.exit_code == 0, r.output
+    assert "Qwen/Qwen2.5-3B-Instruct" in r.output and "60,000" in r.output       # 5 domains x 3000 x 4 candidates
+    assert "hidden size 2048, 36 layers" in r.output and "assumed" in r.output
+    r = CliRunner().invoke(app, ["plan", "--domains", "nope", "--root", str(tmp_path)])
+    assert r.exit_code == 1 and "--domains nope" in r.output
+    r = CliRunner().invoke(app, ["plan", "--model", "not a model", "--root", str(tmp_path)])
+    assert r.exit_code == 1 and "not a builtin alias" in r.output

@@ -1,0 +1,103 @@
+"""Ctrl-C, SIGTERM and SIGKILL: the command stops in time and leaves no process behind.
+
+The first tests use a stand-in command (a Python process that starts children the way vLLM does);
+the e2e ones send the signals to a real `sveb build` while its vLLM engine is starting.
+"""
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from sveb.procs import descendants
+
+SIGNALS = [signal.SIGINT, signal.SIGTERM, signal.SIGKILL]
+
+STAND_IN = textwrap.dedent("""
+    import multiprocessing as mp, subprocess, sys, time
+    from sveb import procs
+
+    def engine():               # a forked child that ignores SIGINT, like an engine core busy in C code
+        import signal
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        subprocess.Popen(["sleep", "300"])  # and a grandchild of its own
+        time.sleep(300)
+
+    if __name__ == "__main__":
+        procs.install()
+        mp.get_context("fork").Process(target=engine).start()
+        print("ready", flush=True)
+        try:
+            time.sleep(300)
+        finally:
+            time.sleep(100)     # a shutdown that hangs: the grace timer must end it
+""")
+
+
+def _env() -> dict:
+    env = {k: v for k, v in os.environ.items() if k != "SVEB_NO_WATCHDOG"}
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[1])
+    return env
+
+
+def _wait_gone(pids: dict[int, int], limit: float) -> float:
+    from sveb.procs import _alive
+    t0 = time.time()
+    while time.time() - t0 < limit:
+        if not any(_alive(p, s) for p, s in pids.items()):
+            return time.time() - t0
+        time.sleep(0.2)
+    return float("inf")
+
+
+@pytest.mark.parametrize("sig", SIGNALS, ids=lambda s: s.name)
+def test_stand_in_stops_and_leaves_nothing(tmp_path, sig):
+    script = tmp_path / "stand_in.py"
+    script.write_text(STAND_IN)
+    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, env=_env(), text=True)
+    assert proc.stdout.readline().strip() == "ready"
+    time.sleep(1.5)  # the watchdog has seen the children
+    kids = {p: s for p, s in descendants(proc.pid).items()}
+    assert len(kids) >= 3  # watchdog, engine child, its grandchild
+    t0 = time.time()
+    proc.send_signal(sig)
+    proc.wait(timeout=15)
+    assert time.time() - t0 < 10, f"{sig.name}: took {time.time() - t0:.1f} s"
+    assert _wait_gone(kids, 30) < 30, f"{sig.name}: processes left behind"
+
+
+def _sveb_build(root: Path) -> subprocess.Popen:
+    exe = Path(sys.executable).parent / "sveb"
+    return subprocess.Popen([str(exe), "build", "--root", str(root), "--problems", "2", "--rollouts", "4",
+                             "--max-tokens", "32", "--eager"], env=_env(), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("sig", SIGNALS, ids=lambda s: s.name)
+def test_real_engine_build_stops_and_leaves_nothing(tmp_path, sig):
+    proc = _sveb_build(tmp_path / "root")
+    t0 = time.time()
+    kids: dict[int, int] = {}
+    while time.time() - t0 < 240:  # until the engine process exists (vLLM forks it during start)
+        kids.update(descendants(proc.pid))
+        if len(kids) >= 2 and time.time() - t0 > 20:
+            break
+        time.sleep(0.5)
+    assert proc.poll() is None and len(kids) >= 2, "the engine never started"
+    time.sleep(2)
+    kids.update(descendants(proc.pid))
+    t1 = time.time()
+    proc.send_signal(sig)
+    proc.wait(timeout=60)
+    stopped = time.time() - t1
+    assert stopped < 10, f"{sig.name}: sveb took {stopped:.1f} s to stop"
+    assert _wait_gone(kids, 30) < 30, f"{sig.name}: engine processes outlived sveb by 30 s"
+    for path in (tmp_path / "root").rglob("*.parquet"):  # whatever was written is whole
+        import pyarrow.parquet as pq
+        pq.read_table(path)
