@@ -360,8 +360,8 @@ def _print_plan(p: dict) -> None:
 @app.command()
 def demo(
     root: Path = typer.Option(Path("sveb_data"), "--root"),
-    results: Optional[Path] = typer.Option(None, help="Where leaderboard.csv and the report go [default: results/, "
-                                           "results/<preset>/ for the other presets]."),
+    results: Optional[Path] = typer.Option(None, help="Where leaderboard.csv and the report go (default: results/ for "
+                                           "the demo preset, results/PRESET/ for the others)."),
     domains: str = typer.Option("number", help="Space- or comma-separated domains."),
     engine: str = typer.Option("vllm"),
     estimators: str = typer.Option("", help="Comma-separated estimators (default: all)."),
