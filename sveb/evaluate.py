@@ -83,6 +83,19 @@ def estimate_all(est: Estimator, data: BuildData, protocol: str, hidden_provider
     return values, shift, seconds
 
 
+def hidden_provider(est: Estimator, data: BuildData, console: Console | None = None,
+                    hidden_options: dict | None = None):
+    """For an estimator that needs hidden states: every group's states extracted (or found cached) now,
+    before the clock starts (`seconds` is the estimator's own cost), and the provider estimate_all takes."""
+    if not est.needs_hidden:
+        return None
+    from sveb.hidden import HiddenStates
+    hs = HiddenStates(data.bdir, data.manifest["model"], layer=est.layer, **(hidden_options or {}))
+    for pid in track(sorted(data.problems), description="hidden states", console=console):
+        hs.ensure(pid, data.rollouts[pid])  # cached groups are not loaded twice
+    return hs.provider(console)
+
+
 def own_measurable(est: Estimator, protocol: str) -> bool:
     """Whether flipping a reward in the group shows the estimator's whole dependence on it. Not for a
     critic trained on the benchmark's own rollouts under in-group: its dependence is in its weights."""
@@ -108,14 +121,7 @@ def evaluate(bdir: Path, name: str, params: dict[str, str] | None = None, protoc
         return store.read_shard(score_path).to_pylist()[0]
     data = load_build(bdir)
     est.prepare(data, console)
-    provider = None
-    if est.needs_hidden:
-        from sveb.hidden import HiddenStates
-        hs = HiddenStates(bdir, manifest["model"], layer=est.layer, **(hidden_options or {}))
-        # extract (or find cached) before the clock starts: `seconds` is the estimator's own cost
-        for pid in track(sorted(data.problems), description="hidden states", console=console):
-            hs.ensure(pid, data.rollouts[pid])  # cached groups are not loaded twice
-        provider = hs.provider(console)
+    provider = hidden_provider(est, data, console, hidden_options)
     values, shift, seconds = estimate_all(est, data, protocol, provider, own=own_measurable(est, protocol))
     diag = est.diagnostics()
     if diag:  # per-build numbers an estimator reports beside its scores (e.g. hidden-align's anchor similarity)
