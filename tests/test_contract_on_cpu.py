@@ -8,7 +8,9 @@ on a scripted build whose model is a tiny random Llama (real hidden states, real
 """
 
 import json
+import sys
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -27,7 +29,9 @@ torch.set_num_threads(1)
 
 # the cheapest settings where an estimator trains (the contract does not depend on them)
 CHEAP = {"ppo-1": {"epochs": "1", "batch": "32"}, "ppo-n": {"epochs": "1", "batch": "32"}}
-EXTRA: list[str] = []  # import paths of classes outside the registry (the example plugin, see below)
+# the example plugin's class, by import path (test_plugin_on_cpu.py installs it and goes through the CLI)
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples" / "sveb-example-plugin"))
+EXTRA = ["sveb_example_plugin:GroupMedian"]
 
 
 @pytest.fixture(scope="module")
