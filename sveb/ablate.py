@@ -8,13 +8,17 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from sveb.evaluate import EvalError, evaluate
+from sveb.errors import UsageError
+from sveb.estimators import grid as registry_grid
+from sveb.evaluate import evaluate
 
-DEFAULT_GRIDS = {
-    "hista": {"alpha": ["0", "0.5", "0.7", "0.9"], "phi": ["1", "5", "10"], "delta": ["25", "50", "100"],
-              "k": ["6", "20", "66"]},
-    "shear": {"w": ["25", "50", "100"], "s": ["10", "25"], "eps": ["0.01", "0.05", "0.2"]},
-}
+
+def default_grid(name: str) -> dict[str, list[str]]:
+    """The registry's grid for an estimator; a one-line error where it has none."""
+    g = registry_grid(name)
+    if not g:
+        raise UsageError(f"--grid: no default grid for {name}; pass --grid key=v1,v2")
+    return g
 
 
 def parse_grid(items: list[str]) -> dict[str, list[str]]:
@@ -22,7 +26,7 @@ def parse_grid(items: list[str]) -> dict[str, list[str]]:
     grid = {}
     for item in items:
         if "=" not in item:
-            raise EvalError(f"--grid {item}: expected key=v1,v2,...")
+            raise UsageError(f"--grid {item}: expected key=v1,v2,...")
         k, v = item.split("=", 1)
         grid[k.strip()] = [x.strip() for x in v.split(",") if x.strip()]
     return grid
@@ -38,8 +42,12 @@ def settings(grid: dict[str, list[str]], full: bool) -> list[dict[str, str]]:
 
 def ablate(bdir: Path, name: str, grid: dict[str, list[str]], protocol: str, full: bool,
            console: Console) -> list[tuple[dict, dict]]:
+    from sveb.estimators import make
+    todo = settings(grid, full)
+    for setting in todo:  # every setting is checked before the first (maybe long) run
+        make(name, setting)
     out = []
-    for setting in settings(grid, full):
+    for setting in todo:
         console.print(f"{name} {setting or '(defaults)'}")
         out.append((setting, evaluate(bdir, name, setting, protocol, console=console)))
     return out

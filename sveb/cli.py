@@ -31,16 +31,10 @@ def _interrupted() -> None:
 
 
 
-def _known() -> tuple:
+def _known() -> type:
+    """What the CLI reports in one line: SVEB's own errors. Anything else is a bug and shows its traceback."""
     from sveb.errors import SvebError
-    from sveb.data_builders import SourceError
-    from sveb.evaluate import EvalError
-    from sveb.estimators import UnknownEstimator
-    from sveb.models import ModelError
-    from sveb.report import ReportError
-    from sveb.store import StoreError
-    return (SvebError, SourceError, EvalError, UnknownEstimator, ModelError, StoreError, ReportError, ValueError,
-            FileNotFoundError)
+    return SvebError
 
 
 @app.command()
@@ -108,7 +102,8 @@ def build(
 
 @app.command("eval")
 def eval_(
-    estimator: List[str] = typer.Option(["grpo"], "--estimator", "-e", help="Estimator name; repeat for several."),
+    estimator: List[str] = typer.Option([], "--estimator", "-e", help="Estimator name (`sveb ls estimators`) or "
+                                        "module:Class; repeat for several. Default: the baseline."),
     param: List[str] = typer.Option([], "--param", "-P", help="Estimator parameter key=value; repeatable."),
     protocol: List[str] = typer.Option(["held-out"], help="held-out (the headline: the state's own rollout is "
                                        "not in the group) | in-group (the paper's); repeat for both."),
@@ -119,9 +114,11 @@ def eval_(
 ):
     """Run estimators on a build and print their scores (hidden layer: -P layer=N)."""
     from sveb.evaluate import check_protocol, evaluate, find_build, params_dict, print_build_info
-    from sveb.estimators import make
+    from sveb.errors import UsageError
+    from sveb.estimators import BASELINE, make
     from sveb.leaderboard import print_pivot
     from sveb.models import check_model, model_slug
+    estimator = estimator or [BASELINE]
     try:
         model = check_model(model, weights=False)  # a short name finds the build made with its hub id
         params = params_dict(param)
@@ -130,7 +127,7 @@ def eval_(
         for e in estimator:  # a typo fails here, before any build is looked for
             make(e, params)
         if bootstrap < 1:
-            raise ValueError(f"--bootstrap {bootstrap}: must be at least 1")
+            raise UsageError(f"--bootstrap {bootstrap}: must be at least 1")
         bdir = find_build(root, model_slug(model), domain, build_id, console)
         print_build_info(bdir, console)
         rows = [evaluate(bdir, e, params, p, bootstrap, seed, force, console)
@@ -146,7 +143,8 @@ def leaderboard(root: Path = ROOT, out_csv: Path = typer.Option(Path("leaderboar
     from sveb.leaderboard import print_pivot, rows, write_csv
     r = rows(root)
     if not r:
-        _fail(FileNotFoundError(f"no scores under {root}; run `sveb eval` first"))
+        from sveb.errors import UsageError
+        _fail(UsageError(f"no scores under {root}; run `sveb eval` first"))
     write_csv(r, out_csv)
     print_pivot(r, out)
     out.print(f"wrote {out_csv} ({len(r)} rows)")
@@ -154,20 +152,19 @@ def leaderboard(root: Path = ROOT, out_csv: Path = typer.Option(Path("leaderboar
 
 @app.command()
 def ablate(
-    estimator: str = typer.Option(..., "--estimator", "-e", help="hista, shear, or any estimator."),
-    grid: List[str] = typer.Option([], "--grid", help="key=v1,v2,... (repeatable); default: a built-in grid."),
+    estimator: str = typer.Option(..., "--estimator", "-e", help="Any estimator (`sveb ls estimators` shows which "
+                                  "have a default grid)."),
+    grid: List[str] = typer.Option([], "--grid", help="key=v1,v2,... (repeatable); default: the registry's grid."),
     full: bool = typer.Option(False, help="All combinations instead of one axis at a time."),
     protocol: str = typer.Option("held-out"), domain: str = DOMAIN, model: str = MODEL, root: Path = ROOT,
     build_id: Optional[str] = typer.Option(None, "--build"),
 ):
     """Sweep an estimator's parameters on a build and print MAE per setting."""
-    from sveb.ablate import DEFAULT_GRIDS, ablate as run, parse_grid, print_ablation
+    from sveb.ablate import ablate as run, default_grid, parse_grid, print_ablation
     from sveb.evaluate import find_build
     from sveb.models import model_slug
     try:
-        g = parse_grid(grid) if grid else DEFAULT_GRIDS.get(estimator)
-        if not g:
-            raise ValueError(f"--grid: no default grid for {estimator}; pass --grid key=v1,v2")
+        g = parse_grid(grid) if grid else default_grid(estimator)
         bdir = find_build(root, model_slug(model), domain, build_id, console)
         print_ablation(estimator, run(bdir, estimator, g, protocol, full, console), out)
     except _known() as e:
@@ -244,9 +241,16 @@ def ls(what: str = typer.Argument(..., help="estimators | domains | models | bui
             console.print(f"warning: {w}", style="yellow", markup=False, highlight=False, soft_wrap=True)
         typer.echo("\n".join(lines))
     elif what == "estimators":
-        from sveb.estimators import DESCRIPTIONS
-        for k, v in DESCRIPTIONS.items():
-            out.print(f"{k:8s} {v}")
+        from sveb.estimators import entries, entry
+        try:
+            rows = [entry(n) for n in entries()]
+        except _known() as e:
+            _fail(e)
+        for e in rows:
+            flags = [e.role] + ["hidden states"] * e.needs_hidden + ["trains"] * e.needs_training + \
+                ["train build"] * e.train_split + [f"grid: {','.join(e.grid)}"] * bool(e.grid) + \
+                [f"from {e.origin}"] * (e.origin != "sveb")
+            out.print(f"{e.name:13s} {e.description} [dim]({'; '.join(flags)})[/]", soft_wrap=True, highlight=False)
     elif what == "domains":
         from sveb.data_builders import DOMAINS
         out.print("\n".join(DOMAINS))
@@ -265,7 +269,8 @@ def ls(what: str = typer.Argument(..., help="estimators | domains | models | bui
             cut = " ".join(f"{k}_cut={tr[k]:.1%}" for k in ("rollouts", "references") if isinstance(tr.get(k), float))
             out.print(f"{b}  {m.get('status')}  problems={m.get('n_problems')} states={m.get('n_states')}  {cut}")
     else:
-        _fail(ValueError(f"ls {what}: expected estimators, domains, models, builds, sources or problems"))
+        from sveb.errors import UsageError
+        _fail(UsageError(f"ls {what}: expected estimators, domains, models, builds, sources or problems"))
 
 
 @app.command()
@@ -287,15 +292,16 @@ def plan(
     import json as _json
     from sveb.data_builders import DOMAINS
     from sveb.models import architecture, check_model, model_slug
+    from sveb.errors import UsageError
     from sveb.plan import Settings, assumed_lengths, check, make_plan, measured_lengths
     try:
         spec = check_model(model, weights=False)
         names = list(DOMAINS) if domains == "all" else domains.replace(",", " ").split()
         for d in names:
             if d not in DOMAINS:
-                raise ValueError(f"--domains {d}: unknown domain (known: {', '.join(DOMAINS)}, or all)")
+                raise UsageError(f"--domains {d}: unknown domain (known: {', '.join(DOMAINS)}, or all)")
         if not names:
-            raise ValueError("--domains: none given")
+            raise UsageError("--domains: none given")
         s = Settings(problems, oversample, rollouts, screen, states_per_problem, mc, mc_extra, max_tokens, gpus)
         check(s)
         lengths = {d: measured_lengths(root, model_slug(spec), d) or assumed_lengths(d, max_tokens) for d in names}

@@ -14,6 +14,8 @@ from pathlib import Path
 import numpy as np
 
 from sveb import schema, store
+from sveb.errors import UsageError
+from sveb.estimators import BASELINE
 
 TOL = 0.05
 
@@ -63,16 +65,16 @@ def collapse_report(bdir: Path, out_dir: Path) -> list[Path]:
     """Stats JSON + histogram PNG per non-grpo (estimator, params_fp, protocol) of a build; their paths."""
     rows = store.read_table(Path(bdir) / "estimates", schema.ESTIMATES).to_pylist()
     if not rows:
-        raise ValueError(f"{bdir}: no estimates; run `sveb eval` first")
+        raise UsageError(f"{bdir}: no estimates; run `sveb eval` first")
     runs: dict[tuple[str, str, str], dict] = {}
     for r in rows:
         run = runs.setdefault((r["estimator"], r["params_fp"], r["protocol"]), {"params": r["params"], "values": {}})
         run["values"][r["state_id"]] = r["value"]
-    grpo = {proto: run["values"] for (est, _, proto), run in runs.items() if est == "grpo"}
+    grpo = {proto: run["values"] for (est, _, proto), run in runs.items() if est == BASELINE}
     manifest = store.read_manifest(Path(bdir))
     out_dir, paths, missing = Path(out_dir), [], set()
     for (est, pfp, proto), run in sorted(runs.items()):
-        if est == "grpo":
+        if est == BASELINE:
             continue
         if proto not in grpo:
             missing.add(proto)
@@ -86,9 +88,9 @@ def collapse_report(bdir: Path, out_dir: Path) -> list[Path]:
         stem = f"collapse-{est}-{pfp}-{proto}"
         json_path = out_dir / f"{stem}.json"
         store.atomic_write_bytes(json_path, json.dumps(stats, indent=2).encode())
-        title = f"{est} − grpo ({proto}), {manifest.get('model')} / {manifest.get('domain')}"
+        title = f"{est} − {BASELINE} ({proto}), {manifest.get('model')} / {manifest.get('domain')}"
         paths += [json_path, plot_collapse({est: v - g}, out_dir / f"{stem}.png", title)]
     if not paths and missing:
-        raise ValueError(f"{bdir}: no grpo estimates under protocol {', '.join(sorted(missing))}; "
-                         f"run `sveb eval -e grpo --protocol <p>` first")
+        raise UsageError(f"{bdir}: no {BASELINE} estimates under protocol {', '.join(sorted(missing))}; "
+                         f"run `sveb eval -e {BASELINE} --protocol <p>` first")
     return paths

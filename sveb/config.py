@@ -46,15 +46,6 @@ class BuildConfig:
     eager: bool = False            # vLLM without compilation: faster start, slower decoding
 
 
-@dataclass(frozen=True)
-class EvalConfig:
-    estimator: str = "grpo"
-    params: tuple[tuple[str, str], ...] = ()
-    protocol: str = "in-group"
-    bootstrap: int = 2000
-    seed: int = 0
-
-
 def fingerprint(*parts: object) -> str:
     """Stable 12-hex hash of JSON-able parts (dataclasses minus the NOT_IN_FP fields)."""
 

@@ -30,6 +30,7 @@ from scipy.signal import lfilter
 from torch import nn
 
 from sveb.config import derive_seed, fingerprint
+from sveb.errors import UsageError
 from sveb.store import atomic_write_bytes
 
 BATCH_TOKENS = 8192          # padded tokens per no-grad forward
@@ -93,10 +94,10 @@ class ValueModel(nn.Module):
     def __init__(self, body: nn.Module, train_layers: int):
         super().__init__()
         if not (hasattr(body, "layers") and hasattr(body, "norm")):
-            raise ValueError(f"critic body {type(body).__name__} has no .layers/.norm (need a Llama/Qwen/Mistral-style model)")
+            raise UsageError(f"critic body {type(body).__name__} has no .layers/.norm (need a Llama/Qwen/Mistral-style model)")
         n = len(body.layers)
         if not 0 <= train_layers <= n:
-            raise ValueError(f"train_layers={train_layers}: the critic body has {n} layers")
+            raise UsageError(f"train_layers={train_layers}: the critic body has {n} layers")
         self.body, self.n_train, self.split = body, train_layers, n - train_layers
         self.head = nn.Linear(body.config.hidden_size, 1, device=next(body.parameters()).device)
         nn.init.zeros_(self.head.weight)
@@ -196,7 +197,7 @@ class Critic:
             full = self.model.body(input_ids=ids, use_cache=False).last_hidden_state.float()
             split = self.model.top(self.model.lower(ids)).float()
         if not torch.allclose(full, split, atol=1e-2 * (1 + full.abs().max().item()), rtol=1e-2):
-            raise ValueError(f"critic body {type(self.model.body).__name__}: split forward does not match the full forward")
+            raise UsageError(f"critic body {type(self.model.body).__name__}: split forward does not match the full forward")
 
     @torch.no_grad()
     def features(self, seqs: Sequence[Seq]) -> list[torch.Tensor]:
@@ -210,7 +211,7 @@ class Critic:
         for batch in _token_batches(missing, BATCH_TOKENS):
             bad = max(max(s.ids) for s in batch)
             if bad >= self.vocab:
-                raise ValueError(f"token id {bad} >= critic vocab {self.vocab}: the critic must share the policy's tokenizer")
+                raise UsageError(f"token id {bad} >= critic vocab {self.vocab}: the critic must share the policy's tokenizer")
             ids = _pad([torch.tensor(s.ids, dtype=torch.long) for s in batch]).to(self.device)
             with self._amp():
                 h = self.model.lower(ids)
@@ -268,7 +269,7 @@ class Critic:
                                                                  "n_rollouts": len(seqs)}, indent=2).encode())
         seqs = [s for s in seqs if s.T > 0]
         if not seqs:
-            raise ValueError("critic: no rollouts with response tokens to train on")
+            raise UsageError("critic: no rollouts with response tokens to train on")
         from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
         console = console or Console(stderr=True)

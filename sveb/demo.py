@@ -21,14 +21,13 @@ PRESETS = {
     "powered": (dict(problems=100, rollouts=16, states_per_problem=4),
                 dict(problems=24, states_per_problem=1, mc=2, mc_extra=0)),
 }
-ESTIMATORS = ["grpo", "mcs-1", "mcs-2", "mcs-3", "mcs-4", "numca", "hista", "shear", "ppo-1", "ppo-n"]
 PROTOCOLS = ["held-out", "in-group"]
 
 
 def available_estimators() -> list[str]:
-    """Estimators whose module exists in this checkout (the demo grows as they land)."""
-    from sveb.estimators import REGISTRY
-    return [e for e in ESTIMATORS if importlib.util.find_spec(REGISTRY[e].split(":")[0]) is not None]
+    """Every estimator of the registry (baseline, estimators, scale rows); plugins only when named."""
+    from sveb.estimators import names
+    return names()
 
 
 def run_demo(root: Path, results: Path, domains: list[str], engine: str, console: Console, out: Console,
@@ -40,17 +39,19 @@ def run_demo(root: Path, results: Path, domains: list[str], engine: str, console
     from sveb.models import resolve
     from sveb.pipeline import build, locate
     shared = None  # one engine for every domain: starting vLLM costs a minute or more
-    from sveb.estimators import make
+    from sveb.estimators import BASELINE, entry, make
     names = estimators or available_estimators()
+    if BASELINE not in names:  # every estimator is compared against it
+        names = [BASELINE, *names]
     for name in names:
         make(name)  # fail on a typo before an hour of sampling
     size, train = PRESETS[preset]
     config = {**BASE, **size}
     benchmark = {}
     for domain in domains:
-        # the benchmark build, and a disjoint `train` build for ppo-1's critic
+        # the benchmark build, and a disjoint `train` build for the estimators that train on one
         cfgs = [BuildConfig(domain=domain, engine=engine, **config)]
-        if "ppo-1" in names:
+        if any(entry(n).train_split for n in names):
             cfgs.append(BuildConfig(domain=domain, engine=engine, split="train", **{**config, **train}))
         for cfg in cfgs:
             console.rule(f"build: {domain} ({cfg.split})")

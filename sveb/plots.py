@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 import textwrap
 from pathlib import Path
 
@@ -17,13 +16,21 @@ _TAB = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377
 _GREYS = ["#b0b0b0", "#8c8c8c", "#686868", "#444444"]
 
 
+def is_scale(label: str) -> bool:
+    """Whether a label (estimator name, maybe with settings) is a reference-scale row of the registry."""
+    from sveb.estimators import role_of
+    return role_of(label.split(" ")[0]) == "scale"
+
+
 def palette(labels: list[str]) -> dict[str, str]:
-    """Stable colours across every figure: mcs-k in greys (they are only "for scale"), others from tab10."""
+    """Stable colours across every figure: scale rows (MCS@k) in greys, light to dark in registry order;
+    the others from tab10."""
+    from sveb.estimators import rank
     out, i = {}, 0
+    scale = sorted((lab for lab in labels if is_scale(lab)), key=lambda lab: (rank(lab.split(" ")[0]), lab))
     for lab in labels:
-        m = re.match(r"mcs-(\d+)", lab)
-        if m:
-            out[lab] = _GREYS[min(max(int(m.group(1)), 1), len(_GREYS)) - 1]
+        if lab in scale:
+            out[lab] = _GREYS[min(scale.index(lab), len(_GREYS) - 1)]
         else:
             out[lab] = _TAB[i % len(_TAB)]
             i += 1
@@ -88,7 +95,7 @@ def mae_bars(columns: list[str], series: dict[str, list[tuple[float, float, floa
         if ok.any():
             m, lo, hi = a[ok].T
             err = np.nan_to_num(np.maximum(np.vstack([m - lo, hi - m]), 0))  # CI unknown -> no bar
-            ax.errorbar(np.flatnonzero(ok) + offs[j], m, yerr=err, fmt="s" if lab.startswith("mcs-") else "o",
+            ax.errorbar(np.flatnonzero(ok) + offs[j], m, yerr=err, fmt="s" if is_scale(lab) else "o",
                         color=colors.get(lab, "C0"), capsize=3, markersize=6, linewidth=1.2, label=lab)
     for i, f in enumerate(floors):
         if i:
@@ -147,8 +154,8 @@ def error_by_position(series: list[tuple[str, np.ndarray, np.ndarray]], colors: 
         c = np.bincount(b, minlength=nbins)
         cnt = np.maximum(cnt, c)
         m = np.where(c > 0, np.bincount(b, err[ok], nbins) / np.maximum(c, 1), np.nan)
-        mcs = lab.startswith("mcs-")
-        ax.plot(np.arange(nbins), m, marker="s" if mcs else "o", linestyle=":" if mcs else "-",
+        scale = is_scale(lab)
+        ax.plot(np.arange(nbins), m, marker="s" if scale else "o", linestyle=":" if scale else "-",
                 color=colors.get(lab, "C0"), label=lab, linewidth=1.5, markersize=5)
     # bins as categories, so each tick can carry how many states back the point
     ax.set_xticks(range(nbins), [f"{a:.1f}–{b:.1f}\n(n={c})" for a, b, c in zip(edges, edges[1:], cnt)], fontsize=8)

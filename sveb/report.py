@@ -14,20 +14,21 @@ import numpy as np
 
 from sveb import leaderboard, plots, schema, scoring, store
 from sveb.data_builders import DOMAINS
+from sveb.estimators import BASELINE, rank, role_of
 from sveb.evaluate import PROTOCOL_LABELS, PROTOCOLS
+from sveb.errors import SvebError
 
-BASELINE = "grpo"
 PAIRED_COLUMNS = ["model", "domain", "build_fp", "protocol", "estimator", "params", "n_states", "n_problems",
                   "mae", "mae_grpo", "mae_diff", "diff_ci_low", "diff_ci_high", "p_better"]
 NOTE = ("Cells: MAE against the MC reference ± half-width of the 95% problem-clustered bootstrap CI (lower is "
-        "better). Bold: best estimator per column (mcs-k excluded). oracle floor: expected MAE of the best "
+        "better). Bold: best estimator per column (scale rows excluded). oracle floor: expected MAE of the best "
         "predictor that knows each state's true value (a lower bound in expectation, under the prior fitted to the "
-        "references); ref noise: expected |V − reference| (not a bound). mcs-k (MCS@k, mean of k fresh "
-        "continuations) is shown for scale. held-out is the headline protocol; in-group is the paper's, where an "
+        "references); ref noise: expected |V − reference| (not a bound). Scale rows (MCS@k, mean of k fresh "
+        "continuations) are shown for scale. held-out is the headline protocol; in-group is the paper's, where an "
         "estimate may see the state's own outcome (its own-outcome share is in the table below it).")
 
 
-class ReportError(RuntimeError):
+class ReportError(SvebError, RuntimeError):
     pass
 
 
@@ -94,14 +95,13 @@ def _labels(views: list[View]) -> dict[tuple[str, str], str]:
     return leaderboard.labels(params)
 
 
-def _is_mcs(name: str) -> bool:
-    return name.startswith("mcs-")
+def _is_scale(name: str) -> bool:
+    return role_of(name) == "scale"
 
 
 def _order(key: tuple, labels: dict) -> tuple:
-    name = key[0]
-    k = int(name[4:]) if _is_mcs(name) and name[4:].isdigit() else 0
-    return (0 if name == BASELINE else 2 if _is_mcs(name) else 1, k, labels.get(key[:2], name))
+    """Baseline, estimators, then the scale rows, in registry order (plugins by name)."""
+    return (*rank(key[0]), labels.get(key[:2], key[0]))
 
 
 def _slug(*parts: str) -> str:
@@ -124,10 +124,10 @@ def _cell(r: dict | None) -> str:
 
 
 def _table(views: list[View], protocol: str, labels: dict) -> dict:
-    """Paper Table 4: domains as columns, estimators as rows, noise floor, then mcs-k for scale."""
+    """Paper Table 4: domains as columns, estimators as rows, noise floor, then the scale rows."""
     hit = {(v.fp, r["estimator"], r["params_fp"]): r for v in views for r in v.scores if r["protocol"] == protocol}
     keys = sorted({k[1:] for k in hit}, key=lambda k: _order(k, labels))
-    main = [k for k in keys if not _is_mcs(k[0])]
+    main = [k for k in keys if not _is_scale(k[0])]
     best = {}
     for v in views:
         maes = [(hit[(v.fp, *k)]["mae"], i) for i, k in enumerate(main) if _ok(hit.get((v.fp, *k), {}).get("mae"))]
@@ -139,7 +139,7 @@ def _table(views: list[View], protocol: str, labels: dict) -> dict:
     rows.append(("oracle floor (knows V)", [_f(x) for x in floors], [False] * len(views), "floor"))
     rows.append(("ref noise (not a bound)", [_f(x) for x in noise], [False] * len(views), "floor"))
     rows += [(labels.get(k, k[0]), [_cell(hit.get((v.fp, *k))) for v in views], [False] * len(views), "mcs")
-             for k in keys if _is_mcs(k[0])]
+             for k in keys if _is_scale(k[0])]
     n = [next((f"{r['n_states']} / {r['n_problems']}" for (fp, *_), r in hit.items() if fp == v.fp), "–")
          for v in views]
     rows.append(("states / problems", n, [False] * len(views), "n"))
@@ -170,7 +170,7 @@ def _html_table(header: list[str], rows: list[list[str]], classes: list[str] | N
 
 
 def _paired(v: View, protocol: str, labels: dict, n_boot: int, notes: list[str]) -> tuple[list[dict], list]:
-    """Each estimator against grpo on the same states: P(lower MAE) and the mean error difference."""
+    """Each estimator against the baseline on the same states: P(lower MAE) and the mean error difference."""
     base = sorted(k for k in v.est if k[0] == BASELINE and k[2] == protocol)
     if not base:
         notes.append(f"{v.model}/{v.domain} [{v.fp}] {protocol}: no {BASELINE} estimates, "
@@ -192,8 +192,8 @@ def _paired(v: View, protocol: str, labels: dict, n_boot: int, notes: list[str])
     return rows, diffs
 
 
-PAIRED_HEADER = ["model", "domain", "protocol", "estimator", "states", "MAE", "MAE grpo", "Δ MAE [95% CI]",
-                 "P(lower MAE than grpo)"]
+PAIRED_HEADER = ["model", "domain", "protocol", "estimator", "states", "MAE", f"MAE {BASELINE}", "Δ MAE [95% CI]",
+                 f"P(lower MAE than {BASELINE})"]
 BUILD_HEADER = ["model", "domain", "build", "status", "states", "estimators", "rollouts cut off",
                 "reference draws cut off"]
 CSS = ("body{font-family:system-ui,sans-serif;margin:2em;max-width:1400px;color:#222}"
@@ -241,7 +241,7 @@ def _figures(v: View, proto: str, labels: dict, colors: dict, out: Path, n_boot:
     html_ = [f"<h3>{html.escape(what)}</h3>"]
     name = lambda kind: out / f"{_slug(kind, v.model, v.domain, v.fp, proto)}.png"  # noqa: E731
     if diffs:
-        html_.append(_img(plots.hist_diffs(diffs, colors, f"V_est − V_grpo per state — {what}", name("hist"))))
+        html_.append(_img(plots.hist_diffs(diffs, colors, f"V_est − V_{BASELINE} per state — {what}", name("hist"))))
     else:  # say why on the page, where the histogram would have been
         if any(k[0] == BASELINE for k in keys):
             notes.append(f"{what}: {BASELINE} is the only estimator, so there is no difference histogram to draw")
@@ -280,7 +280,7 @@ def write_report(root: Path, out: Path, n_boot: int = 2000, all_settings: bool =
     if not all_settings:
         _drop_variants(views, labels)
         labels = _labels(views)
-    colors = plots.palette(sorted(set(labels.values()), key=lambda s: (_is_mcs(s), s)))
+    colors = plots.palette(sorted(set(labels.values()), key=lambda s: (plots.is_scale(s), s)))
     models = sorted({v.model for v in views})
     domains = sorted({v.domain for v in views}, key=lambda d: (DOMAINS.index(d) if d in DOMAINS else 99, d))
 
@@ -327,7 +327,7 @@ def write_report(root: Path, out: Path, n_boot: int = 2000, all_settings: bool =
         w = csv.DictWriter(f, fieldnames=PAIRED_COLUMNS)
         w.writeheader()
         w.writerows({k: (f"{x:.4f}" if isinstance(x, float) else x) for k, x in r.items()} for r in all_paired)
-    pnote = ("Paired on the same states: Δ MAE = MAE(estimator) − MAE(grpo) with its 95% problem-clustered "
+    pnote = (f"Paired on the same states: Δ MAE = MAE(estimator) − MAE({BASELINE}) with its 95% problem-clustered "
              f"bootstrap CI; P = bootstrap probability (n_boot={n_boot}) that the estimator has the lower MAE.")
     prow = [[*(r[c] for c in ("model", "domain", "protocol", "estimator")), str(r["n_states"]), _f(r["mae"]),
              _f(r["mae_grpo"]), f"{_f(r['mae_diff'])} [{_f(r['diff_ci_low'])}, {_f(r['diff_ci_high'])}]",
@@ -337,7 +337,7 @@ def write_report(root: Path, out: Path, n_boot: int = 2000, all_settings: bool =
     pngs = re.findall(r"<img src='([^']+)'", "".join(body + figs))
     md = [f"# SVEB report\n\nroot: `{root}`  \nmodels: {', '.join(models)}  \ndomains: {', '.join(domains)}\n",
           "## Builds\n", _md_table(BUILD_HEADER, brow, 4), "", *md,
-          "## Paired comparison against grpo\n", _md_table(PAIRED_HEADER, prow, 4) if prow else "(none)",
+          f"## Paired comparison against {BASELINE}\n", _md_table(PAIRED_HEADER, prow, 4) if prow else "(none)",
           f"\n{pnote}\n", *(["## Notes\n", *(f"- {n}" for n in notes), ""] if notes else []),
           "## Figures\n", *(f"- ![{p}]({p})" for p in pngs)]
     (out / "table.md").write_text("\n".join(md) + "\n", encoding="utf-8")
@@ -349,7 +349,7 @@ def write_report(root: Path, out: Path, n_boot: int = 2000, all_settings: bool =
             f"states: {sum(len(v.ref) for v in views)}</p>", _html_table(BUILD_HEADER, brow)]
     if notes:
         page.append("<h2>Notes</h2><ul>" + "".join(f"<li class='warn'>{html.escape(n)}</li>" for n in notes) + "</ul>")
-    page += body + ["<h2>Paired comparison against grpo</h2>",
+    page += body + [f"<h2>Paired comparison against {BASELINE}</h2>",
                     _html_table(PAIRED_HEADER, prow) if prow else "<p>(none)</p>", f"<p class='note'>{pnote}</p>",
                     "<h2>Per-build figures</h2>", *figs, "</body></html>"]
     (out / "index.html").write_text("\n".join(page), encoding="utf-8")

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from sveb import schema, scoring, store
+from sveb.errors import SvebError
 
 COLUMNS = ["model", "domain", "build_fp", "protocol", "estimator", "key", "value", "n_states", "n_problems", "mae",
            "mae_ci_low", "mae_ci_high"]
@@ -18,7 +19,7 @@ TABLE_COLUMNS = ("source", "answer_type", "domain")
 NONE = "(none)"
 
 
-class ByError(ValueError):
+class ByError(SvebError, ValueError):
     pass
 
 

@@ -15,10 +15,12 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from sveb.errors import SvebError
+
 FP_KEY = b"sveb_fp"
 
 
-class StoreError(RuntimeError):
+class StoreError(SvebError, RuntimeError):
     pass
 
 

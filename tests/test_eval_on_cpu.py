@@ -9,6 +9,7 @@ from typer.testing import CliRunner
 from sveb import store
 from sveb.ablate import parse_grid, settings
 from sveb.cli import app
+from sveb.errors import UsageError
 from sveb.evaluate import EvalError, evaluate, load_build
 
 
@@ -35,8 +36,8 @@ def test_mcs_uses_extra_draws_only(scripted_build):
         ref = data.references[s["state_id"]]
         assert est[s["state_id"]] == pytest.approx(np.mean(ref["extra_rewards"][:2]))
     assert row["n_states"] == len(data.states)
-    with pytest.raises(ValueError, match="needs 5 extra"):
-        evaluate(bdir, "mcs-4", {"k": "5"}, "in-group")
+    with pytest.raises(EvalError, match="needs 5 extra"):  # the class by its import path takes any k
+        evaluate(bdir, "sveb.estimators.mcs:MonteCarlo", {"k": "5"}, "in-group")
 
 
 def test_scores_cached_and_forced(scripted_build):
@@ -74,16 +75,18 @@ def test_cli_eval_leaderboard_ablate(scripted_build, tmp_path):
     assert {(x["estimator"], x["protocol"]) for x in rows} == {("grpo", "in-group"), ("grpo", "held-out"),
                                                               ("mcs-1", "in-group"), ("mcs-1", "held-out")}
     assert all(float(x["mae_ci_low"]) <= float(x["mae"]) <= float(x["mae_ci_high"]) for x in rows)
-    r = run.invoke(app, ["ablate", "--root", str(root), "-e", "mcs-4", "--grid", "k=1,4"])
+    r = run.invoke(app, ["ablate", "--root", str(root), "-e", "sveb.estimators.mcs:MonteCarlo", "--grid", "k=1,4"])
     assert r.exit_code == 0, r.output
     assert "k=1" in r.output and "k=4" in r.output and "defaults" in r.output
+    r = run.invoke(app, ["ablate", "--root", str(root), "-e", "mcs-4", "--grid", "k=1,4"])
+    assert r.exit_code == 1 and "fixed to 4" in r.output and "(defaults)" not in r.output  # checked before any run
 
 
 def test_grid_parsing():
     assert parse_grid(["a=1,2", "b=x"]) == {"a": ["1", "2"], "b": ["x"]}
     assert settings({"a": ["1", "2"], "b": ["x"]}, full=False) == [{}, {"a": "1"}, {"a": "2"}, {"b": "x"}]
     assert len(settings({"a": ["1", "2"], "b": ["x", "y"]}, full=True)) == 4
-    with pytest.raises(EvalError):
+    with pytest.raises(UsageError, match="--grid nokey"):
         parse_grid(["nokey"])
 
 
@@ -106,14 +109,15 @@ def test_cli_collapse_and_report(scripted_build, tmp_path):
 def test_report_hides_ablation_settings_unless_asked(scripted_build, tmp_path):
     from sveb.report import write_report
     root, bdir = scripted_build
+    mc = "sveb.estimators.mcs:MonteCarlo"  # k is a parameter here (default 1), not fixed by a name
     for params in ({}, {"k": "2"}):
         evaluate(bdir, "grpo", {}, "in-group")
-        evaluate(bdir, "mcs-4", params, "in-group")
+        evaluate(bdir, mc, params, "in-group")
     write_report(root, tmp_path / "a")
     write_report(root, tmp_path / "b", all_settings=True)
     a = (tmp_path / "a" / "table.md").read_text()
     b = (tmp_path / "b" / "table.md").read_text()
-    assert "mcs-4 (k=2)" not in a and "| mcs-4 |" in a
-    assert "mcs-4 (k=2)" in b
+    assert f"{mc} (k=2)" not in a and f"| {mc} |" in a
+    assert f"{mc} (k=2)" in b
     rows = list(csv.DictReader(open(tmp_path / "a" / "leaderboard.csv")))
-    assert {r["params"] for r in rows if r["estimator"] == "mcs-4"} == {'{"k": 4}', '{"k": 2}'}  # CSV keeps all
+    assert {r["params"] for r in rows if r["estimator"] == mc} == {'{"k": 1}', '{"k": 2}'}  # CSV keeps all

@@ -5,6 +5,7 @@ import pytest
 from typer.testing import CliRunner
 
 from sveb.cli import app
+from sveb.errors import UsageError
 from sveb.estimators import UnknownEstimator, make, params_fp
 
 
@@ -19,8 +20,58 @@ def test_params_coerced_and_fingerprinted():
     with pytest.raises(ValueError, match="-P kk: unknown parameter"):
         make("mcs-2", {"kk": "3"})
     with pytest.raises(ValueError, match="not a valid int"):
-        make("mcs-2", {"k": "x"})
+        make("hista", {"k": "x"})
     assert params_fp(make("mcs-1")) != params_fp(make("mcs-2"))
+
+
+def test_preset_parameters_are_fixed_by_the_name():
+    with pytest.raises(UsageError, match=r"^-P k: fixed to 2 by the name 'mcs-2'.*mcs-1, mcs-2, mcs-3, mcs-4\)$"):
+        make("mcs-2", {"k": "3"})
+    assert [make(f"mcs-{k}").k for k in (1, 2, 3, 4)] == [1, 2, 3, 4]
+
+
+def test_registry_carries_roles_grids_and_flags():
+    from sveb import estimators as reg
+    assert reg.BASELINE == "grpo" and reg.names("baseline") == ["grpo"]
+    assert reg.names("scale") == ["mcs-1", "mcs-2", "mcs-3", "mcs-4"]
+    assert sorted(reg.rank(n) for n in ("mcs-1", "numca", "grpo")) == [reg.rank("grpo"), reg.rank("numca"),
+                                                                          reg.rank("mcs-1")]
+    assert set(reg.grid("hista")) == {"alpha", "phi", "delta", "k"}
+    for name in reg.names():  # the entry's flags say what the class does
+        e, est = reg.entry(name), make(name)
+        assert e.needs_hidden == est.needs_hidden, name
+        assert e.role in reg.ROLES
+        for key in e.grid:  # every grid axis is a parameter
+            make(name, {key: e.grid[key][0]})
+
+
+def test_estimator_by_import_path_and_entry_point(monkeypatch):
+    from sveb import estimators as reg
+    est = make("sveb.estimators.numca:Numca")
+    assert est.name == "sveb.estimators.numca:Numca" and reg.entry(est.name).origin == "import path"
+    with pytest.raises(UnknownEstimator, match="cannot load sveb.estimators.numca:Nope"):
+        make("sveb.estimators.numca:Nope")
+    with pytest.raises(UsageError, match="must be a @dataclass subclass"):
+        make("sveb.evaluate:BuildData")
+    plugin = reg.Entry("my-numca", "sveb.estimators.numca:Numca", origin="my-dist")
+    monkeypatch.setattr(reg, "_PLUGINS", {"my-numca": plugin, "grpo": plugin})
+    assert "my-numca" in reg.available() and reg.entry("grpo").origin == "sveb"  # no shadowing
+    assert make("my-numca").name == "my-numca" and reg.role_of("my-numca") == "estimator"
+    assert "Numca" in reg.entry("my-numca").description or reg.entry("my-numca").description
+
+
+def test_cli_reports_sveb_errors_in_one_line_and_bugs_with_a_traceback(scripted_build, monkeypatch):
+    from sveb.estimators.numca import Numca
+    root, bdir = scripted_build
+    args = ["eval", "--root", str(root), "--build", bdir.name]
+    r = CliRunner().invoke(app, [*args, "-e", "mcs-2", "-P", "k=3"])
+    assert r.exit_code == 1 and "fixed to 2" in r.output and "Traceback" not in r.output
+
+    def broken(self, group, states):
+        return 1 / 0
+    monkeypatch.setattr(Numca, "estimate", broken)
+    r = CliRunner().invoke(app, [*args, "-e", "numca"])
+    assert isinstance(r.exception, ZeroDivisionError)  # not swallowed into "error: ..."
 
 
 def test_import_and_help_do_not_load_heavy_modules():
@@ -33,7 +84,7 @@ def test_import_and_help_do_not_load_heavy_modules():
 
 def test_cli_ls():
     r = CliRunner().invoke(app, ["ls", "estimators"])
-    assert r.exit_code == 0 and "grpo" in r.output and "mcs-k" in r.output
+    assert r.exit_code == 0 and "grpo" in r.output and "mcs-4" in r.output and "baseline" in r.output
     r = CliRunner().invoke(app, ["ls", "domains"])
     assert "programming" in r.output
     r = CliRunner().invoke(app, ["ls", "nonsense"])

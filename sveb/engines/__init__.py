@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Protocol, Sequence
 
 from sveb.config import SamplingConfig
+from sveb.errors import SvebError
 
 ENGINES = ("vllm", "hf", "scripted")
 
@@ -25,7 +26,7 @@ class Request:
         return params.max_tokens if self.max_tokens is None else self.max_tokens
 
 
-class EngineError(ValueError):
+class EngineError(SvebError, ValueError):
     """A request the engine cannot serve as asked (e.g. it does not fit the context)."""
 
 
@@ -87,5 +88,5 @@ def make_engine(name: str, model_path: str, seed: int = 0, batch_size: int = 64,
         from sveb.engines.hf import HFEngine
         return HFEngine(model_path, batch_size=batch_size, dtype=dtype)
     if name == "scripted":
-        raise ValueError("--engine scripted is for tests; construct ScriptedEngine directly")
-    raise ValueError(f"--engine {name}: unknown engine (known: vllm, hf)")
+        raise EngineError("--engine scripted is for tests; construct ScriptedEngine directly")
+    raise EngineError(f"--engine {name}: unknown engine (known: vllm, hf)")

@@ -1,6 +1,10 @@
-"""Lazy estimator registry: a name maps to "module:Class"; the module is imported only when used.
+"""The estimator registry: one entry per estimator carries everything the rest of SVEB reads about it.
 
-Each estimator class is a dataclass whose fields are its parameters (`-P key=value` on the CLI).
+Modules are imported only when an estimator is built. Three ways in:
+- the entries below (SVEB's own);
+- the entry-point group `sveb.estimators` of any installed package: `name = "pkg.module:Class"`;
+  the class may set `description`, `role` and `grid` class attributes;
+- `--estimator pkg.module:Class` for a class that is registered nowhere.
 """
 
 from __future__ import annotations
@@ -10,49 +14,140 @@ import difflib
 import importlib
 import json
 import re
+from dataclasses import dataclass, field
 from typing import Any
 
 from sveb.config import fingerprint
+from sveb.errors import UsageError
 
-REGISTRY: dict[str, str] = {
-    "grpo": "sveb.estimators.grpo:GroupMean",
-    "mcs-1": "sveb.estimators.mcs:MonteCarlo",
-    "mcs-2": "sveb.estimators.mcs:MonteCarlo",
-    "mcs-3": "sveb.estimators.mcs:MonteCarlo",
-    "mcs-4": "sveb.estimators.mcs:MonteCarlo",
-    "numca": "sveb.estimators.numca:Numca",
-    "hista": "sveb.estimators.hista:Hista",
-    "shear": "sveb.estimators.shear:Shear",
-    "ppo-1": "sveb.estimators.ppo:PPO1",
-    "ppo-n": "sveb.estimators.ppo:PPON",
-}
-
-DESCRIPTIONS: dict[str, str] = {
-    "grpo": "group mean of the G rollout rewards",
-    "mcs-k": "mean of k independent continuations of the state (k = 1..4)",
-    "numca": "mean reward of rollouts sharing the prefix's set of numbers (Numca)",
-    "hista": "1/d-weighted kNN over EMA-compressed hidden-state histories (Hista)",
-    "shear": "1/d-weighted rollouts by min span Wasserstein distance (SHEAR)",
-    "ppo-1": "PPO critic trained on a disjoint problem set",
-    "ppo-n": "PPO critic trained on the benchmark's own rollouts",
-}
+ROLES = ("baseline", "estimator", "scale")  # scale: shown for scale (MCS@k), never "best"
+GROUP = "sveb.estimators"
 
 
-class UnknownEstimator(ValueError):
+@dataclass(frozen=True)
+class Entry:
+    name: str
+    target: str                             # "module:Class"
+    description: str = ""
+    role: str = "estimator"
+    preset: dict = field(default_factory=dict)   # parameters fixed by the name (mcs-2: k=2)
+    grid: dict = field(default_factory=dict)     # default `sveb ablate` grid {param: [values]}
+    needs_hidden: bool = False              # reads hidden states (a forward pass over every rollout)
+    needs_training: bool = False            # trains a model before estimating
+    train_split: bool = False               # trains on a disjoint `--split train` build
+    origin: str = "sveb"                    # sveb | the plugin's distribution | "import path"
+
+    def load(self) -> type:
+        module, _, cls = self.target.partition(":")
+        try:
+            return getattr(importlib.import_module(module), cls)
+        except (ImportError, AttributeError) as e:
+            raise UnknownEstimator(f"estimator '{self.name}': cannot load {self.target} ({e})") from None
+
+
+class UnknownEstimator(UsageError):
     pass
 
 
+_MCS = "mean of {k} independent continuation{s} of the state (MCS@{k}, for scale; needs --mc-extra {k})"
+BUILTIN: tuple[Entry, ...] = (
+    Entry("grpo", "sveb.estimators.grpo:GroupMean", "group mean of the G rollout rewards", role="baseline"),
+    *(Entry(f"mcs-{k}", "sveb.estimators.mcs:MonteCarlo", _MCS.format(k=k, s="s" * (k > 1)), role="scale",
+            preset={"k": k}) for k in (1, 2, 3, 4)),
+    Entry("numca", "sveb.estimators.numca:Numca",
+          "mean reward of rollouts sharing the prefix's set of numbers (Numca)"),
+    Entry("hista", "sveb.estimators.hista:Hista",
+          "1/d-weighted kNN over EMA-compressed hidden-state histories (Hista)", needs_hidden=True,
+          grid={"alpha": ["0", "0.5", "0.7", "0.9"], "phi": ["1", "5", "10"], "delta": ["25", "50", "100"],
+                "k": ["6", "20", "66"]}),
+    Entry("shear", "sveb.estimators.shear:Shear",
+          "1/d-weighted rollouts by min span Wasserstein distance (SHEAR)", needs_hidden=True,
+          grid={"w": ["25", "50", "100"], "s": ["10", "25"], "eps": ["0.01", "0.05", "0.2"]}),
+    Entry("ppo-1", "sveb.estimators.ppo:PPO1", "PPO critic trained on a disjoint problem set",
+          needs_training=True, train_split=True),
+    Entry("ppo-n", "sveb.estimators.ppo:PPON", "PPO critic trained on the benchmark's own rollouts",
+          needs_training=True),
+)
+
+_PLUGINS: dict[str, Entry] | None = None
+
+
+def _plugins() -> dict[str, Entry]:
+    """Entries from installed packages (group `sveb.estimators`), read once per process."""
+    global _PLUGINS
+    if _PLUGINS is None:
+        from importlib.metadata import entry_points
+        _PLUGINS = {}
+        for ep in entry_points(group=GROUP):
+            dist = getattr(ep, "dist", None)
+            _PLUGINS.setdefault(ep.name, Entry(ep.name, ep.value, origin=dist.name if dist else "plugin"))
+    return _PLUGINS
+
+
+def entries() -> dict[str, Entry]:
+    """Every registered estimator, SVEB's first (a plugin cannot shadow one of them)."""
+    own = {e.name: e for e in BUILTIN}
+    return {**own, **{k: e for k, e in _plugins().items() if k not in own}}
+
+
+def _with_class_info(e: Entry) -> Entry:
+    """A plugin entry completed from its class's optional `description`, `role` and `grid` attributes."""
+    if e.origin == "sveb":
+        return e
+    cls = e.load()
+    doc = (cls.__doc__ or "").strip().splitlines()
+    role = getattr(cls, "role", "estimator")
+    if role not in ROLES:
+        raise UsageError(f"estimator '{e.name}' ({e.target}): role '{role}' is not one of {', '.join(ROLES)}")
+    return dataclasses.replace(e, description=getattr(cls, "description", "") or (doc[0] if doc else ""),
+                               role=role, grid=dict(getattr(cls, "grid", {}) or {}),
+                               needs_hidden=bool(getattr(cls, "needs_hidden", False)))
+
+
+def entry(name: str) -> Entry:
+    """The entry of a name, a plugin's or an import path `module:Class`; one-line error otherwise."""
+    known = entries()
+    if name in known:
+        return _with_class_info(known[name])
+    if re.fullmatch(r"[\w.]+:\w+", name):
+        return _with_class_info(Entry(name, name, origin="import path"))
+    near = difflib.get_close_matches(name, known, n=3)
+    hint = f"; did you mean {', '.join(near)}?" if near else f"; known: {', '.join(known)}"
+    raise UnknownEstimator(f"unknown estimator '{name}'{hint} (or pass module:Class)")
+
+
 def available() -> list[str]:
-    return list(REGISTRY)
+    return list(entries())
 
 
-def _class_for(name: str) -> type:
-    if name not in REGISTRY:
-        near = difflib.get_close_matches(name, REGISTRY, n=3)
-        hint = f"; did you mean {', '.join(near)}?" if near else f"; known: {', '.join(REGISTRY)}"
-        raise UnknownEstimator(f"unknown estimator '{name}'{hint}")
-    module, cls = REGISTRY[name].split(":")
-    return getattr(importlib.import_module(module), cls)
+def names(role: str | None = None) -> list[str]:
+    """Registered SVEB estimators (in registry order), optionally of one role."""
+    return [e.name for e in BUILTIN if role is None or e.role == role]
+
+
+BASELINE = next(e.name for e in BUILTIN if e.role == "baseline")  # what every estimator is paired against
+
+
+def role_of(name: str) -> str:
+    """The role of a stored estimator name (unknown names, e.g. an uninstalled plugin's, are estimators)."""
+    own = {e.name: e for e in BUILTIN}
+    if name in own:
+        return own[name].role
+    e = _plugins().get(name)
+    try:
+        return _with_class_info(e).role if e else "estimator"
+    except UsageError:
+        return "estimator"
+
+
+def rank(name: str) -> tuple[int, int]:
+    """Sort key for tables: baseline, estimators, then the scale rows; registry order within a role."""
+    order = {e.name: i for i, e in enumerate(BUILTIN)}
+    return ROLES.index(role_of(name)), order.get(name, len(order))
+
+
+def grid(name: str) -> dict[str, list[str]]:
+    return {k: [str(v) for v in vs] for k, vs in entry(name).grid.items()}
 
 
 def _coerce(value: str, like: Any, key: str, name: str) -> Any:
@@ -69,21 +164,27 @@ def _coerce(value: str, like: Any, key: str, name: str) -> Any:
             return None if value.lower() == "none" else float(value)
         return None if value.lower() == "none" else value
     except ValueError:
-        raise ValueError(f"-P {key}={value}: not a valid {type(like).__name__} for estimator '{name}'") from None
+        raise UsageError(f"-P {key}={value}: not a valid {type(like).__name__} for estimator '{name}'") from None
 
 
 def make(name: str, params: dict[str, str] | None = None):
-    """Build an estimator from its name and string parameters (unknown keys are an error)."""
-    cls = _class_for(name)
+    """Build an estimator from its name and string parameters (unknown or preset keys are an error)."""
+    from sveb.estimators.base import Estimator
+    e = entry(name)
+    cls = e.load()
+    if not (isinstance(cls, type) and issubclass(cls, Estimator) and dataclasses.is_dataclass(cls)):
+        raise UsageError(f"estimator '{name}': {e.target} must be a @dataclass subclass of "
+                         f"sveb.estimators.base.Estimator")
     fields = {f.name: f for f in dataclasses.fields(cls) if f.init and f.name != "name"}
-    kwargs: dict[str, Any] = {}
-    if name.startswith("mcs-"):
-        kwargs["k"] = int(name.split("-")[1])
+    kwargs: dict[str, Any] = dict(e.preset)
     for key, value in (params or {}).items():
+        if key in e.preset:
+            raise UsageError(f"-P {key}: fixed to {e.preset[key]} by the name '{name}'; choose another name "
+                             f"instead ({', '.join(n for n, x in entries().items() if x.target == e.target)})")
         if key not in fields:
             near = difflib.get_close_matches(key, fields, n=1)
             hint = f" (did you mean {near[0]}?)" if near else f" (known: {', '.join(fields) or 'none'})"
-            raise ValueError(f"-P {key}: unknown parameter for estimator '{name}'{hint}")
+            raise UsageError(f"-P {key}: unknown parameter for estimator '{name}'{hint}")
         f = fields[key]
         default = f.default if f.default is not dataclasses.MISSING else None
         kwargs[key] = _coerce(value, default, key, name)

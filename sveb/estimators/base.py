@@ -1,15 +1,26 @@
-"""What every estimator sees: one problem's group of rollouts and the states to value.
+"""What every estimator sees, and the contract the evaluator holds it to.
 
 An estimator never sees reference rewards. The protocol is applied by the caller:
 under `held-out` the group passed in lacks the state's own rollout.
+
+An estimator is a @dataclass subclass of `Estimator` whose fields are its parameters
+(`-P key=value` on the CLI). The evaluator calls, in order: `cache_key(bdir, manifest)` (part of the
+stored scores' fingerprint), `prepare(build, console)` once per build, `estimate(group, states)`
+once per problem (held-out: once per state), then `diagnostics()`. Only `estimate` must be written.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Protocol, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Sequence
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from sveb.builds import BuildData
 
 
 @dataclass(frozen=True)
@@ -64,11 +75,33 @@ class ProblemGroup:
         return replace(self, rollouts=kept, all_rollouts=self.all_rollouts or self.rollouts)
 
 
-class Estimator(Protocol):
-    name: str
-    needs_hidden: bool
+class Estimator:
+    """Base of every estimator (subclass it as a @dataclass; its fields are the parameters).
 
-    def estimate(self, group: ProblemGroup, states: Sequence[State]) -> np.ndarray: ...
+    Class-level settings (not parameters): `needs_hidden` (the group carries hidden states of the
+    layer `self.layer`), `trains_on_benchmark` (its dependence on a state's own outcome lives in its
+    weights, so the own-outcome share is not measurable in-group).
+    """
+
+    name: str = ""                          # the registry name, set by sveb.estimators.make
+    needs_hidden: ClassVar[bool] = False
+    trains_on_benchmark: ClassVar[bool] = False
+    layer: int = -1                         # hidden layer read when needs_hidden (a field where tunable)
+
+    def cache_key(self, bdir: Path, manifest: dict) -> str:
+        """What besides the build and the parameters decides the values (e.g. a training build's name)."""
+        return ""
+
+    def prepare(self, build: "BuildData", console: "Console | None" = None) -> None:
+        """Called once per build before any estimate (validate, find training data, load a model)."""
+
+    def estimate(self, group: ProblemGroup, states: Sequence[State]) -> np.ndarray:
+        """One value in [0, 1] per state, from the group's rollouts (their rewards) and the states."""
+        raise NotImplementedError(f"{type(self).__name__}.estimate")
+
+    def diagnostics(self) -> dict[str, float]:
+        """Per-build numbers worth printing beside the scores (after every estimate of a run)."""
+        return {}
 
 
 def group_mean(group: ProblemGroup) -> float:

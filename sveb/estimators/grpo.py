@@ -7,13 +7,11 @@ from typing import Sequence
 
 import numpy as np
 
-from sveb.estimators.base import ProblemGroup, State, group_mean
+from sveb.estimators.base import Estimator, ProblemGroup, State, group_mean
 
 
 @dataclass
-class GroupMean:
-    name: str = "grpo"
-    needs_hidden = False
+class GroupMean(Estimator):
 
     def estimate(self, group: ProblemGroup, states: Sequence[State]) -> np.ndarray:
         return np.full(len(states), group_mean(group))

@@ -19,7 +19,8 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from sveb.estimators.base import ProblemGroup, State, group_mean
+from sveb.errors import UsageError
+from sveb.estimators.base import Estimator, ProblemGroup, State, group_mean
 from sveb.estimators.knn import as_float_tensor, norm_and_centre, pairwise_dist, weighted_knn
 
 _CHUNK = 64  # EMA blocks per matmul: bounds the O(chunk^2) decay matrix
@@ -27,7 +28,7 @@ _CHUNK = 64  # EMA blocks per matmul: bounds the O(chunk^2) decay matrix
 
 def _check_alpha(alpha: float) -> None:
     if not 0.0 <= alpha < 1.0:
-        raise ValueError(f"EMA alpha must be in [0, 1), got {alpha}")
+        raise UsageError(f"EMA alpha must be in [0, 1), got {alpha}")
 
 
 def _ema_compress_torch(x: torch.Tensor, alpha: float, interval: int) -> torch.Tensor:
@@ -81,7 +82,7 @@ def min_distance(x1, x2, reduce: str = "sum") -> float:
         x1, x2 = np.asarray(x1, dtype=np.float64), np.asarray(x2, dtype=np.float64)
         d = np.sqrt(np.maximum(((x1[:, None, :] - x2[None, :, :]) ** 2).sum(-1), 0.0))
     if reduce not in ("sum", "mean"):
-        raise ValueError(f"reduce must be 'sum' or 'mean', got {reduce!r}")
+        raise UsageError(f"reduce must be 'sum' or 'mean', got {reduce!r}")
     mins = d.min(axis=1) if d.shape[0] >= d.shape[1] else d.min(axis=0)
     return float(mins.sum() if reduce == "sum" else mins.mean())
 
@@ -105,7 +106,7 @@ def min_distance_table(q: torch.Tensor, e: torch.Tensor, reduce: str = "mean") -
         return torch.where(n <= m, s1, s2)
     if reduce == "mean":
         return torch.where(n <= m, s1 / m, s2 / n)
-    raise ValueError(f"reduce must be 'sum' or 'mean', got {reduce!r}")
+    raise UsageError(f"reduce must be 'sum' or 'mean', got {reduce!r}")
 
 
 def scheduled_k(k: int, k_min: int, t: int, T: int, delta: int) -> int:
@@ -117,7 +118,7 @@ def scheduled_k(k: int, k_min: int, t: int, T: int, delta: int) -> int:
 
 
 @dataclass
-class Hista:
+class Hista(Estimator):
     """alpha: EMA factor (0 = none); phi: keep every phi-th EMA vector; delta: node spacing in tokens;
     k nearest nodes (<= 0: all); d_min: clamp on distances in units of the group's mean hidden-state
     norm (0.1: the public code's clamp of 5.0 raw units is about 0.1 of a mean norm; the earlier 1e-3
@@ -134,7 +135,6 @@ class Hista:
     k_schedule: bool = False
     k_min: int = 6          # end of the schedule (only with k_schedule)
     layer: int = -1
-    name: str = "hista"
     needs_hidden = True
 
     def _compress(self, x: torch.Tensor) -> torch.Tensor:

@@ -11,21 +11,21 @@ from typing import Sequence
 
 import numpy as np
 
-from sveb.estimators.base import ProblemGroup, State
+from sveb.errors import EvalError
+
+from sveb.estimators.base import Estimator, ProblemGroup, State
 
 
 @dataclass
-class MonteCarlo:
+class MonteCarlo(Estimator):
     k: int = 1
-    name: str = "mcs-1"
-    needs_hidden = False
 
     def estimate(self, group: ProblemGroup, states: Sequence[State]) -> np.ndarray:
         out = np.empty(len(states))
         for i, s in enumerate(states):
             if len(s.extra_rewards) < self.k:
-                raise ValueError(
-                    f"mcs-{self.k} needs {self.k} extra continuations per state, the build has "
+                raise EvalError(
+                    f"{self.name} needs {self.k} extra continuations per state, the build has "
                     f"{len(s.extra_rewards)} (rebuild with --mc-extra {self.k})")
             out[i] = float(np.mean(s.extra_rewards[: self.k]))
         return out

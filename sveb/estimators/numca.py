@@ -20,7 +20,7 @@ from typing import Sequence
 
 import numpy as np
 
-from sveb.estimators.base import ProblemGroup, State, group_mean
+from sveb.estimators.base import Estimator, ProblemGroup, State, group_mean
 
 _SIGN = r"(?:(?<![\w)\]}])[-+\u2212])?"  # a sign only where it cannot be a binary operator
 _NUM = r"(?:\d{1,3}(?:(?:,|\{,\})\d{3})+(?!\d)(?:\.\d+)?|\d+(?:\.\d+)?|\.\d+)"
@@ -161,9 +161,7 @@ def lookup(table: dict[frozenset[str], float], prefix: str, default: float) -> f
 
 
 @dataclass
-class Numca:
-    name: str = "numca"
-    needs_hidden = False
+class Numca(Estimator):
 
     def estimate(self, group: ProblemGroup, states: Sequence[State]) -> np.ndarray:
         table = build_table([r.response_text for r in group.rollouts], list(group.rewards))

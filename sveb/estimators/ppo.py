@@ -6,12 +6,11 @@ ppo-n: the critic after the first epoch: trained on the benchmark's own rollouts
 
 The critic (sveb.critic) is trained once per build, not per problem, as PPO trains one critic over its
 data; checkpoints live under the training build (`<build>/critics/<fp>/epoch-K/`) and are reused.
-Values are the raw head outputs (no clipping), so the collapse towards the group mean is measured as is.
+Values are the head's outputs clipped to [0, 1] (the estimator contract: a value is a probability).
 """
 
 from __future__ import annotations
 
-import shlex
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
@@ -19,11 +18,13 @@ from typing import Sequence
 import numpy as np
 
 from sveb import store
+from sveb.builds import disjoint_problems, find_train_build, load_rollouts
 from sveb.config import fingerprint
 from sveb.critic import Critic, CriticConfig, Seq, gae_targets, make_seq
-from sveb.estimators.base import ProblemGroup, State
+from sveb.errors import EvalError, UsageError
+from sveb.estimators.base import Estimator, ProblemGroup, State
 
-__all__ = ["PPO1", "PPON", "gae_targets", "find_train_build"]
+__all__ = ["PPO1", "PPON", "gae_targets"]
 
 # The last loaded critic body, kept for the process: `-e ppo-n --protocol in-group --protocol held-out`
 # then computes the frozen features once (fit() resets the trained part, so results do not depend on it).
@@ -35,14 +36,8 @@ def _seq(build_fp: str, row: dict) -> Seq:
                     row["response_token_ids"], row["reward"])
 
 
-def _error(msg: str) -> Exception:
-    from sveb.evaluate import EvalError  # late: sveb.evaluate imports the registry
-    return EvalError(msg)
-
-
 @dataclass
-class _PPO:
-    name: str = ""
+class _PPO(Estimator):
     critic_model: str = ""      # "" = the build's policy model
     lam: float = 1.0            # GAE lambda (paper: 1.0 and 0.95; Fig. 2 uses 1.0)
     gamma: float = 1.0
@@ -52,7 +47,9 @@ class _PPO:
     grad_accum: int = 1
     train_layers: int = 2       # top decoder layers trained (+ final norm + head); the rest frozen
     seed: int = 0
-    needs_hidden = False
+
+    def cache_key(self, bdir: Path, manifest: dict) -> str:
+        return "clipped"  # scores stored before values were clipped are recomputed
 
     def critic_config(self, data) -> CriticConfig:
         return CriticConfig(model=self.critic_model or data.manifest["model"], lam=self.lam, gamma=self.gamma,
@@ -62,7 +59,7 @@ class _PPO:
     def prepare(self, data, console=None) -> None:
         """Validate and remember the build; critics are trained on first use (the protocol decides which)."""
         if self.epochs < 1 or self.batch < 1 or self.grad_accum < 1:
-            raise ValueError(f"{self.name}: epochs, batch and grad_accum must be >= 1")
+            raise UsageError(f"{self.name}: epochs, batch and grad_accum must be >= 1")
         self._data, self._console = data, console
         self._values: dict[object, dict[str, float]] = {}
         self._critic: Critic | None = None
@@ -111,7 +108,8 @@ class _PPO:
         need = sorted({(s["problem_id"], s["rollout_idx"]) for s in states})
         rows = {(r["problem_id"], r["rollout_idx"]): r for pid in {p for p, _ in need} for r in data.rollouts[pid]}
         vals = critic.values([_seq(bfp, rows[k]) for k in need])
-        return {s["state_id"]: float(vals[(bfp, s["problem_id"], s["rollout_idx"])][s["t"]]) for s in states}
+        return {s["state_id"]: float(np.clip(vals[(bfp, s["problem_id"], s["rollout_idx"])][s["t"]], 0.0, 1.0))
+                for s in states}
 
     def _mode(self, state: State, held_out: bool):
         return "all"
@@ -132,72 +130,25 @@ class _PPO:
         return out
 
 
-def _train_build_command(data, root: Path) -> str:
-    cfg = data.manifest.get("config", {})
-    args = ["sveb", "build", "--split", "train", "--domain", data.manifest["domain"], "--model", data.manifest["model"],
-            "--source", str(cfg.get("source", "builtin")), "--rollouts", str(cfg.get("rollouts", 40)),
-            "--max-tokens", str(cfg.get("sampling", {}).get("max_tokens", 512)), "--root", str(root)]
-    return " ".join(shlex.quote(a) for a in args)
-
-
-def find_train_build(data, spec: str = "", console=None) -> Path:
-    """The build ppo-1 trains on: `spec` (a build dir or fp prefix), else the newest complete
-    `--split train` build of the same model and domain under the benchmark build's root."""
-    root = data.bdir.parent.parent.parent
-    if spec:
-        if (Path(spec).expanduser() / "manifest.json").exists():
-            found = [Path(spec).expanduser().resolve()]
-        else:
-            found = [b for b in store.list_builds(root) if b.name.startswith(spec)]
-        if len(found) != 1:
-            raise _error(f"ppo-1: train_build={spec} matches {len(found)} builds under {root}; pass a build directory")
-        tb = found[0]
-        m = store.read_manifest(tb)
-        if m.get("status") != "complete":
-            raise _error(f"ppo-1: training build {tb} is not complete; rerun its `sveb build`")
-        if m.get("model") != data.manifest["model"] and console is not None:
-            console.print(f"[yellow]ppo-1: training build {tb.name} was sampled by {m.get('model')}, "
-                          f"the benchmark by {data.manifest['model']}[/]")
-        return tb
-    found = [b for b in store.list_builds(root) if (m := store.read_manifest(b)).get("status") == "complete"
-             and m.get("model") == data.manifest["model"] and m.get("domain") == data.manifest["domain"]
-             and m.get("config", {}).get("split") == "train"]
-    if not found:
-        raise _error(f"ppo-1 needs a training build of disjoint problems; none under {root}: "
-                     f"run `{_train_build_command(data, root)}` (or pass -P train_build=<dir>)")
-    return found[-1]
-
-
 @dataclass
 class PPO1(_PPO):
     """PPO-1: trained on a disjoint problem set (`-P train_build=<dir|fp prefix>`, else found under the
     same root), evaluated on the benchmark's states. Unaffected by the protocol: the critic never saw
     any benchmark rollout, so in-group and held-out give the same values."""
-    name: str = "ppo-1"
     train_build: str = ""
 
     def cache_key(self, bdir: Path, manifest: dict) -> str:
         """The training build this run would use, so a new training build invalidates stored scores."""
-        from types import SimpleNamespace
         try:
-            return find_train_build(SimpleNamespace(bdir=bdir, manifest=manifest), self.train_build).name
-        except Exception:  # no training build yet: prepare() raises the clear error
+            return find_train_build(bdir, manifest, self.train_build, self.name).name + "-clipped"
+        except EvalError:  # no training build yet: prepare() raises the clear error
             return ""
 
     def _check(self, data) -> None:
-        tb = find_train_build(data, self.train_build, self._console)
-        pids = set(store.read_table(tb / "problems").column("problem_id").to_pylist())
-        overlap = sorted(pids & set(data.problems))
-        if overlap:
-            raise _error(f"ppo-1: training build {tb} shares {len(overlap)} problems with the benchmark build "
-                         f"{data.bdir} (e.g. {overlap[0]}); the critic must not see benchmark problems "
-                         f"(make the training build with --split train)")
-        if not pids:
-            raise _error(f"ppo-1: training build {tb} has no problems")
-        self._train_bdir, self._train_pids = tb, sorted(pids)
+        tb = find_train_build(data.bdir, data.manifest, self.train_build, self.name, self._console)
+        self._train_bdir, self._train_pids = tb, disjoint_problems(tb, data, self.name)
 
     def _fit(self, mode) -> dict[str, float]:
-        from sveb.pipeline import load_rollouts
         tb = self._train_bdir
         bfp = store.read_manifest(tb)["build_fp"]
         rows = load_rollouts(tb, set(self._train_pids))
@@ -217,13 +168,12 @@ class PPON(_PPO):
     rollout_idx % folds; a state of a fold-k rollout is valued by the critic trained on every other
     fold (2 folds: each critic sees half of each group, G/2 rollouts, vs GRPO's G-1 under held-out).
     Total training cost ~ one full critic; the frozen features are shared by all critics."""
-    name: str = "ppo-n"
     folds: int = 2
     trains_on_benchmark = True  # in-group, its own-outcome dependence lives in the weights
 
     def _check(self, data) -> None:
         if self.folds < 2:
-            raise ValueError(f"ppo-n: folds={self.folds}: need at least 2")
+            raise UsageError(f"{self.name}: folds={self.folds}: need at least 2")
 
     def _mode(self, state: State, held_out: bool):
         return state.rollout_idx % self.folds if held_out else "all"

@@ -27,7 +27,7 @@ import ot
 import torch
 from scipy.spatial.distance import cdist
 
-from sveb.estimators.base import ProblemGroup, State, group_mean
+from sveb.estimators.base import Estimator, ProblemGroup, State, group_mean
 from sveb.estimators.knn import as_float_tensor, norm_and_centre, pairwise_dist, weighted_knn
 
 _MAX_ITER = 2000
@@ -110,7 +110,7 @@ def min_over_spans(C: torch.Tensor, owner: np.ndarray, n_owners: int, eps: float
 
 
 @dataclass
-class Shear:
+class Shear(Estimator):
     """w, s: span length and stride in tokens; eps: Sinkhorn blur (fraction of the mean norm); exact:
     network simplex instead; k nearest rollouts (0: all); d_min: clamp in units of the group's mean
     hidden-state norm (0.1, as Hista's: with 1e-3 the state's own overlapping span won in-group for
@@ -122,7 +122,6 @@ class Shear:
     k: int = 0
     d_min: float = 0.1
     layer: int = -1
-    name: str = "shear"
     needs_hidden = True
 
     def estimate(self, group: ProblemGroup, states: Sequence[State]) -> np.ndarray:

@@ -6,6 +6,7 @@ import json
 from typing import Iterator
 
 from sveb.data_builders import SourceError, domain_module, split_of
+from sveb.errors import UsageError
 from sveb.sources import registry
 from sveb.sources.load import Loaded, default_domain, scan
 
@@ -61,7 +62,7 @@ def problem_lines(domain: str, source: str, split: str, fields: tuple = (), min_
                   as_json: bool = False) -> tuple[list[str], list[str]]:
     """(lines for stdout, warnings). JSON: one object per problem of the split (the first n if n is given)."""
     if split not in SPLITS:
-        raise ValueError(f"--split {split}: expected test, train or all")
+        raise UsageError(f"--split {split}: expected test, train or all")
     loaded, problems = _problems(domain, source, split, fields, min_tests, n or 5)
     warnings = loaded.warnings if loaded else []
     if as_json:

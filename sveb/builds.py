@@ -1,0 +1,145 @@
+"""The read side of the store: find builds, load one for evaluation, turn its rows into estimator inputs.
+
+Everything that reads a finished build (evaluate, estimators that train on another build, reports)
+goes through here; only `sveb.pipeline` writes builds.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rich.console import Console
+
+from sveb import schema, store
+from sveb.errors import EvalError
+from sveb.estimators.base import ProblemGroup, Rollout, State
+
+
+def load_rollouts(bdir: Path, problem_ids: set[str] | None = None) -> dict[str, list[dict]]:
+    """Rollouts grouped by problem, ordered by rollout_idx."""
+    out: dict[str, list[dict]] = {}
+    for path in sorted((bdir / "rollouts").glob("part-*.parquet")):
+        for row in store.read_shard(path).to_pylist():
+            if problem_ids is None or row["problem_id"] in problem_ids:
+                out.setdefault(row["problem_id"], []).append(row)
+    for rows in out.values():
+        rows.sort(key=lambda r: r["rollout_idx"])
+    return out
+
+
+def complete(bdir: Path) -> bool:
+    return store.read_manifest(bdir).get("status") == "complete"
+
+
+def find_build(root: str | Path, model_slug: str | None, domain: str | None, build: str | None = None,
+               console: Console | None = None) -> Path:
+    """The build to evaluate: `--build` if given, else the newest complete test-split build of the model
+    and domain."""
+    builds = [b for b in store.list_builds(root)
+              if (model_slug is None or b.parent.parent.name == model_slug)
+              and (domain is None or b.parent.name == domain)
+              and (build is None or b.name.startswith(build))]
+    done = [b for b in builds if complete(b)]
+    if build is None:  # the benchmark is the test split; train builds are for critics
+        done = [b for b in done if store.read_manifest(b).get("config", {}).get("split", "test") == "test"]
+    if not done:
+        what = f"model={model_slug} domain={domain}" + (f" build={build}" if build else "")
+        raise EvalError(f"no complete build under {root} for {what}; run `sveb build` first (see `sveb ls builds`)")
+    if len(done) > 1 and console is not None and build is None:
+        console.print(f"[dim]using the newest build {done[-1].name} of {len(done)}; pass --build to choose[/]")
+    return done[-1]
+
+
+def train_build_command(manifest: dict, root: Path) -> str:
+    cfg = manifest.get("config", {})
+    args = ["sveb", "build", "--split", "train", "--domain", manifest["domain"], "--model", manifest["model"],
+            "--source", str(cfg.get("source", "builtin")), "--rollouts", str(cfg.get("rollouts", 40)),
+            "--max-tokens", str(cfg.get("sampling", {}).get("max_tokens", 512)), "--root", str(root)]
+    return " ".join(shlex.quote(a) for a in args)
+
+
+def find_train_build(bdir: Path, manifest: dict, spec: str = "", who: str = "ppo-1", console=None) -> Path:
+    """The training build for an estimator that learns on disjoint problems: `spec` (a build dir or fp
+    prefix), else the newest complete `--split train` build of the same model and domain under the
+    benchmark build's root."""
+    root = bdir.parent.parent.parent
+    if spec:
+        if (Path(spec).expanduser() / "manifest.json").exists():
+            found = [Path(spec).expanduser().resolve()]
+        else:
+            found = [b for b in store.list_builds(root) if b.name.startswith(spec)]
+        if len(found) != 1:
+            raise EvalError(f"{who}: train_build={spec} matches {len(found)} builds under {root}; pass a build directory")
+        tb = found[0]
+        m = store.read_manifest(tb)
+        if m.get("status") != "complete":
+            raise EvalError(f"{who}: training build {tb} is not complete; rerun its `sveb build`")
+        if m.get("model") != manifest["model"] and console is not None:
+            console.print(f"[yellow]{who}: training build {tb.name} was sampled by {m.get('model')}, "
+                          f"the benchmark by {manifest['model']}[/]")
+        return tb
+    found = [b for b in store.list_builds(root) if (m := store.read_manifest(b)).get("status") == "complete"
+             and m.get("model") == manifest["model"] and m.get("domain") == manifest["domain"]
+             and m.get("config", {}).get("split") == "train"]
+    if not found:
+        raise EvalError(f"{who} needs a training build of disjoint problems; none under {root}: "
+                        f"run `{train_build_command(manifest, root)}` (or pass -P train_build=<dir>)")
+    return found[-1]
+
+
+def disjoint_problems(tb: Path, data: "BuildData", who: str) -> list[str]:
+    """The training build's problem ids, refusing one that shares a problem with the benchmark build."""
+    pids = set(store.read_table(tb / "problems").column("problem_id").to_pylist())
+    overlap = sorted(pids & set(data.problems))
+    if overlap:
+        raise EvalError(f"{who}: training build {tb} shares {len(overlap)} problems with the benchmark build "
+                        f"{data.bdir} (e.g. {overlap[0]}); it must not see benchmark problems "
+                        f"(make the training build with --split train)")
+    if not pids:
+        raise EvalError(f"{who}: training build {tb} has no problems")
+    return sorted(pids)
+
+
+@dataclass
+class BuildData:
+    bdir: Path
+    manifest: dict
+    problems: dict[str, dict]
+    rollouts: dict[str, list[dict]]
+    states: list[dict]
+    references: dict[str, dict] = field(default_factory=dict)
+
+
+def load_build(bdir: Path, references: bool = True) -> BuildData:
+    """A build's tables in memory; references=False for a training build (no reference needed)."""
+    manifest = store.read_manifest(bdir)
+    problems = {p["problem_id"]: p for p in store.read_table(bdir / "problems", schema.PROBLEMS).to_pylist()}
+    states = store.read_table(bdir / "states", schema.STATES).to_pylist()
+    refs = {}
+    if references:
+        refs = {r["state_id"]: r for r in store.read_table(bdir / "references", schema.REFERENCES).to_pylist()}
+        missing = [s["state_id"] for s in states if s["state_id"] not in refs]
+        if missing:
+            raise EvalError(f"{bdir}: {len(missing)} states have no reference (build incomplete; rerun `sveb build`)")
+    return BuildData(bdir, manifest, problems, load_rollouts(bdir, set(problems)), states, refs)
+
+
+def group_for(data: BuildData, pid: str, hidden_fn=None) -> ProblemGroup:
+    rolls = tuple(Rollout(r["rollout_idx"], tuple(r["prompt_token_ids"]), tuple(r["response_token_ids"]),
+                          r["response_text"], float(r["reward"])) for r in data.rollouts[pid])
+    return ProblemGroup(data.problems[pid], rolls, rolls, hidden_fn)
+
+
+def state_for(data: BuildData, s: dict) -> State:
+    ref = data.references.get(s["state_id"])
+    extra = tuple(float(x) for x in ref["extra_rewards"]) if ref else ()
+    return State(s["state_id"], s["problem_id"], s["rollout_idx"], s["t"], s["prefix_text"], extra)
+
+
+def load_scores(root: str | Path) -> list[dict]:
+    rows = []
+    for bdir in store.list_builds(root):
+        rows += store.read_table(bdir / "scores", schema.SCORES).to_pylist() if (bdir / "scores").exists() else []
+    return rows
