@@ -90,7 +90,7 @@ def check_protocol(protocol: str) -> None:
 
 
 def estimate_all(est, data: BuildData, protocol: str, hidden_provider=None,
-                 own: bool = False) -> tuple[np.ndarray, np.ndarray, float]:
+                 own: bool = False, progress: bool = True) -> tuple[np.ndarray, np.ndarray, float]:
     """One value per state of the build, in data.states order, and (with own=True) how far each value
     moves when the state's own rollout's final reward is flipped (NaN without it), and the seconds the
     estimator spent on the values alone.
@@ -104,7 +104,8 @@ def estimate_all(est, data: BuildData, protocol: str, hidden_provider=None,
         by_problem.setdefault(s["problem_id"], []).append(i)
     values, shift = np.full(len(data.states), np.nan), np.full(len(data.states), np.nan)
     seconds = 0.0
-    for pid, idx in track(list(by_problem.items()), description=f"{est.name} ({protocol})", transient=True):
+    groups = list(by_problem.items())
+    for pid, idx in track(groups, description=f"{est.name} ({protocol})", transient=True) if progress else groups:
         hidden_fn = hidden_provider(pid, data.rollouts[pid]) if hidden_provider else None
         group = group_for(data, pid, hidden_fn)
         states = [state_for(data, data.states[i]) for i in idx]
@@ -141,7 +142,9 @@ def own_measurable(est, protocol: str) -> bool:
 
 def evaluate(bdir: Path, name: str, params: dict[str, str] | None = None, protocol: str = "held-out",
              n_boot: int = 2000, seed: int = 0, force: bool = False, console: Console | None = None,
-             hidden_options: dict | None = None) -> dict:
+             hidden_options: dict | None = None, ray=None) -> dict:
+    """Score one estimator; `ray` (sveb.distributed.RayOptions): hidden states and estimates per problem
+    group on Ray actors (the same values: each group's estimate depends on that group alone)."""
     console = console or Console(stderr=True)
     check_protocol(protocol)
     est = make(name, params)
@@ -157,14 +160,24 @@ def evaluate(bdir: Path, name: str, params: dict[str, str] | None = None, protoc
     if hasattr(est, "prepare"):
         est.prepare(data, console)
     provider = None
-    if getattr(est, "needs_hidden", False):
+    hidden = getattr(est, "needs_hidden", False)
+    if ray is not None:
+        from functools import partial
+        from sveb.distributed import estimate_on_ray
+        from sveb.hidden import HiddenStates
+        factory = partial(HiddenStates, bdir.absolute(), manifest["model"], layer=getattr(est, "layer", -1),
+                          **(hidden_options or {})) if hidden else None
+        values, shift, seconds = estimate_on_ray(est, data, protocol, own_measurable(est, protocol), factory, ray,
+                                                 console)
+    elif hidden:
         from sveb.hidden import HiddenStates
         hs = HiddenStates(bdir, manifest["model"], layer=getattr(est, "layer", -1), **(hidden_options or {}))
         # extract (or find cached) before the clock starts: `seconds` is the estimator's own cost
         for pid in track(sorted(data.problems), description="hidden states", console=console):
             hs.ensure(pid, data.rollouts[pid])  # cached groups are not loaded twice
         provider = hs.provider(console)
-    values, shift, seconds = estimate_all(est, data, protocol, provider, own=own_measurable(est, protocol))
+    if ray is None:
+        values, shift, seconds = estimate_all(est, data, protocol, provider, own=own_measurable(est, protocol))
     ref = np.array([data.references[s["state_id"]]["value"] for s in data.states])
     n_ref = int(data.references[data.states[0]["state_id"]]["n_ref"]) if data.states else 20
     groups = np.array([s["problem_id"] for s in data.states])

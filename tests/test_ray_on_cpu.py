@@ -124,3 +124,31 @@ def test_ray_errors_are_one_line(tmp_path, cfg, monkeypatch):
     with pytest.raises(RayError, match=r"pip install 'sveb\[ray\]'"):
         build(cfg, tmp_path, engine=ScriptedEngine(), ray=on_ray(1))
     assert not tmp_path.exists() or not list(tmp_path.rglob("*.parquet"))
+
+
+def _scores(row):
+    return {k: v for k, v in row.items() if k != "seconds"}  # wall time is the only thing allowed to differ
+
+
+@pytest.mark.parametrize("name", ["grpo", "mcs-2", "hista"])
+def test_eval_on_ray_gives_the_local_scores(cluster, scripted_build, tmp_path, name):
+    """Per problem group on 2 workers: the same estimates and scores; hista's hidden states (the real
+    default model run over the scripted build's token ids) are extracted on the workers."""
+    import shutil
+
+    import numpy as np
+
+    from sveb.evaluate import evaluate
+    _, bdir = scripted_build
+    copy = shutil.copytree(bdir, tmp_path / "copy" / bdir.name)
+    local = evaluate(bdir, name, {}, "held-out", n_boot=50)
+    on = evaluate(copy, name, {}, "held-out", n_boot=50, ray=on_ray(2))
+    assert _scores(on) == _scores(local)
+    est = lambda b: store.read_table(b / "estimates").to_pylist()
+    assert est(copy) == est(bdir)
+    if name == "hista":
+        mine, theirs = sorted((copy / "hidden").rglob("*.npz")), sorted((bdir / "hidden").rglob("*.npz"))
+        assert [p.name for p in mine] == [p.name for p in theirs] and len(mine) == 4
+        for a, b in zip(mine, theirs):
+            with np.load(a) as za, np.load(b) as zb:
+                assert all(np.array_equal(za[k], zb[k]) for k in zb.files)
