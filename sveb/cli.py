@@ -62,21 +62,6 @@ WORKERS = typer.Option(None, "--workers", help="Without --ray: parallel reward w
                        "Ray actors, each with its own engine (default: one per --gpus-per-worker GPUs, else 1).")
 
 
-def _ray_options(ray: Optional[str], workers: Optional[int], gpus_per_worker: float, cpus_per_worker: float, tp: int):
-    from sveb.distributed import RayOptions
-    if ray is None:
-        for flag, given in (("--gpus-per-worker", gpus_per_worker >= 0), ("--cpus-per-worker", cpus_per_worker != 1)):
-            if given:
-                raise ValueError(f"{flag}: only with --ray")
-        return None
-    if workers is not None and workers < 1:
-        raise ValueError(f"--workers {workers}: must be at least 1")
-    if cpus_per_worker <= 0:
-        raise ValueError(f"--cpus-per-worker {cpus_per_worker}: must be more than 0")
-    return RayOptions(address=None if ray == "local" else ray, workers=workers or 0,
-                      gpus_per_worker=gpus_per_worker, cpus_per_worker=cpus_per_worker, tp=tp)
-
-
 @app.command(cls=OptionalRayValue)
 def build(
     domain: Optional[str] = typer.Option(None, "--domain", help="number | math | science | general | programming "
@@ -119,6 +104,7 @@ def build(
 ):
     """Sample rollouts, cut states, compute Monte-Carlo reference values."""
     from sveb.config import BuildConfig, SamplingConfig
+    from sveb.distributed import ray_options
     from sveb.pipeline import build as run_build, describe
     from sveb.config import validate
     from sveb.sources.fields import parse as parse_fields
@@ -138,7 +124,7 @@ def build(
     from sveb import procs
     try:
         validate(cfg)  # every flag checked before a model or an engine is touched
-        opts = _ray_options(ray, workers, gpus_per_worker, cpus_per_worker, tp)
+        opts = ray_options(ray, workers, gpus_per_worker, cpus_per_worker, tp)
         procs.install()  # Ctrl-C / SIGTERM stop within seconds; no engine process outlives this one
         bdir = run_build(cfg, root, console=console, ray=opts)
     except _known() as e:
@@ -166,6 +152,7 @@ def eval_(
     cpus_per_worker: float = typer.Option(1, help="--ray: CPUs per actor."),
 ):
     """Run estimators on a build and print their scores (hidden layer: -P layer=N)."""
+    from sveb.distributed import ray_options
     from sveb.evaluate import check_protocol, evaluate, find_build, params_dict, print_build_info
     from sveb.estimators import make
     from sveb.leaderboard import print_pivot
@@ -181,7 +168,7 @@ def eval_(
             raise ValueError(f"--bootstrap {bootstrap}: must be at least 1")
         if workers is not None and ray is None:
             raise ValueError("--workers: only with --ray for eval")
-        opts = _ray_options(ray, workers, gpus_per_worker, cpus_per_worker, 1)
+        opts = ray_options(ray, workers, gpus_per_worker, cpus_per_worker, 1)
         bdir = find_build(root, model_slug(model), domain, build_id, console)
         print_build_info(bdir, console)
         if opts is not None:

@@ -31,6 +31,22 @@ class RayOptions:
     max_restarts: int = 3          # per actor: a dead process is restarted, its job retried
 
 
+def ray_options(ray: str | None, workers: int | None, gpus_per_worker: float, cpus_per_worker: float,
+                tp: int) -> RayOptions | None:
+    """The --ray flags of a command, checked; None without --ray (where the other Ray flags are errors)."""
+    if ray is None:
+        for flag, given in (("--gpus-per-worker", gpus_per_worker >= 0), ("--cpus-per-worker", cpus_per_worker != 1)):
+            if given:
+                raise ValueError(f"{flag}: only with --ray")
+        return None
+    if workers is not None and workers < 1:
+        raise ValueError(f"--workers {workers}: must be at least 1")
+    if cpus_per_worker <= 0:
+        raise ValueError(f"--cpus-per-worker {cpus_per_worker}: must be more than 0")
+    return RayOptions(address=None if ray == "local" else ray, workers=workers or 0,
+                      gpus_per_worker=gpus_per_worker, cpus_per_worker=cpus_per_worker, tp=tp)
+
+
 def require_ray():
     try:
         import ray

@@ -23,9 +23,23 @@ TABLES = ("candidates", "problems", "rollouts", "states", "references")
 
 @pytest.fixture(scope="module")
 def cluster():
-    ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR")
+    start_cluster()
     yield ray.get_runtime_context().gcs_address
     ray.shutdown()
+
+
+def start_cluster(tries: int = 3) -> None:
+    """A local 2-CPU cluster. Ray gives its raylet 30 s to register (not configurable): on a machine
+    starved by other work that can pass, so try again; workers get 10 min to register."""
+    for i in range(tries):
+        try:
+            ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR",
+                     _system_config={"worker_register_timeout_seconds": 600})
+            return
+        except Exception as e:  # Ray raises a bare Exception for "timed out during startup"
+            ray.shutdown()
+            if i == tries - 1 or "timed out during startup" not in str(e):
+                raise
 
 
 @pytest.fixture
@@ -152,3 +166,24 @@ def test_eval_on_ray_gives_the_local_scores(cluster, scripted_build, tmp_path, n
         for a, b in zip(mine, theirs):
             with np.load(a) as za, np.load(b) as zb:
                 assert all(np.array_equal(za[k], zb[k]) for k in zb.files)
+
+
+def test_cli_ray_flags_fail_in_one_line(tmp_path, monkeypatch):
+    import builtins
+
+    from typer.testing import CliRunner
+
+    from sveb.cli import app
+    run = lambda *a: CliRunner().invoke(app, [*a, "--root", str(tmp_path)])
+    for args, msg in [(["build", "--gpus-per-worker", "1"], "--gpus-per-worker: only with --ray"),
+                      (["build", "--ray", "--workers", "0"], "--workers 0: must be at least 1"),
+                      (["eval", "--workers", "2"], "--workers: only with --ray"),
+                      (["build", "--tp", "0"], "--tp 0: must be at least 1")]:
+        r = run(*args)
+        assert r.exit_code == 1 and msg in r.output and len(r.output.strip().splitlines()) == 1, r.output
+    real = builtins.__import__
+    monkeypatch.setattr(builtins, "__import__", lambda name, *a, **k: (_ for _ in ()).throw(ImportError(name))
+                        if name.split(".")[0] == "ray" else real(name, *a, **k))
+    r = run("build", "--problems", "1", "--ray")  # `--ray` last, without a value: a local cluster
+    assert r.exit_code == 1 and "--ray: Ray is not installed; pip install 'sveb[ray]'" in r.output, r.output
+    assert not list(tmp_path.rglob("*.parquet"))
