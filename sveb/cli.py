@@ -37,7 +37,26 @@ def _known() -> type:
     return SvebError
 
 
-@app.command()
+class OptionalRayValue(typer.core.TyperCommand):
+    """`--ray` may come without an address: a local cluster (click's optional values are not in Typer)."""
+
+    def parse_args(self, ctx, args):
+        args = list(args)
+        for i, a in enumerate(args):
+            if a == "--ray" and (i + 1 == len(args) or args[i + 1].startswith("-")):
+                args.insert(i + 1, "local")
+                break
+        return super().parse_args(ctx, args)
+
+
+RAY = typer.Option(None, "--ray", metavar="[ADDRESS]", help="Run on a Ray cluster: no value starts a local one, "
+                   "`auto` joins the running one (`ray start --head`), or host:port / ray://host:10001. --root "
+                   "must be a path every node sees. Needs `pip install 'sveb\\[ray]'`.")
+WORKERS = typer.Option(None, "--workers", help="Without --ray: parallel reward workers (default 4). With --ray: "
+                       "Ray actors, each with its own engine (default: one per --gpus-per-worker GPUs, else 1).")
+
+
+@app.command(cls=OptionalRayValue)
 def build(
     domain: Optional[str] = typer.Option(None, "--domain", help="number | math | science | general | programming "
                                          "(default: the named source's domain, else number)"),
@@ -68,11 +87,18 @@ def build(
                               "float32. Changes samples, so it is part of the fingerprint."),
     engine: str = typer.Option("vllm", help="vllm | hf"),
     batch_size: int = typer.Option(64, help="hf engine batch size (speed only)."),
-    workers: int = typer.Option(4, help="Parallel reward workers (speed only)."),
+    workers: Optional[int] = WORKERS,
     eager: bool = typer.Option(False, help="vLLM without compilation: faster start, slower decoding (speed only)."),
+    tp: int = typer.Option(1, "--tp", help="vLLM tensor parallel: GPUs one engine spans (speed only)."),
+    gpu_memory_utilization: float = typer.Option(0.9, help="vLLM on a GPU: share of its memory the engine may take."),
+    ray: Optional[str] = RAY,
+    gpus_per_worker: float = typer.Option(-1, help="--ray: GPUs per actor (-1: --tp where the cluster has GPUs, "
+                                          "else 0)."),
+    cpus_per_worker: float = typer.Option(1, help="--ray: CPUs per actor (a CPU engine uses as many threads)."),
 ):
     """Sample rollouts, cut states, compute Monte-Carlo reference values."""
     from sveb.config import BuildConfig, SamplingConfig
+    from sveb.distributed import ray_options
     from sveb.pipeline import build as run_build, describe
     from sveb.config import validate
     from sveb.sources.fields import parse as parse_fields
@@ -86,12 +112,15 @@ def build(
                       min_acc=min_acc, max_acc=max_acc, screen=screen, min_novel_numbers=min_novel_numbers, seed=seed,
                       fields=fields, min_tests=min_tests,
                       sampling=SamplingConfig(temperature=temperature, top_p=top_p, max_tokens=max_tokens),
-                      dtype=dtype, engine=engine, batch_size=batch_size, workers=workers, eager=eager)
+                      dtype=dtype, engine=engine, batch_size=batch_size, eager=eager, tensor_parallel_size=tp,
+                      gpu_memory_utilization=gpu_memory_utilization,
+                      workers=workers if workers is not None and ray is None else 4)
     from sveb import procs
     try:
         validate(cfg)  # every flag checked before a model or an engine is touched
+        opts = ray_options(ray, workers, gpus_per_worker, cpus_per_worker, tp)
         procs.install()  # Ctrl-C / SIGTERM stop within seconds; no engine process outlives this one
-        bdir = run_build(cfg, root, console=console)
+        bdir = run_build(cfg, root, console=console, ray=opts)
     except _known() as e:
         _fail(e)
     except KeyboardInterrupt:
@@ -100,7 +129,7 @@ def build(
     out.print(str(bdir))
 
 
-@app.command("eval")
+@app.command("eval", cls=OptionalRayValue)
 def eval_(
     estimator: List[str] = typer.Option([], "--estimator", "-e", help="Estimator name (`sveb ls estimators`) or "
                                         "module:Class; repeat for several. Default: the baseline."),
@@ -111,8 +140,14 @@ def eval_(
     build_id: Optional[str] = typer.Option(None, "--build", help="Build fingerprint (prefix) to evaluate."),
     bootstrap: int = typer.Option(2000, help="Bootstrap resamples for the CI."),
     seed: int = typer.Option(0), force: bool = typer.Option(False, help="Recompute even if stored."),
+    ray: Optional[str] = RAY,
+    workers: Optional[int] = typer.Option(None, "--workers", help="--ray: actors, each extracting hidden states "
+                                          "and running the estimator per problem group (default as for build)."),
+    gpus_per_worker: float = typer.Option(-1, help="--ray: GPUs per actor (-1: 1 where the cluster has GPUs)."),
+    cpus_per_worker: float = typer.Option(1, help="--ray: CPUs per actor."),
 ):
     """Run estimators on a build and print their scores (hidden layer: -P layer=N)."""
+    from sveb.distributed import ray_options
     from sveb.evaluate import check_protocol, evaluate, find_build, params_dict, print_build_info
     from sveb.errors import UsageError
     from sveb.estimators import BASELINE, make
@@ -128,9 +163,15 @@ def eval_(
             make(e, params)
         if bootstrap < 1:
             raise UsageError(f"--bootstrap {bootstrap}: must be at least 1")
+        if workers is not None and ray is None:
+            raise UsageError("--workers: only with --ray for eval")
+        opts = ray_options(ray, workers, gpus_per_worker, cpus_per_worker, 1)
         bdir = find_build(root, model_slug(model), domain, build_id, console)
         print_build_info(bdir, console)
-        rows = [evaluate(bdir, e, params, p, bootstrap, seed, force, console)
+        if opts is not None:
+            from sveb.distributed import connect
+            connect(opts)  # one cluster for every estimator; it stops with this process
+        rows = [evaluate(bdir, e, params, p, bootstrap, seed, force, console, ray=opts)
                 for e in estimator for p in protocol]
     except _known() as e:
         _fail(e)

@@ -44,6 +44,8 @@ class BuildConfig:
     batch_size: int = 64
     workers: int = 4
     eager: bool = False            # vLLM without compilation: faster start, slower decoding
+    tensor_parallel_size: int = 1  # vLLM: GPUs one engine spans (--tp)
+    gpu_memory_utilization: float = 0.9  # vLLM on a GPU: share of its memory the engine takes
 
 
 def fingerprint(*parts: object) -> str:
@@ -95,6 +97,8 @@ def validate(cfg: BuildConfig) -> None:
         (cfg.seed >= 0, "--seed", cfg.seed, "at least 0"),
         (cfg.batch_size >= 1, "--batch-size", cfg.batch_size, "at least 1"),
         (cfg.workers >= 1, "--workers", cfg.workers, "at least 1"),
+        (cfg.tensor_parallel_size >= 1, "--tp", cfg.tensor_parallel_size, "at least 1"),
+        (0 < cfg.gpu_memory_utilization <= 1, "--gpu-memory-utilization", cfg.gpu_memory_utilization, "in (0, 1]"),
         (cfg.screen >= 0, "--screen", cfg.screen, "at least 0 (0: the filter sees all G rollouts)"),
         (cfg.screen <= 0 or cfg.screen >= 2, "--screen", cfg.screen, "0 or at least 2"),
         (cfg.dtype in ("auto", "bfloat16", "float32"), "--dtype", cfg.dtype, "auto, bfloat16 or float32"),

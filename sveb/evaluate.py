@@ -15,7 +15,7 @@ from sveb import schema, scoring, store
 from sveb.builds import BuildData, find_build, group_for, load_build, load_scores, state_for
 from sveb.config import fingerprint
 from sveb.errors import EvalError, UsageError
-from sveb.estimators import make, params_fp, params_json
+from sveb.estimators import entry, make, params_fp, params_json
 from sveb.estimators.base import Estimator, ProblemGroup
 
 __all__ = ["BuildData", "EvalError", "evaluate", "estimate_all", "find_build", "flip_own", "group_for", "load_build",
@@ -38,7 +38,7 @@ def check_protocol(protocol: str) -> None:
 
 
 def estimate_all(est: Estimator, data: BuildData, protocol: str, hidden_provider=None,
-                 own: bool = False) -> tuple[np.ndarray, np.ndarray, float]:
+                 own: bool = False, progress: bool = True) -> tuple[np.ndarray, np.ndarray, float]:
     """One value per state of the build, in data.states order, and (with own=True) how far each value
     moves when the state's own rollout's final reward is flipped (NaN without it), and the seconds the
     estimator spent on the values alone.
@@ -52,7 +52,8 @@ def estimate_all(est: Estimator, data: BuildData, protocol: str, hidden_provider
         by_problem.setdefault(s["problem_id"], []).append(i)
     values, shift = np.full(len(data.states), np.nan), np.full(len(data.states), np.nan)
     seconds = 0.0
-    for pid, idx in track(list(by_problem.items()), description=f"{est.name} ({protocol})", transient=True):
+    groups = list(by_problem.items())
+    for pid, idx in track(groups, description=f"{est.name} ({protocol})", transient=True) if progress else groups:
         hidden_fn = hidden_provider(pid, data.rollouts[pid]) if hidden_provider else None
         group = group_for(data, pid, hidden_fn)
         states = [state_for(data, data.states[i]) for i in idx]
@@ -104,7 +105,9 @@ def own_measurable(est: Estimator, protocol: str) -> bool:
 
 def evaluate(bdir: Path, name: str, params: dict[str, str] | None = None, protocol: str = "held-out",
              n_boot: int = 2000, seed: int = 0, force: bool = False, console: Console | None = None,
-             hidden_options: dict | None = None) -> dict:
+             hidden_options: dict | None = None, ray=None) -> dict:
+    """Score one estimator; `ray` (sveb.distributed.RayOptions): hidden states and estimates per problem
+    group on Ray actors (the same values: each group's estimate depends on that group alone)."""
     console = console or Console(stderr=True)
     check_protocol(protocol)
     est = make(name, params)
@@ -121,9 +124,22 @@ def evaluate(bdir: Path, name: str, params: dict[str, str] | None = None, protoc
         return store.read_shard(score_path).to_pylist()[0]
     data = load_build(bdir)
     est.prepare(data, console)
-    provider = hidden_provider(est, data, console, hidden_options)
-    values, shift, seconds = estimate_all(est, data, protocol, provider, own=own_measurable(est, protocol))
-    diag = est.diagnostics()
+    if ray is not None and entry(name).needs_training:
+        # a trained estimator fits one model per build: per-group actors would each train it again
+        console.print(f"{name}: trains one model per build, so it runs here rather than on Ray actors")
+        ray = None
+    if ray is not None:  # each group's estimate depends on that group alone: the same values
+        from functools import partial
+        from sveb.distributed import estimate_on_ray
+        from sveb.hidden import HiddenStates
+        factory = partial(HiddenStates, bdir.absolute(), manifest["model"], layer=est.layer,
+                          **(hidden_options or {})) if est.needs_hidden else None
+        values, shift, seconds = estimate_on_ray(est, data, protocol, own_measurable(est, protocol), factory, ray,
+                                                 console)
+    else:
+        provider = hidden_provider(est, data, console, hidden_options)
+        values, shift, seconds = estimate_all(est, data, protocol, provider, own=own_measurable(est, protocol))
+    diag = est.diagnostics()  # on Ray, only what the driver's copy of the estimator knows
     if diag:  # per-build numbers an estimator reports beside its scores (e.g. hidden-align's anchor similarity)
         import json
         store.atomic_write_bytes(diag_path, json.dumps(diag, indent=2).encode())

