@@ -101,8 +101,10 @@ def domain_work(s: Settings, L: Lengths, hidden_size: int | None) -> dict:
         "generated_tokens": rollout_tokens + continuation_tokens, "hidden_tokens": hidden_tokens,
         "rollouts_bytes": (kept_rollouts + screening) * (ROLLOUT_ROW_BYTES + ROLLOUT_TOKEN_BYTES * L.response),
         "states_references_bytes": states * (STATE_PREFIX_BYTES * prefix + REFERENCE_ROW_BYTES),
-        # the cache keeps response positions only, of the kept problems' rollouts
-        "hidden_bytes": None if hidden_size is None else kept_rollouts * L.response * hidden_size * 2 * HIDDEN_KEPT,
+        # the shared pass (sveb.hidden) keeps the last layer at the response positions and the critics'
+        # input layer at every position, of the kept problems' rollouts
+        "hidden_bytes": None if hidden_size is None
+        else kept_rollouts * (L.prompt + 2 * L.response) * hidden_size * 2 * HIDDEN_KEPT,
     }
 
 
