@@ -12,6 +12,7 @@ from functools import partial
 import pytest
 import ray
 
+from sveb import pipeline
 from sveb import store
 from sveb.distributed import RayOptions
 from sveb.engines.scripted import Fault, ScriptedEngine
@@ -40,6 +41,16 @@ def start_cluster(tries: int = 3) -> None:
             ray.shutdown()
             if i == tries - 1 or "timed out during startup" not in str(e):
                 raise
+
+
+SMALL_SHARDS = "import sveb.pipeline as p; p.ROLLOUT_BATCH, p.SHARD_STATES = 32, 8"
+
+
+@pytest.fixture(autouse=True)
+def small_shards(monkeypatch):
+    """Shards of 4 candidates (x 8 screening rollouts) and 8 states, so a small build has several."""
+    monkeypatch.setattr(pipeline, "ROLLOUT_BATCH", 32)
+    monkeypatch.setattr(pipeline, "SHARD_STATES", 8)
 
 
 @pytest.fixture
@@ -91,6 +102,7 @@ import ray
 from sveb.distributed import RayOptions
 from sveb.engines.scripted import ScriptedEngine
 from sveb.pipeline import build
+{small}
 cfg, root, address, factory, pid_file = pickle.load(open(sys.argv[1], "rb"))
 open(pid_file, "w").write(str(os.getpid()))
 ray.init(address=address, logging_level="ERROR")
@@ -105,7 +117,7 @@ def test_killed_driver_rerun_does_only_the_missing_shards(cluster, tmp_path, cfg
     factory = partial(ScriptedEngine, fault=Fault("references", at=1, marker=str(marker), pid_file=str(pid_file)))
     args = tmp_path / "args.pkl"
     args.write_bytes(pickle.dumps((cfg, root, cluster, factory, str(pid_file))))
-    (tmp_path / "driver.py").write_text(DRIVER)
+    (tmp_path / "driver.py").write_text(DRIVER.replace("{small}", SMALL_SHARDS))
     proc = subprocess.run([sys.executable, str(tmp_path / "driver.py"), str(args)], capture_output=True, text=True,
                           timeout=120, env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
     assert proc.returncode == -9, proc.stderr[-2000:]
