@@ -7,6 +7,7 @@ import torch
 from sveb.estimators import make
 from sveb.estimators.base import ProblemGroup, Rollout, State
 from sveb.estimators.hidden_align import features, fit_logistic, mean_pairwise_cos, sigmoid
+from sveb.estimators.pacs import rloo_coefficients
 
 torch.set_num_threads(1)
 
@@ -36,6 +37,17 @@ def test_fit_logistic_recovers_a_known_model():
     y = (rng.random(4000) < sigmoid(0.5 + 2.0 * x[:, 0] - 1.0 * x[:, 1])).astype(float)
     w = fit_logistic(x, y)
     assert w == pytest.approx([0.5, 2.0, -1.0], abs=0.15)
+
+
+def test_rloo_coefficients_are_the_gradient_of_the_pacs_loss():
+    r = torch.tensor([0.3, -1.2, 0.8, 0.1], dtype=torch.float64, requires_grad=True)
+    R = torch.tensor([1.0, 0.0, 1.0, 0.0], dtype=torch.float64)
+    psi = r - (r.sum() - r) / (len(r) - 1)
+    loss = torch.nn.functional.binary_cross_entropy_with_logits(psi, R)  # eq. 8, mean over the group
+    loss.backward()
+    c, value = rloo_coefficients(r.detach().numpy(), R.numpy())
+    assert c == pytest.approx(r.grad.numpy())
+    assert value == pytest.approx(loss.item())
 
 
 def group_with_hidden(G=8, T=12, d=6, seed=0):

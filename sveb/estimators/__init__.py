@@ -68,6 +68,9 @@ BUILTIN: tuple[Entry, ...] = (
           needs_hidden=True, grid={"layer": ["-1", "-2", "-4"], "calibration": ["auto", "fixed"]}),
     Entry("ppo-1", "sveb.estimators.ppo:PPO1", "PPO critic trained on a disjoint problem set",
           needs_training=True, train_split=True),
+    Entry("pacs", "sveb.estimators.pacs:PACS",
+          "PACS implicit critic: sigmoid of the policy's RLOO-centred log-ratio, trained on a disjoint problem set",
+          needs_training=True, train_split=True, grid={"beta": ["0.1", "0.5", "1", "2", "10"], "lr": ["3e-5", "3e-4"]}),
     Entry("ppo-n", "sveb.estimators.ppo:PPON", "PPO critic trained on the benchmark's own rollouts",
           needs_training=True),
 )
