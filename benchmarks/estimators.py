@@ -1,15 +1,16 @@
 """Estimator cost: seconds per state for each estimator, next to the cost of sampling MCS@2.
 
     python benchmarks/estimators.py [--root ./sveb_data --model smollm2-135m --domain number]
-        [--estimators grpo numca hista shear] [--G 40 --T 1000 --d 2048 --states 8] [--seed 0]
+        [--estimators grpo numca hista shear hidden-align pacs] [--G 40 --T 1000 --d 2048 --states 8] [--seed 0]
         [--mcs --mcs-states 8] [--no-build]
 
 1. build: on the newest complete build of --model/--domain, estimate_all per estimator under
    in-group and held-out; the one-time hidden-state extraction is timed on its own (from the
-   build's cache if it is there already) and excluded from the estimators' times.
+   build's cache if it is there already) and excluded from the estimators' times. An estimator that
+   trains (pacs, ppo-*) is prepared and trained first; that one-time cost is its `train` row.
 2. synthetic: one group of G rollouts of T tokens with random d-dim hidden states (a shared
    component, a per-rollout component and per-token noise), random 0/1 rewards and fake texts full
-   of numbers; --states states, in-group.
+   of numbers; --states states, in-group (estimators that train on a build are left out here).
 3. --mcs (off by default, it starts vLLM): wall time to sample 2 continuations of up to
    --mcs-states build states with the build's sampling config, after one warm-up request; each
    estimator's time is also given as a ratio to it.
@@ -20,13 +21,16 @@ from __future__ import annotations
 
 import argparse
 import json
+import tempfile
 import time
+from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-from sveb.estimators import make
+from sveb.estimators import entry, make
 from sveb.estimators.base import ProblemGroup, Rollout, State
 
 
@@ -57,7 +61,7 @@ def bench_build(args, console) -> tuple[dict | None, list[dict]]:
     info = {"build": str(bdir), "data": data, "n_states": n, "n_problems": len(pids)}
     fns: dict = {}
     ests = [make(name) for name in args.estimators]
-    if any(getattr(e, "needs_hidden", False) for e in ests):
+    if any(e.needs_hidden for e in ests):
         from sveb.hidden import HiddenStates
         hs = HiddenStates(bdir, data.manifest["model"])
         cached = hs.dir.exists()
@@ -66,9 +70,16 @@ def bench_build(args, console) -> tuple[dict | None, list[dict]]:
         info.update(hidden_s=secs, hidden_cached=cached)
     rows = []
     for est in ests:
-        hidden = (lambda pid, rolls: fns[pid]) if getattr(est, "needs_hidden", False) else None
-        s0 = data.states[0]  # warm-up on one state: imports, first torch calls
-        est.estimate(group_for(data, s0["problem_id"], fns.get(s0["problem_id"])), [state_for(data, s0)])
+        hidden = (lambda pid, rolls: fns[pid]) if est.needs_hidden else None
+        s0 = data.states[0]  # warm-up on one state: imports, first torch calls (and any training)
+
+        def warm_up():
+            est.prepare(data, console)
+            est.estimate(group_for(data, s0["problem_id"], fns.get(s0["problem_id"])), [state_for(data, s0)])
+        secs = timed(warm_up)
+        if entry(est.name).needs_training:
+            rows.append({"setting": "build", "estimator": est.name, "protocol": "train (once)",
+                         "n_states": n, "s_per_state": secs / n})
         for protocol in ("in-group", "held-out"):
             fresh()
             secs = estimate_all(est, data, protocol, hidden)[2]
@@ -106,7 +117,10 @@ def bench_synthetic(args) -> list[dict]:
     group, states = synthetic(args.G, args.T, args.d, args.states, args.seed)
     rows = []
     for name in args.estimators:
-        est = make(name)
+        if entry(name).needs_training:
+            continue
+        est = make(name, {"calibration": "fixed"} if name == "hidden-align" else {})
+        est.prepare(SimpleNamespace(bdir=Path(tempfile.mkdtemp()), manifest={"model": "none"}), None)
         est.estimate(group, states[:1])  # warm-up
         fresh()
         secs = timed(lambda: est.estimate(group, states))
@@ -148,7 +162,7 @@ def main() -> None:
     ap.add_argument("--root", default="./sveb_data")
     ap.add_argument("--model", default="smollm2-135m")
     ap.add_argument("--domain", default="number")
-    ap.add_argument("--estimators", nargs="+", default=["grpo", "numca", "hista", "shear"])
+    ap.add_argument("--estimators", nargs="+", default=["grpo", "numca", "hista", "shear", "hidden-align", "pacs"])
     ap.add_argument("--G", type=int, default=40, help="synthetic group size")
     ap.add_argument("--T", type=int, default=1000, help="synthetic response tokens per rollout")
     ap.add_argument("--d", type=int, default=2048, help="synthetic hidden size")

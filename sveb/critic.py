@@ -175,7 +175,7 @@ class Critic:
     def __init__(self, cfg: CriticConfig, path: str, device: str | None = None, cache_bytes: int = CACHE_BYTES):
         self.cfg, self.cache_bytes = cfg, cache_bytes
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-        self.model = ValueModel(load_body(path, self.device), cfg.train_layers)
+        self.model = ValueModel(self._load_body(path), cfg.train_layers)
         self.vocab = self.model.body.config.vocab_size
         self._cache: dict[tuple, torch.Tensor] = {}
         self._cached_bytes = 0
@@ -183,6 +183,9 @@ class Critic:
         # (sveb.hidden) when set, so the critic does not run the frozen body itself
         self.features_fn: Callable[[Sequence[Seq]], dict[tuple, torch.Tensor]] | None = None
         self._check_split()
+
+    def _load_body(self, path: str) -> nn.Module:
+        return load_body(path, self.device)
 
     def _amp(self):
         if self.device == "cuda":
@@ -247,6 +250,23 @@ class Critic:
             loss = loss + ((v - torch.as_tensor(tgt, dtype=v.dtype, device=v.device)) ** 2).sum()
         return loss
 
+    def _steps(self, seqs: Sequence[Seq], rng: np.random.Generator) -> list[list[Seq]]:
+        """One epoch's optimizer steps: batch x grad_accum rollouts each, in a seeded random order."""
+        order, per_step = rng.permutation(len(seqs)), self.cfg.batch * self.cfg.grad_accum
+        return [[seqs[j] for j in order[a:a + per_step]] for a in range(0, len(seqs), per_step)]
+
+    def _backward(self, step: Sequence[Seq]) -> tuple[float, int]:
+        """Accumulate the gradient of one optimizer step (token-mean loss); its loss sum and token count."""
+        n, tot = sum(s.T for s in step), 0.0
+        for b in range(0, len(step), self.cfg.batch):
+            loss = self._loss_sum(step[b:b + self.cfg.batch])
+            (loss / n).backward()
+            tot += loss.item()
+        return tot, n
+
+    def _before_training(self, seqs: Sequence[Seq]) -> None:
+        """Hook: work on the untrained model before the first epoch that runs (PACS: reference log-probs)."""
+
     def fit(self, seqs: Sequence[Seq], critics_root: Path, data_key: str, console=None,
             on_epoch: Callable[[int, float], None] | None = None) -> Path:
         """Train on seqs, checkpointing each epoch under critics_root/<fp>/; resume or reuse what is there."""
@@ -280,21 +300,16 @@ class Critic:
             for i in range(0, len(seqs), 64):
                 self.features(seqs[i:i + 64])
                 bar.advance(task, len(seqs[i:i + 64]))
-            per_step = cfg.batch * cfg.grad_accum
+            self._before_training(seqs)
             for epoch in range(start + 1, cfg.epochs + 1):
                 torch.manual_seed(derive_seed(cfg.seed, fp, epoch))
-                order = np.random.default_rng(derive_seed(cfg.seed, fp, "order", epoch)).permutation(len(seqs))
                 bar.reset(task, total=len(seqs), description=f"critic: epoch {epoch}/{cfg.epochs}")
                 tot, ntok = 0.0, 0
-                for a in range(0, len(seqs), per_step):
-                    step = [seqs[j] for j in order[a:a + per_step]]
-                    n = sum(s.T for s in step)
+                for step in self._steps(seqs, np.random.default_rng(derive_seed(cfg.seed, fp, "order", epoch))):
                     opt.zero_grad(set_to_none=True)
-                    for b in range(0, len(step), cfg.batch):
-                        loss = self._loss_sum(step[b:b + cfg.batch])
-                        (loss / n).backward()
-                        tot, ntok = tot + loss.item(), ntok + sum(s.T for s in step[b:b + cfg.batch])
+                    loss, n = self._backward(step)
                     opt.step()
+                    tot, ntok = tot + loss, ntok + n
                     bar.update(task, advance=len(step), loss=tot / ntok)
                 _save(ckpt, epoch, trainable, opt, {"epoch": epoch, "loss": tot / ntok})
                 console.print(f"critic {fp}: epoch {epoch}/{cfg.epochs} loss {tot / ntok:.4f}")

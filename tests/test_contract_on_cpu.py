@@ -28,7 +28,7 @@ from test_critic import tiny_llama
 torch.set_num_threads(1)
 
 # the cheapest settings where an estimator trains (the contract does not depend on them)
-CHEAP = {"ppo-1": {"epochs": "1", "batch": "32"}, "ppo-n": {"epochs": "1", "batch": "32"}}
+CHEAP = {"ppo-1": {"epochs": "1", "batch": "32"}, "ppo-n": {"epochs": "1", "batch": "32"}, "pacs": {"epochs": "1"}}
 # the example plugin's class, by import path (test_plugin_on_cpu.py installs it and goes through the CLI)
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples" / "sveb-example-plugin"))
 EXTRA = ["sveb_example_plugin:GroupMedian"]

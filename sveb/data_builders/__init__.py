@@ -19,7 +19,7 @@ import random
 import unicodedata
 from typing import Any, Callable, Iterable
 
-from sveb.errors import SvebError
+from sveb.errors import SvebError, UsageError
 
 DOMAINS = ("number", "math", "science", "general", "programming")
 log = logging.getLogger(__name__)
@@ -80,7 +80,7 @@ def sample_builtin(domain: str, n: int, seed: int, split: str, levels: dict[int,
     while len(out) < n:
         tries += 1
         if tries > 100 * n + 10_000:  # finite problem spaces: say so instead of looping
-            raise SourceError(f"builtin {domain}: only {len(out)} distinct {split} problems found, {n} asked")
+            raise UsageError(f"builtin {domain}: only {len(out)} distinct {split} problems found, {n} asked")
         p = make(rng.choices(kept, weights)[0], rng)
         if split_of(p["problem_id"]) == split and p["problem_id"] not in seen:
             seen.add(p["problem_id"])

@@ -99,7 +99,7 @@ class Estimator:
         """One value in [0, 1] per state, from the group's rollouts (their rewards) and the states."""
         raise NotImplementedError(f"{type(self).__name__}.estimate")
 
-    def diagnostics(self) -> dict[str, float]:
+    def diagnostics(self) -> dict[str, object]:
         """Per-build numbers worth printing beside the scores (after every estimate of a run)."""
         return {}
 

@@ -1,0 +1,219 @@
+"""Hidden-Align as a value estimator (Hidden-Align, "Right Makes Might", Sec. 2's observation).
+
+The paper finds that at the anchor token (the token just before the answer marker) the last-layer
+hidden states of correct rollouts converge (cosine similarity ~0.84). Turned into a value estimator:
+
+  u_j   = h_j[anchor_j] - m          anchor vector of group member j, m = mean anchor of the members
+  c+    = sum_j r_j u_j / sum_j r_j,  c- = sum_j (1 - r_j) u_j / sum_j (1 - r_j)   (reward-weighted)
+  q     = h_i[t - 1] - m             the state's hidden state at its prefix's last token
+  D     = cos(q, c+) - cos(q, c-)
+  V     = sigmoid(w0 + w1 D + w2 logit(p)),  p = (sum_j r_j + 1/2) / (n + 1)   (members' base rate)
+
+(w0, w1, w2) is a logistic regression fitted on a `--split train` build (rollouts cut at 1/4, 1/2, 3/4
+of their length, label = the rollout's reward, centroids without the rollout itself); without one, the
+fixed fallback (0, FIXED_SLOPE, 1): the base rate moved by the similarity difference, slope not fitted.
+A state with t = 0, or a group without a correct or without an incorrect member, has D = 0 (fixed: V = p). Held-out: the group lacks the state's own rollout, so neither the centroids nor p
+see its outcome. `diagnostics()` reports the paper's number: mean pairwise cosine similarity of the raw
+anchor vectors among correct and among incorrect rollouts (every rollout of the build).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from sveb.estimators.base import Estimator, ProblemGroup, State
+
+FIXED_SLOPE = 4.0
+CUTS = (0.25, 0.5, 0.75)        # where train-build rollouts are cut for the calibration fit
+
+
+def sigmoid(z):
+    return 1.0 / (1.0 + np.exp(-np.asarray(z, dtype=np.float64)))
+
+
+def cos(a: np.ndarray, b: np.ndarray) -> float:
+    na, nb = float(np.linalg.norm(a)), float(np.linalg.norm(b))
+    return float(a @ b) / (na * nb) if na > 0 and nb > 0 else 0.0
+
+
+def mean_pairwise_cos(vs: list[np.ndarray]) -> float:
+    """Mean cosine similarity over distinct pairs (NaN below two vectors)."""
+    if len(vs) < 2:
+        return float("nan")
+    x = np.stack(vs).astype(np.float64)
+    x = x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
+    s = x @ x.T
+    n = len(vs)
+    return float((s.sum() - np.trace(s)) / (n * (n - 1)))
+
+
+def features(anchors: np.ndarray, rewards: np.ndarray, q: np.ndarray | None) -> tuple[float, float]:
+    """(D, logit p) for a query against members' anchor vectors [n, d]; D = 0 where undefined."""
+    n = len(rewards)
+    p = (float(rewards.sum()) + 0.5) / (n + 1)
+    lp = float(np.log(p / (1 - p)))
+    pos, neg = float(rewards.sum()), float((1 - rewards).sum())
+    if q is None or n == 0 or pos <= 0 or neg <= 0:
+        return 0.0, lp
+    m = anchors.mean(0)
+    u = anchors - m
+    c_pos, c_neg = (rewards @ u) / pos, ((1 - rewards) @ u) / neg
+    return cos(q - m, c_pos) - cos(q - m, c_neg), lp
+
+
+def fit_logistic(x: np.ndarray, y: np.ndarray, l2: float = 1e-3) -> np.ndarray:
+    """Weights w of P(y=1) = sigmoid(w0 + x @ w[1:]), lightly L2-regularised (soft labels allowed)."""
+    from scipy.optimize import minimize
+    X = np.column_stack([np.ones(len(x)), x])
+
+    def loss(w):
+        z = X @ w
+        nll = np.mean(np.logaddexp(0, z) - y * z)
+        return nll + l2 * float(w[1:] @ w[1:]), X.T @ (sigmoid(z) - y) / len(y) + np.r_[0, 2 * l2 * w[1:]]
+    return minimize(loss, np.zeros(X.shape[1]), jac=True, method="L-BFGS-B").x
+
+
+class AnchorFinder:
+    """Response-token index of the answer marker's last occurrence, through the model's tokenizer; for a
+    model without tokenizer files, the same relative character position (exact for character tokens)."""
+
+    def __init__(self, model: str, marker: str):
+        self.marker, self.tok = marker, None
+        try:
+            from transformers import AutoTokenizer
+            from sveb.models import resolve
+            self.tok = AutoTokenizer.from_pretrained(resolve(model))
+        except Exception:  # no tokenizer files (e.g. a test model): the proportional fallback
+            self.tok = None
+
+    def __call__(self, ids: Sequence[int], text: str) -> int:
+        T = len(ids)
+        c = text.rfind(self.marker)
+        if c < 0 or T == 0:
+            return T  # no marker: the anchor is the last token
+        if self.tok is None:
+            return min(T, int(c * T / max(len(text), 1)))
+        lo, hi = 0, T  # the first j whose decoded prefix ids[:j+1] reaches past character c
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if len(self.tok.decode(list(ids[: mid + 1]), skip_special_tokens=True)) > c:
+                hi = mid
+            else:
+                lo = mid + 1
+        return min(lo, T)
+
+
+@dataclass
+class HiddenAlign(Estimator):
+    """marker: the answer marker (its token's predecessor is the anchor); calibration: auto (a `--split
+    train` build of the model and domain if one exists, else fixed), fixed, or a build dir/fp prefix;
+    layer: the hidden layer (-1 = last)."""
+
+    marker: str = "\\boxed"
+    calibration: str = "auto"
+    layer: int = -1
+    needs_hidden = True
+
+    def cache_key(self, bdir, manifest) -> str:
+        """The calibration build's name (a new one invalidates stored scores), or "fixed"."""
+        tb = self._calibration_build(bdir, manifest)
+        return tb.rsplit("/", 1)[-1] if tb else "fixed"
+
+    def _calibration_build(self, bdir, manifest) -> str:
+        from sveb.builds import find_train_build
+        from sveb.errors import EvalError
+        if self.calibration == "fixed":
+            return ""
+        spec = "" if self.calibration == "auto" else self.calibration
+        try:
+            return str(find_train_build(bdir, manifest, spec, self.name))
+        except EvalError:
+            if self.calibration == "auto":
+                return ""
+            raise
+
+    def prepare(self, build, console=None) -> None:
+        self._anchor = AnchorFinder(build.manifest["model"], self.marker)
+        self._anchors: dict[tuple, np.ndarray] = {}
+        self._sims: dict[str, tuple[list[float], list[float]]] = {}
+        tb = self._calibration_build(build.bdir, build.manifest)
+        self._w = np.array([0.0, FIXED_SLOPE, 1.0])
+        self._source = "fixed"
+        if tb:
+            self._w, n = self._fit(build, tb, console)
+            self._source = f"train build {tb.rsplit('/', 1)[-1]} ({n} cuts)"
+
+    def _fit(self, build, tb: str, console) -> tuple[np.ndarray, int]:
+        from pathlib import Path
+
+        from sveb.builds import disjoint_problems, group_for, load_build
+        from sveb.evaluate import hidden_provider
+        train = load_build(Path(tb), references=False)
+        disjoint_problems(train.bdir, build, self.name)
+        provider = hidden_provider(self, train, console)
+        X, y = [], []
+        for pid in sorted(train.rollouts):
+            group = group_for(train, pid, provider(pid, train.rollouts[pid]))
+            for r in group.rollouts:
+                others = group.without(r.rollout_idx)
+                anchors, rewards = self._member_anchors(pid, others)
+                h = group.hidden(r.rollout_idx)
+                for f in CUTS:
+                    t = int(f * len(h))
+                    X.append(features(anchors, rewards, h[t - 1].astype(np.float64) if t >= 1 else None))
+                    y.append(r.reward)
+        if sum(d != 0 for d, _ in X) < 4 or len(set(y)) < 2:
+            raise _error(f"{self.name}: training build {tb} has too few usable cuts ({len(X)}) to calibrate; "
+                         f"pass -P calibration=fixed")
+        w = fit_logistic(np.array(X), np.array(y))
+        return np.array([w[0], w[1], w[2]]), len(X)
+
+    def _member_anchors(self, pid: str, group: ProblemGroup) -> tuple[np.ndarray, np.ndarray]:
+        vs = []
+        for r in group.rollouts:
+            key = (pid, r.rollout_idx)
+            if key not in self._anchors:
+                h = group.hidden(r.rollout_idx)
+                a = self._anchor(r.response_token_ids, r.response_text)
+                self._anchors[key] = h[max(a - 1, 0)].astype(np.float64) if len(h) else None
+            vs.append(self._anchors[key])
+        keep = [i for i, v in enumerate(vs) if v is not None]
+        rewards = np.array([group.rollouts[i].reward for i in keep], dtype=np.float64)
+        return (np.stack([vs[i] for i in keep]) if keep else np.zeros((0, 1))), rewards
+
+    def _diagnose(self, pid: str, group: ProblemGroup) -> None:
+        everyone = ProblemGroup(group.problem, group.all_rollouts or group.rollouts, hidden_fn=group.hidden_fn)
+        anchors, rewards = self._member_anchors(pid, everyone)
+        self._sims[pid] = (mean_pairwise_cos([a for a, r in zip(anchors, rewards) if r >= 0.5]),
+                           mean_pairwise_cos([a for a, r in zip(anchors, rewards) if r < 0.5]))
+
+    def estimate(self, group: ProblemGroup, states: Sequence[State]) -> np.ndarray:
+        if getattr(self, "_w", None) is None:
+            raise RuntimeError(f"{self.name}: call prepare(build data) before estimate()")
+        pid = states[0].problem_id if states else ""
+        if states and pid not in self._sims:
+            self._diagnose(pid, group)
+        anchors, rewards = self._member_anchors(pid, group)
+        out = np.empty(len(states))
+        for k, s in enumerate(states):
+            h = group.hidden(s.rollout_idx)
+            q = h[min(s.t, len(h)) - 1].astype(np.float64) if s.t >= 1 and len(h) else None
+            d, lp = features(anchors, rewards, q)
+            out[k] = float(sigmoid(self._w[0] + self._w[1] * d + self._w[2] * lp))
+        return out
+
+    def diagnostics(self) -> dict[str, object]:
+        pos = [a for a, _ in self._sims.values() if a == a]
+        neg = [b for _, b in self._sims.values() if b == b]
+        return {"anchor_cos_correct": float(np.mean(pos)) if pos else float("nan"),
+                "anchor_cos_incorrect": float(np.mean(neg)) if neg else float("nan"),
+                "problems": len(self._sims), "calibration": self._source,
+                "weights": [round(float(x), 4) for x in self._w]}
+
+
+def _error(msg: str) -> Exception:
+    from sveb.errors import EvalError
+    return EvalError(msg)

@@ -1,0 +1,238 @@
+"""PACS's implicit critic as a state-value estimator (PACS, Sec. 3.4, eq. 6-8).
+
+PACS scores a response by the policy itself: r(o) = beta * sum_t [log pi_theta(o_t | q, o_<t) -
+log pi_ref(o_t | q, o_<t)] (eq. 7), RLOO-centred in its group: psi_i = r_i - mean_{j != i} r_j (eq. 6),
+and trains pi_theta with the cross-entropy of sigma(psi_i) against the final reward R_i (eq. 8).
+
+As a value estimator: pi_ref is the build's policy model, pi_theta the same model with the top
+`train_layers` decoder layers and the final norm trained (the layers ppo-1 trains; the LM head stays
+frozen, it is tied to the input embeddings) with eq. 8 on the rollouts of a disjoint `--split train`
+build, one group per optimizer step. A state (prefix of t response tokens of rollout i) is valued
+
+  V = sigma(r_i(t) - mean_{j != i, j in group} r_j(min(t, T_j))),   r(t) = beta * sum_{u < t} log-ratio,
+
+the baseline taken over the other rollouts' prefixes of the same length. The group's rewards are never
+read (only the train build's), so both protocols give the same values and a state's own outcome cannot
+leak. Checkpoints and resume as ppo's critic (sveb.critic): `<train build>/critics/<fp>/epoch-K/`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import torch
+from torch import nn
+
+from sveb import store
+from sveb.builds import disjoint_problems, find_train_build, load_rollouts
+from sveb.config import fingerprint
+from sveb.critic import Critic, Seq, _pad, _token_batches
+from sveb.errors import EvalError, UsageError
+from sveb.estimators.base import Estimator, ProblemGroup, State
+
+LOGIT_TOKENS = 2048  # tokens per forward through the LM head (their logits are tokens x vocab floats)
+
+
+@dataclass(frozen=True)
+class PacsConfig:
+    model: str
+    beta: float = 1.0
+    lr: float = 1e-4
+    epochs: int = 1
+    batch: int = 1              # groups per optimizer step
+    grad_accum: int = 1
+    train_layers: int = 2
+    seed: int = 0
+    weight_decay: float = 0.01
+
+
+@dataclass(frozen=True)
+class PSeq(Seq):
+    targets: tuple[int, ...] = ()   # the response tokens (the log-probabilities are theirs)
+    group: str = ""
+
+
+def make_pseq(key: tuple, group: str, prompt, response, reward: float) -> PSeq:
+    return PSeq(key, tuple(prompt) + tuple(response[:-1]), len(prompt), len(response), float(reward),
+                tuple(response), group)
+
+
+def rloo_coefficients(r: np.ndarray, R: np.ndarray) -> tuple[np.ndarray, float]:
+    """d loss / d r_i of the group's mean BCE(R_i, sigma(psi_i)), psi_i = r_i - mean_{j!=i} r_j, and the loss."""
+    G = len(r)
+    psi = r - (r.sum() - r) / (G - 1)
+    p = 1.0 / (1.0 + np.exp(-psi))
+    loss = float(np.mean(np.logaddexp(0, psi) - R * psi))
+    g = (p - R) / G
+    return g - (g.sum() - g) / (G - 1), loss
+
+
+class PacsScorer(Critic):
+    """The policy with its top layers trainable; fit() trains them with PACS's loss (resume as the critic)."""
+
+    def _load_body(self, path: str) -> nn.Module:
+        from transformers import AutoModelForCausalLM
+        from transformers.utils import logging as hf_logging
+        hf_logging.disable_progress_bar()
+        try:
+            lm = AutoModelForCausalLM.from_pretrained(
+                path, dtype=torch.bfloat16 if self.device == "cuda" else torch.float32, attn_implementation="sdpa")
+        finally:
+            hf_logging.enable_progress_bar()
+        self.lm_head = lm.get_output_embeddings().to(self.device).requires_grad_(False)
+        self._ref: dict[tuple, torch.Tensor] = {}
+        return lm.get_decoder().to(self.device).eval()
+
+    def _logprobs(self, seqs: Sequence[PSeq]) -> list[torch.Tensor]:
+        """log pi(o_t | q, o_<t) of each response token, [T] per rollout (with grad where enabled)."""
+        out = {}
+        for batch in _token_batches(seqs, LOGIT_TOKENS):
+            with self._amp():
+                h = self.model.top(_pad(self.features(batch)))
+            for i, s in enumerate(batch):
+                logits = self.lm_head(h[i, s.prompt_len - 1: s.prompt_len - 1 + s.T]).float()
+                tgt = torch.tensor(s.targets, device=logits.device)[:, None]
+                out[s.key] = torch.log_softmax(logits, -1).gather(1, tgt)[:, 0]
+        return [out[s.key] for s in seqs]
+
+    @contextlib.contextmanager
+    def _initial(self):
+        """The untrained policy (pi_ref) for the duration, whatever is loaded now."""
+        trainable = self.model.trainable()
+        saved = {k: v.clone() for k, v in trainable.state_dict().items()}
+        self.model.reset()
+        try:
+            yield
+        finally:
+            trainable.load_state_dict(saved)
+
+    @torch.no_grad()
+    def reference(self, seqs: Sequence[PSeq]) -> list[torch.Tensor]:
+        missing = [s for s in seqs if s.key not in self._ref]
+        if missing:
+            with self._initial():
+                for s, lp in zip(missing, self._logprobs(missing)):
+                    self._ref[s.key] = lp
+        return [self._ref[s.key] for s in seqs]
+
+    @torch.no_grad()
+    def prefix_scores(self, seqs: Sequence[PSeq]) -> dict[tuple, np.ndarray]:
+        """{key: [r(0), r(1), ..., r(T)]}, r(t) = beta * sum of the first t log-ratios."""
+        ref = self.reference(seqs)
+        out = {}
+        for s, lp, lr in zip(seqs, self._logprobs(seqs), ref):
+            d = (lp - lr).double().cpu().numpy() * self.cfg.beta
+            out[s.key] = np.concatenate([[0.0], np.cumsum(d)])
+        return out
+
+    def _before_training(self, seqs: Sequence[Seq]) -> None:
+        self.reference(seqs)
+
+    def _steps(self, seqs: Sequence[PSeq], rng: np.random.Generator) -> list[list[PSeq]]:
+        groups: dict[str, list[PSeq]] = {}
+        for s in seqs:
+            groups.setdefault(s.group, []).append(s)
+        names = [g for g in sorted(groups) if len(groups[g]) >= 2]  # RLOO needs another rollout
+        order = [names[i] for i in rng.permutation(len(names))]
+        per = self.cfg.batch * self.cfg.grad_accum
+        return [[s for g in order[a:a + per] for s in groups[g]] for a in range(0, len(order), per)]
+
+    def _backward(self, step: Sequence[PSeq]) -> tuple[float, int]:
+        """Eq. 8 over the step's groups in two passes: psi from a no-grad pass gives each rollout's
+        coefficient c_i = dL/dr_i, then sum_i c_i r_i is backpropagated one rollout at a time."""
+        groups: dict[str, list[PSeq]] = {}
+        for s in step:
+            groups.setdefault(s.group, []).append(s)
+        total = 0.0
+        for members in groups.values():
+            ref = self.reference(members)
+            with torch.no_grad():
+                r = np.array([float((lp - lr).sum()) for lp, lr in zip(self._logprobs(members), ref)]) * self.cfg.beta
+            c, loss = rloo_coefficients(r, np.array([s.reward for s in members]))
+            total += loss
+            for s, ci, lr in zip(members, c, ref):
+                (lp,) = self._logprobs([s])
+                (float(ci) * self.cfg.beta * (lp - lr).sum() / len(groups)).backward()
+        return total, len(groups)
+
+
+_LOADED: dict[tuple, PacsScorer] = {}
+
+
+@dataclass
+class PACS(Estimator):
+    """beta (1, the paper's); lr, epochs, batch (groups per step), grad_accum, train_layers, seed: the
+    training; policy_model ("" = the build's model); train_build (found under the root if "")."""
+
+    beta: float = 1.0
+    lr: float = 1e-4
+    epochs: int = 1
+    batch: int = 1
+    grad_accum: int = 1
+    train_layers: int = 2
+    seed: int = 0
+    policy_model: str = ""
+    train_build: str = ""
+
+    def cache_key(self, bdir: Path, manifest: dict) -> str:
+        try:
+            return find_train_build(bdir, manifest, self.train_build, self.name).name
+        except EvalError:  # no training build yet: prepare() raises the clear error
+            return ""
+
+    def prepare(self, build, console=None) -> None:
+        if self.epochs < 0 or self.batch < 1 or self.grad_accum < 1:
+            raise UsageError(f"{self.name}: epochs must be >= 0, batch and grad_accum >= 1")
+        tb = find_train_build(build.bdir, build.manifest, self.train_build, self.name, console)
+        self._train = (tb, disjoint_problems(tb, build, self.name))
+        self._data, self._console, self._scores = build, console, None
+
+    def _scorer(self) -> PacsScorer:
+        from sveb.models import resolve
+        cfg = PacsConfig(self.policy_model or self._data.manifest["model"], self.beta, self.lr, self.epochs,
+                         self.batch, self.grad_accum, self.train_layers, self.seed)
+        path = resolve(cfg.model)
+        key = (path, cfg.train_layers)
+        if key not in _LOADED:
+            _LOADED.clear()
+            _LOADED[key] = PacsScorer(cfg, path)
+        scorer = _LOADED[key]
+        scorer.cfg = cfg
+        return scorer
+
+    def _fit_and_score(self) -> dict[tuple, np.ndarray]:
+        tb, pids = self._train
+        tfp = store.read_manifest(tb)["build_fp"]
+        rows = load_rollouts(tb, set(pids))
+        seqs = [make_pseq((tfp, r["problem_id"], r["rollout_idx"]), r["problem_id"], r["prompt_token_ids"],
+                          r["response_token_ids"], r["reward"]) for pid in sorted(rows) for r in rows[pid]]
+        scorer = self._scorer()
+        if self.epochs:
+            scorer.fit(seqs, tb / "critics", fingerprint("pacs", tfp, pids), self._console)
+        else:
+            scorer.model.reset()
+        data, bfp = self._data, self._data.manifest["build_fp"]
+        bench = [make_pseq((bfp, r["problem_id"], r["rollout_idx"]), r["problem_id"], r["prompt_token_ids"],
+                           r["response_token_ids"], r["reward"]) for pid in sorted(data.rollouts)
+                 for r in data.rollouts[pid] if r["response_token_ids"]]
+        scores = scorer.prefix_scores(bench)
+        return {(k[1], k[2]): v for k, v in scores.items()}
+
+    def estimate(self, group: ProblemGroup, states: Sequence[State]) -> np.ndarray:
+        if getattr(self, "_data", None) is None:
+            raise RuntimeError(f"{self.name}: call prepare(build data) before estimate()")
+        if self._scores is None:
+            self._scores = self._fit_and_score()
+        empty = np.zeros(1)
+        out = np.empty(len(states))
+        for k, s in enumerate(states):
+            own = self._scores.get((s.problem_id, s.rollout_idx), empty)
+            base = [v[min(s.t, len(v) - 1)] for r in group.rollouts if r.rollout_idx != s.rollout_idx
+                    for v in [self._scores.get((s.problem_id, r.rollout_idx), empty)]]
+            psi = own[min(s.t, len(own) - 1)] - (float(np.mean(base)) if base else 0.0)
+            out[k] = 1.0 / (1.0 + np.exp(-psi))
+        return out
