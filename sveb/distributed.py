@@ -137,7 +137,8 @@ class RayRunner:
             try:
                 h, value = self.pool.get_next_unordered()
             except ray.exceptions.RayTaskError as e:
-                raise e.as_instanceof_cause() from None  # the job's own error (e.g. a BuildError), not Ray's wrapper
+                cause = getattr(e, "cause", None)  # the job's own error (e.g. a BuildError), not Ray's wrapper
+                raise (cause if isinstance(cause, Exception) else e) from None
             except ray.exceptions.RayActorError as e:
                 raise RayError(f"a Ray worker died more often than it may be restarted ({e.__class__.__name__}); every finished "
                                "shard is kept: rerun the same command to resume") from None

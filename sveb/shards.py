@@ -75,11 +75,12 @@ class LocalRunner:
     slots = 1  # shards worked on at once
 
     def __init__(self, lazy: LazyEngine):
-        self.lazy, self._todo, self._done = lazy, [], {}
+        self.lazy, self._todo, self._done, self._count = lazy, [], {}, 0
 
     def submit(self, fn: Callable, *args) -> int:
-        self._todo.append((len(self._done) + len(self._todo), fn, args))
-        return self._todo[-1][0]
+        self._todo.append((self._count, fn, args))
+        self._count += 1
+        return self._count - 1
 
     def result(self, handle: int):
         while handle not in self._done:

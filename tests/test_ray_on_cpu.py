@@ -199,3 +199,23 @@ def test_cli_ray_flags_fail_in_one_line(tmp_path, monkeypatch):
     r = run("build", "--problems", "1", "--ray")  # `--ray` last, without a value: a local cluster
     assert r.exit_code == 1 and "--ray: Ray is not installed; pip install 'sveb[ray]'" in r.output, r.output
     assert not list(tmp_path.rglob("*.parquet"))
+
+
+def test_local_runner_runs_jobs_in_submission_order():
+    from types import SimpleNamespace
+
+    from sveb.shards import LocalRunner
+    done = []
+    job = lambda engine, x: done.append(x) or x * 10
+    r = LocalRunner(lazy=SimpleNamespace(get=lambda: None))
+    a, b = r.submit(job, 1), r.submit(job, 2)
+    assert done == [] and r.result(b) == 20 and done == [1, 2]  # deferred, then in order
+    c = r.submit(job, 3)
+    assert r.result(a) == 10 and r.result(c) == 30 and len({a, b, c}) == 3
+
+
+def test_a_job_error_on_a_worker_is_the_error_itself(cluster, tmp_path, cfg):
+    """An engine that cannot start fails the build with its own one-line error, not a Ray traceback."""
+    from sveb.engines import make_engine
+    with pytest.raises(ValueError, match=r"^--engine nope: unknown engine \(known: vllm, hf\)$"):
+        build(cfg, tmp_path, engine=ScriptedEngine(), ray=on_ray(1, partial(make_engine, "nope", "x")))
