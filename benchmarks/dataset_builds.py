@@ -41,7 +41,7 @@ def main() -> None:
     from sveb.config import BuildConfig, SamplingConfig
     from sveb.engines import make_engine
     from sveb.models import resolve
-    from sveb.pipeline import build, dtype_of
+    from sveb.pipeline import build, dtype_of, locate
     from sveb.sources.load import scan
 
     console = Console(stderr=True)
@@ -53,7 +53,9 @@ def main() -> None:
         cfg = BuildConfig(domain=domain, model=args.model, source=source, problems=args.problems,
                           oversample=args.oversample, rollouts=args.rollouts, states_per_problem=1, mc=4, mc_extra=0,
                           screen=args.rollouts, sampling=SamplingConfig(max_tokens=args.max_tokens))
-        if engine is None:
+        bdir = locate(cfg, args.root)
+        done = (bdir / "manifest.json").exists() and store.read_manifest(bdir).get("status") == "complete"
+        if engine is None and not done:  # one engine for every dataset, started only if one needs sampling
             engine = make_engine("vllm", resolve(cfg.model), cfg.seed, dtype=dtype_of(cfg))
         t0 = time.time()
         bdir = build(cfg, args.root, engine=engine, console=console)
@@ -61,14 +63,15 @@ def main() -> None:
         acc = list(m["candidate_accuracy"].values())
         band = sum(cfg.min_acc <= a <= cfg.max_acc for a in acc) / len(acc)
         rows.append((name, len(scan(domain, source).problems), len(acc), m["n_problems"], sum(acc) / len(acc), band,
-                     m["n_states"], m["truncated"]["rollouts"], time.time() - t0))
+                     m["n_states"], m["truncated"]["rollouts"], m.get("seconds", time.time() - t0)))
     if engine is not None and hasattr(engine, "close"):
         engine.close()
     print("| dataset | rows loaded | candidates rolled out | kept | default-model accuracy | share in [0.1, 0.8] "
           "| states | rollouts cut off | seconds |")
     print("|---|--:|--:|--:|--:|--:|--:|--:|--:|")
     for name, loaded, cand, kept, acc, band, states, cut, secs in rows:
-        print(f"| {name} | {loaded} | {cand} | {kept} | {acc:.2f} | {band:.2f} | {states} | {cut:.0%} | {secs:.0f} |")
+        cut = "-" if cut is None else f"{cut:.0%}"  # no kept problem: no rollout of the benchmark
+        print(f"| {name} | {loaded} | {cand} | {kept} | {acc:.2f} | {band:.2f} | {states} | {cut} | {secs:.0f} |")
 
 
 if __name__ == "__main__":
