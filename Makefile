@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.sveb-installed
 DOMAINS ?= number
 
-.PHONY: setup model demo test test-fast clean
+.PHONY: setup model demo powered test test-fast clean
 
 $(STAMP): pyproject.toml Makefile
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -28,6 +28,10 @@ model: setup
 
 demo: model
 	$(VENV)/bin/sveb demo --domains "$(DOMAINS)"
+
+# 100 problems x 4 states, every estimator, both protocols (~2 h on 2 cores; resumable: rerun to continue)
+powered: model
+	$(VENV)/bin/sveb demo --preset powered
 
 test: model
 	$(PY) -m pytest -q -ra

@@ -401,11 +401,14 @@ def _print_plan(p: dict) -> None:
 @app.command()
 def demo(
     root: Path = typer.Option(Path("sveb_data"), "--root"),
-    results: Path = typer.Option(Path("results"), help="Where leaderboard.csv (and the report) go."),
+    results: Optional[Path] = typer.Option(None, help="Where leaderboard.csv and the report go (default: results/ for "
+                                           "the demo preset, results/PRESET/ for the others)."),
     domains: str = typer.Option("number", help="Space- or comma-separated domains."),
     engine: str = typer.Option("vllm"),
     estimators: str = typer.Option("", help="Comma-separated estimators (default: all)."),
-    quick: bool = typer.Option(False, help="6 problems x 16 rollouts x 2 states per domain: a first look."),
+    preset: str = typer.Option("demo", help="demo: 8 problems x 16 rollouts x 3 states (~10 min on 2 cores); quick: "
+                               "6 x 16 x 2 per domain; powered: 100 x 16 x 4 (400 states, ~2 h)."),
+    quick: bool = typer.Option(False, help="Same as --preset quick."),
 ):
     """The embedded default end to end: build, evaluate every estimator, write the leaderboard."""
     from sveb import procs
@@ -413,7 +416,12 @@ def demo(
     try:
         procs.install()
         names = [e.strip() for e in estimators.split(",") if e.strip()] or None
-        run_demo(root, results, domains.replace(",", " ").split(), engine, console, out, names, quick)
+        from sveb.demo import PRESETS
+        preset = "quick" if quick else preset
+        if preset not in PRESETS:
+            raise typer.BadParameter(f"unknown preset '{preset}'; known: {', '.join(PRESETS)}", param_hint="--preset")
+        results = results or (Path("results") if preset == "demo" else Path("results") / preset)
+        run_demo(root, results, domains.replace(",", " ").split(), engine, console, out, names, preset)
     except _known() as e:
         _fail(e)
     except KeyboardInterrupt:

@@ -178,6 +178,9 @@ class Critic:
         self.vocab = self.model.body.config.vocab_size
         self._cache: dict[tuple, torch.Tensor] = {}
         self._cached_bytes = 0
+        # seqs -> {key: [len(ids), d] input of the first trained layer}: the shared hidden-state pass
+        # (sveb.hidden) when set, so the critic does not run the frozen body itself
+        self.features_fn: Callable[[Sequence[Seq]], dict[tuple, torch.Tensor]] | None = None
         self._check_split()
 
     def _amp(self):
@@ -199,6 +202,11 @@ class Critic:
     def features(self, seqs: Sequence[Seq]) -> list[torch.Tensor]:
         missing = list({s.key: s for s in seqs if s.key not in self._cache}.values())
         fresh: dict[tuple, torch.Tensor] = {}
+        if self.features_fn is not None and missing:
+            fresh = {k: v.to(self.device) for k, v in self.features_fn(missing).items()}
+            for s in missing:
+                self._remember(s.key, fresh[s.key])
+            missing = []
         for batch in _token_batches(missing, BATCH_TOKENS):
             bad = max(max(s.ids) for s in batch)
             if bad >= self.vocab:
@@ -209,10 +217,13 @@ class Critic:
             for i, s in enumerate(batch):
                 f = h[i, : len(s.ids)].clone()
                 fresh[s.key] = f
-                if self._cached_bytes + f.nbytes <= self.cache_bytes:
-                    self._cache[s.key] = f
-                    self._cached_bytes += f.nbytes
+                self._remember(s.key, f)
         return [self._cache.get(s.key, fresh.get(s.key)) for s in seqs]
+
+    def _remember(self, key: tuple, f: torch.Tensor) -> None:
+        if self._cached_bytes + f.nbytes <= self.cache_bytes:
+            self._cache[key] = f
+            self._cached_bytes += f.nbytes
 
     def _values_batch(self, seqs: Sequence[Seq]) -> list[torch.Tensor]:
         with self._amp():
@@ -239,7 +250,8 @@ class Critic:
             on_epoch: Callable[[int, float], None] | None = None) -> Path:
         """Train on seqs, checkpointing each epoch under critics_root/<fp>/; resume or reuse what is there."""
         cfg = self.cfg
-        fp = fingerprint("critic", data_key, cfg)
+        # where the frozen features come from changes them (the shared pass may run in bf16)
+        fp = fingerprint("critic", data_key, cfg, "shared-pass" if self.features_fn is not None else "own-pass")
         ckpt = Path(critics_root) / fp
         model, trainable = self.model, self.model.trainable()
         model.reset()

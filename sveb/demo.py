@@ -9,10 +9,18 @@ from rich.console import Console
 
 from sveb.config import BuildConfig, SamplingConfig
 
-DEMO = dict(model="smollm2-135m", source="builtin", problems=12, oversample=3, rollouts=32, states_per_problem=4,
-            mc=20, mc_extra=4, min_acc=0.1, max_acc=0.8, seed=0, sampling=SamplingConfig(max_tokens=256))
-QUICK = dict(problems=6, rollouts=16, states_per_problem=2)  # `--quick`: a first look at a domain
-TRAIN = dict(problems=8, states_per_problem=1, mc=2, mc_extra=0)  # ppo-1 trains on rollouts only
+BASE = dict(model="smollm2-135m", source="builtin", oversample=3, mc=20, mc_extra=4, min_acc=0.1, max_acc=0.8,
+            seed=0, sampling=SamplingConfig(max_tokens=256))
+# Each preset: the benchmark build's size, and the disjoint `train` build the trained estimators learn on.
+PRESETS = {
+    # `make demo`: every estimator in about 10 minutes on 2 cores (24 states: a demonstration, not evidence)
+    "demo": (dict(problems=8, rollouts=16, states_per_problem=3), dict(problems=8, states_per_problem=1, mc=2, mc_extra=0)),
+    # `--quick`: a first look at a domain
+    "quick": (dict(problems=6, rollouts=16, states_per_problem=2), dict(problems=6, states_per_problem=1, mc=2, mc_extra=0)),
+    # `make powered`: 100 problems x 4 states, enough states for paired CIs to separate estimators
+    "powered": (dict(problems=100, rollouts=16, states_per_problem=4),
+                dict(problems=24, states_per_problem=1, mc=2, mc_extra=0)),
+}
 ESTIMATORS = ["grpo", "mcs-1", "mcs-2", "mcs-3", "mcs-4", "numca", "hista", "shear", "ppo-1", "ppo-n"]
 PROTOCOLS = ["held-out", "in-group"]
 
@@ -24,7 +32,7 @@ def available_estimators() -> list[str]:
 
 
 def run_demo(root: Path, results: Path, domains: list[str], engine: str, console: Console, out: Console,
-             estimators: list[str] | None = None, quick: bool = False) -> None:
+             estimators: list[str] | None = None, preset: str = "demo") -> None:
     from sveb.evaluate import evaluate
     from sveb.leaderboard import print_pivot, rows, write_csv
     from sveb import store
@@ -36,13 +44,14 @@ def run_demo(root: Path, results: Path, domains: list[str], engine: str, console
     names = estimators or available_estimators()
     for name in names:
         make(name)  # fail on a typo before an hour of sampling
-    config = {**DEMO, **(QUICK if quick else {})}
+    size, train = PRESETS[preset]
+    config = {**BASE, **size}
     benchmark = {}
     for domain in domains:
         # the benchmark build, and a disjoint `train` build for ppo-1's critic
         cfgs = [BuildConfig(domain=domain, engine=engine, **config)]
         if "ppo-1" in names:
-            cfgs.append(BuildConfig(domain=domain, engine=engine, split="train", **{**config, **TRAIN}))
+            cfgs.append(BuildConfig(domain=domain, engine=engine, split="train", **{**config, **train}))
         for cfg in cfgs:
             console.rule(f"build: {domain} ({cfg.split})")
             bdir = locate(cfg, root)

@@ -1,12 +1,19 @@
-"""Last-layer (or chosen-layer) hidden states of rollouts, from the model that sampled them.
+"""Hidden states of rollouts, from the model that sampled them: one forward pass serves every consumer.
 
-Computed per problem group with a transformers forward pass over prompt + response ids, kept at the
-response positions only, and cached as float16 under `<build>/hidden/<fp>/<problem_id>.npz`, so memory
-stays bounded by one group and a second estimator reuses the first one's work.
+Computed per problem group with a transformers forward pass over prompt + response ids and cached as
+float16 per problem, so memory stays bounded by one group and later consumers read the file:
+- `<build>/hidden/<fp>/<pid>.npz`: one layer at the response positions (hista, shear, ...);
+- `<build>/features/<fp>/<pid>.npz`: one layer at every position, the input of a critic's first trained
+  layer (ppo-1, ppo-n). Whichever consumer runs first pays the pass and stores the shared taps too
+  (the last layer's response positions, and `SHARED_FULL`: the default critic's input), so the critics
+  no longer run a frozen-body pass of their own.
+Layers index the model's `hidden_states` tuple: 0 = embeddings, -1 = the final (normed) output, and
+-(k + 1) = the input of the top k layers.
 """
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 from typing import Callable
 
@@ -16,18 +23,37 @@ from sveb.config import fingerprint
 from sveb.store import atomic_write_bytes
 
 MAX_BATCH_TOKENS = 16384
+SHARED_RESP = -1      # last layer at the response positions: hista/shear defaults
+SHARED_FULL = (-3,)   # the input of the top 2 layers: the critics' default `train_layers=2`
+
+
+def _save(path: Path, arrays: dict[int, np.ndarray]) -> None:
+    buf = io.BytesIO()
+    np.savez_compressed(buf, **{f"r{k}": v for k, v in arrays.items()})
+    atomic_write_bytes(path, buf.getvalue())
+
+
+def _load(path: Path) -> dict[int, np.ndarray]:
+    with np.load(path) as z:
+        return {int(k[1:]): z[k] for k in z.files}
 
 
 class HiddenStates:
     def __init__(self, bdir: Path, model: str, layer: int = -1, batch_tokens: int = MAX_BATCH_TOKENS,
                  dtype: str = "auto"):
         from sveb.hardware import pick_dtype
-        self.model_spec, self.layer, self.batch_tokens = model, layer, batch_tokens
+        self.bdir, self.model_spec, self.layer, self.batch_tokens = Path(bdir), model, layer, batch_tokens
         self.dtype = pick_dtype(dtype)  # bf16 where native (GPU, avx512_bf16/AMX), else fp32
-        self.dir = Path(bdir) / "hidden" / fingerprint("hidden", model, layer, self.dtype)
+        self.dir = self._resp_dir(layer)
         self._model = None
 
-    def _load(self):
+    def _resp_dir(self, layer: int) -> Path:
+        return self.bdir / "hidden" / fingerprint("hidden", self.model_spec, layer, self.dtype)
+
+    def _full_dir(self, layer: int) -> Path:
+        return self.bdir / "features" / fingerprint("full", self.model_spec, layer, self.dtype)
+
+    def _load_model(self):
         if self._model is None:
             import torch
             from transformers import AutoModelForCausalLM
@@ -37,12 +63,12 @@ class HiddenStates:
                                                                ).to(self.device).eval()
         return self._model
 
-    def compute(self, rollouts: list[dict]) -> dict[int, np.ndarray]:
-        """{rollout_idx: [T, d] float16} for one group, batched by token budget."""
+    def _forward(self, rollouts: list[dict], resp: list[int], full: list[int]) -> dict[tuple, dict[int, np.ndarray]]:
+        """One batched pass: {("resp", layer) | ("full", layer): {rollout_idx: float16 array}}."""
         import torch
-        model = self._load()
+        model = self._load_model()
         order = sorted(rollouts, key=lambda r: len(r["prompt_token_ids"]) + len(r["response_token_ids"]))
-        out: dict[int, np.ndarray] = {}
+        out: dict[tuple, dict[int, np.ndarray]] = {("resp", k): {} for k in resp} | {("full", k): {} for k in full}
         batch: list[dict] = []
 
         def flush():
@@ -56,11 +82,14 @@ class HiddenStates:
             with torch.no_grad():
                 # the body only: the LM head's logits would cost tokens x vocab floats for nothing
                 res = model.base_model(input_ids=ids.to(self.device), attention_mask=mask.to(self.device),
-                                       output_hidden_states=self.layer != -1)
-                hs = res.last_hidden_state if self.layer == -1 else res.hidden_states[self.layer]
-            for i, r in enumerate(batch):
-                p, t = len(r["prompt_token_ids"]), len(r["response_token_ids"])
-                out[r["rollout_idx"]] = hs[i, p:p + t].float().cpu().numpy().astype(np.float16)
+                                       output_hidden_states=any(k != -1 for k in resp) or bool(full))
+                layer_of = lambda k: res.last_hidden_state if k == -1 else res.hidden_states[k]  # noqa: E731
+                for (kind, k), dest in out.items():
+                    hs = layer_of(k)
+                    for i, r in enumerate(batch):
+                        p, t = len(r["prompt_token_ids"]), len(r["response_token_ids"])
+                        lo = p if kind == "resp" else 0
+                        dest[r["rollout_idx"]] = hs[i, lo:p + t].float().cpu().numpy().astype(np.float16)
             batch.clear()
 
         for r in order:
@@ -72,24 +101,34 @@ class HiddenStates:
             flush()
         return out
 
+    def compute(self, rollouts: list[dict]) -> dict[int, np.ndarray]:
+        """{rollout_idx: [T, d] float16} of this layer for one group (no cache)."""
+        return self._forward(rollouts, [self.layer], [])[("resp", self.layer)]
+
+    def _fill(self, pid: str, rollouts: list[dict], want: tuple) -> dict[int, np.ndarray]:
+        """Run one pass for `want` plus every shared tap not yet cached; write them all; return `want`."""
+        path_of = lambda kind, k: (self._resp_dir(k) if kind == "resp" else self._full_dir(k)) / f"{pid}.npz"  # noqa: E731
+        taps = [want] + [t for t in [("resp", SHARED_RESP)] + [("full", k) for k in SHARED_FULL]
+                         if t != want and not path_of(*t).exists()]
+        res = self._forward(rollouts, [k for kind, k in taps if kind == "resp"], [k for kind, k in taps if kind == "full"])
+        for tap in taps:
+            _save(path_of(*tap), res[tap])
+        return res[want]
+
     def ensure(self, pid: str, rollouts: list[dict]) -> dict[int, np.ndarray] | None:
         """Compute and cache a group's hidden states unless cached; the arrays when computed now."""
-        path = self.dir / f"{pid}.npz"
-        if path.exists():
+        if (self.dir / f"{pid}.npz").exists():
             return None
-        arrays = self.compute(rollouts)
-        import io
-        buf = io.BytesIO()
-        np.savez_compressed(buf, **{f"r{k}": v for k, v in arrays.items()})
-        atomic_write_bytes(path, buf.getvalue())
-        return arrays
+        return self._fill(pid, rollouts, ("resp", self.layer))
 
     def group(self, pid: str, rollouts: list[dict]) -> dict[int, np.ndarray]:
         arrays = self.ensure(pid, rollouts)
-        if arrays is not None:
-            return arrays
-        with np.load(self.dir / f"{pid}.npz") as z:
-            return {int(k[1:]): z[k] for k in z.files}
+        return arrays if arrays is not None else _load(self.dir / f"{pid}.npz")
+
+    def full(self, pid: str, rollouts: list[dict], layer: int) -> dict[int, np.ndarray]:
+        """{rollout_idx: [P + T, d] float16}: `layer` at every position of prompt + response."""
+        path = self._full_dir(layer) / f"{pid}.npz"
+        return _load(path) if path.exists() else self._fill(pid, rollouts, ("full", layer))
 
     def provider(self, console=None) -> Callable[[str, list[dict]], Callable[[int], np.ndarray]]:
         """pid, rollouts -> hidden_fn(rollout_idx) -> [T, d] float32."""

