@@ -12,7 +12,6 @@ from functools import partial
 import pytest
 import ray
 
-from sveb import pipeline
 from sveb import store
 from sveb.distributed import RayOptions
 from sveb.engines.scripted import Fault, ScriptedEngine
@@ -31,11 +30,13 @@ def cluster():
 
 def start_cluster(tries: int = 3) -> None:
     """A local 2-CPU cluster. Ray gives its raylet 30 s to register (not configurable): on a machine
-    starved by other work that can pass, so try again; workers get 10 min to register."""
+    starved by other work that can pass, so try again; workers get 10 min to register, and a slow raylet
+    is not declared dead for 10 min either."""
     for i in range(tries):
         try:
             ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR",
-                     _system_config={"worker_register_timeout_seconds": 600})
+                     _system_config={"worker_register_timeout_seconds": 600, "health_check_period_ms": 10000,
+                                     "health_check_timeout_ms": 30000, "health_check_failure_threshold": 60})
             return
         except Exception as e:  # Ray raises a bare Exception for "timed out during startup"
             ray.shutdown()
@@ -43,19 +44,14 @@ def start_cluster(tries: int = 3) -> None:
                 raise
 
 
-SMALL_SHARDS = "import sveb.pipeline as p; p.ROLLOUT_BATCH, p.SHARD_STATES = 32, 8"
-
-
-@pytest.fixture(autouse=True)
-def small_shards(monkeypatch):
-    """Shards of 4 candidates (x 8 screening rollouts) and 8 states, so a small build has several."""
-    monkeypatch.setattr(pipeline, "ROLLOUT_BATCH", 32)
-    monkeypatch.setattr(pipeline, "SHARD_STATES", 8)
-
-
 @pytest.fixture
-def cfg(small_cfg):
-    return replace(small_cfg, states_per_problem=5)  # 20 states: 3 reference shards, 3 rollout shards
+def cfg(small_cfg, monkeypatch):
+    # small shards, so that two workers share each stage: 12 candidates in 3 rollout shards (4 x 8 screening
+    # rollouts each), 20 states in 3 reference shards (8 + 8 + 4)
+    import sveb.pipeline
+    monkeypatch.setattr(sveb.pipeline, "ROLLOUT_BATCH", 32)
+    monkeypatch.setattr(sveb.pipeline, "SHARD_STATES", 8)
+    return replace(small_cfg, states_per_problem=5)
 
 
 def tables(bdir):
@@ -78,6 +74,7 @@ def test_one_and_two_workers_give_the_local_tables(cluster, tmp_path, cfg):
     two = build(cfg, tmp_path / "two", engine=ScriptedEngine(), ray=on_ray(2, partial(ScriptedEngine, trace=trace2)))
     assert tables(one) == local and tables(two) == local
     assert len(local["references"]) == 20 and len(local["problems"]) == 4
+    assert len(list((one / "rollouts").glob("part-*"))) >= 2 and len(list((one / "references").glob("part-*"))) == 3
     assert len({pid for pid, _ in calls(trace1)}) == 1
     assert len({pid for pid, _ in calls(trace2)}) == 2  # both workers did shards
     # each reference shard sampled once; the 2-worker build may screen one rollout shard it then drops
@@ -101,8 +98,9 @@ import os, pickle, sys
 import ray
 from sveb.distributed import RayOptions
 from sveb.engines.scripted import ScriptedEngine
+from sveb import pipeline
 from sveb.pipeline import build
-{small}
+pipeline.ROLLOUT_BATCH, pipeline.SHARD_STATES = 32, 8  # the test's small shards
 cfg, root, address, factory, pid_file = pickle.load(open(sys.argv[1], "rb"))
 open(pid_file, "w").write(str(os.getpid()))
 ray.init(address=address, logging_level="ERROR")
@@ -117,7 +115,7 @@ def test_killed_driver_rerun_does_only_the_missing_shards(cluster, tmp_path, cfg
     factory = partial(ScriptedEngine, fault=Fault("references", at=1, marker=str(marker), pid_file=str(pid_file)))
     args = tmp_path / "args.pkl"
     args.write_bytes(pickle.dumps((cfg, root, cluster, factory, str(pid_file))))
-    (tmp_path / "driver.py").write_text(DRIVER.replace("{small}", SMALL_SHARDS))
+    (tmp_path / "driver.py").write_text(DRIVER)
     proc = subprocess.run([sys.executable, str(tmp_path / "driver.py"), str(args)], capture_output=True, text=True,
                           timeout=120, env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
     assert proc.returncode == -9, proc.stderr[-2000:]
