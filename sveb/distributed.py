@@ -63,8 +63,9 @@ def connect(opts: RayOptions) -> bool:
     kwargs = {"include_dashboard": False} if opts.address is None else {}
     try:
         ray.init(address=opts.address, logging_level="ERROR", **kwargs)
-    except (ConnectionError, RuntimeError, ValueError) as e:
-        raise RayError(f"--ray {opts.address or '(local)'}: cannot reach a Ray cluster ({e})") from None
+    except Exception as e:  # Ray raises a bare Exception when a local node does not come up in time
+        first = str(e).strip().splitlines()[0] if str(e).strip() else e.__class__.__name__
+        raise RayError(f"--ray {opts.address or '(local)'}: cannot start or reach a Ray cluster ({first})") from None
     from sveb import procs
     procs.reinstall()  # Ray may have set signal handlers of its own
     return True
