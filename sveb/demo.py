@@ -79,5 +79,5 @@ def run_demo(root: Path, results: Path, domains: list[str], engine: str, console
     out.print(f"wrote {path}")
     if importlib.util.find_spec("sveb.report") is not None:
         from sveb.report import write_report
-        index = write_report(root, results / "report")
+        index = write_report(root, results / "report", builds=fps)
         out.print(f"report: {index}")

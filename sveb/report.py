@@ -203,8 +203,8 @@ CSS = ("body{font-family:system-ui,sans-serif;margin:2em;max-width:1400px;color:
        ".note{color:#555;font-size:0.9em}li.warn,p.warn{color:#a35b00}")
 
 
-def _collect(root: Path) -> tuple[list[View], list[str]]:
-    builds = store.list_builds(root)
+def _collect(root: Path, only: set | None = None) -> tuple[list[View], list[str]]:
+    builds = [b for b in store.list_builds(root) if only is None or b.name in only]
     if not builds:
         raise ReportError(f"{root}: no builds found (run `sveb build` first)")
     views, notes = [], []
@@ -268,14 +268,17 @@ def _drop_variants(views: list[View], labels: dict) -> None:
         v.params = {k: pj for k, pj in v.params.items() if shown(*k)}
 
 
-def write_report(root: Path, out: Path, n_boot: int = 2000, all_settings: bool = False, by: tuple = ()) -> Path:
+def write_report(root: Path, out: Path, n_boot: int = 2000, all_settings: bool = False, by: tuple = (),
+                 builds: set | None = None) -> Path:
     """Write leaderboard.csv, paired.csv, table.md, PNG plots and index.html into `out`; return index.html.
     Ablation settings are left out where the default setting exists (leaderboard.csv keeps them all)
-    unless `all_settings`. Each key of `by` adds MAE per value of that problem property (by_KEY.csv)."""
+    unless `all_settings`. Each key of `by` adds MAE per value of that problem property (by_KEY.csv).
+    `builds`: only these build fingerprints (e.g. one preset's builds in a shared root)."""
     root, out = Path(root), Path(out)
-    views, notes = _collect(root)
+    views, notes = _collect(root, builds)
     out.mkdir(parents=True, exist_ok=True)
-    leaderboard.write_csv(leaderboard.rows(root), out / "leaderboard.csv")
+    leaderboard.write_csv([r for r in leaderboard.rows(root) if builds is None or r["build_fp"] in builds],
+                          out / "leaderboard.csv")
     labels = _labels(views)
     if not all_settings:
         _drop_variants(views, labels)
