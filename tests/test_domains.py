@@ -77,7 +77,7 @@ def test_builtin_math_gold_is_right():
             raise AssertionError(q)
         assert want > 0 and p["answer"] == str(want), q
         assert math_reward(f"So the answer is \\boxed{{{want}}}.", p["answer"]) == 1.0
-    with pytest.raises(SourceError, match="distinct"):  # ~460 per split exist: say so, never loop
+    with pytest.raises(ValueError, match="distinct"):  # ~460 per split exist: say so, never loop
         domain_module("math").builtin(600, 0, "train")
 
 
