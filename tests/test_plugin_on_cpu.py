@@ -2,6 +2,7 @@
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -20,8 +21,11 @@ PLUGIN = REPO / "examples" / "sveb-example-plugin"
 def installed(tmp_path_factory) -> dict:
     """The environment of a process that has the plugin installed (pip --target: offline, no venv copy)."""
     target = tmp_path_factory.mktemp("site")
+    # from a copy: building in place would leave build/ and *.egg-info in the checkout
+    src = shutil.copytree(PLUGIN, tmp_path_factory.mktemp("src") / PLUGIN.name,
+                          ignore=shutil.ignore_patterns("build", "*.egg-info"))
     r = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index",
-                        "--no-build-isolation", "--target", str(target), str(PLUGIN)],
+                        "--no-build-isolation", "--target", str(target), str(src)],
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
     assert list(target.glob("sveb_example_plugin-*.dist-info/entry_points.txt"))
