@@ -64,6 +64,7 @@ class _PPO(Estimator):
         self._values: dict[object, dict[str, float]] = {}
         self._critic: Critic | None = None
         self._builds = {data.manifest["build_fp"]: (data.bdir, data.rollouts)}  # build_fp -> (dir, rollouts by pid)
+        self._passes: dict = {}  # build_fp -> sveb.hidden.HiddenStates
         self._check(data)
 
     def _check(self, data) -> None:
@@ -71,7 +72,7 @@ class _PPO(Estimator):
 
     def _get_critic(self) -> Critic:
         if self._critic is None:
-            from sveb.models import resolve
+            from sveb.models import ModelError, resolve
             cfg = self.critic_config(self._data)
             path = resolve(cfg.model)
             key = (path, cfg.train_layers)
@@ -82,7 +83,7 @@ class _PPO(Estimator):
             self._critic.cfg = cfg
             try:  # the policy's own pass has these layers
                 shared = path == resolve(self._data.manifest["model"])
-            except Exception:  # e.g. a scripted build's stand-in model: the critic runs its own pass
+            except ModelError:  # e.g. a scripted build's stand-in model: the critic runs its own pass
                 shared = False
             self._critic.features_fn = self._shared_features if shared else None
         return self._critic
@@ -97,8 +98,9 @@ class _PPO(Estimator):
         out = {}
         for (bfp, pid), group in by_group.items():
             bdir, rows = self._builds[bfp]
-            hs = HiddenStates(bdir, self._data.manifest["model"])
-            arrays = hs.full(pid, rows[pid], -(self.train_layers + 1))
+            if bfp not in self._passes:  # one extractor per build: it loads the model once
+                self._passes[bfp] = HiddenStates(bdir, self._data.manifest["model"])
+            arrays = self._passes[bfp].full(pid, rows[pid], -(self.train_layers + 1))
             for s in group:
                 out[s.key] = torch.from_numpy(arrays[s.key[2]][: len(s.ids)].astype(np.float32))
         return out
