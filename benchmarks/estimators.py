@@ -1,7 +1,7 @@
 """Estimator cost: seconds per state for each estimator, next to the cost of sampling MCS@2.
 
     python benchmarks/estimators.py [--root ./sveb_data --model smollm2-135m --domain number]
-        [--estimators grpo numca hista shear hidden-align pacs] [--G 40 --T 1000 --d 2048 --states 8] [--seed 0]
+        [--estimators grpo numca hista shear hidden-align pacs] [--G 40 --T 1000 --d 576 --states 8] [--seed 0]
         [--mcs --mcs-states 8] [--no-build]
 
 1. build: on the newest complete build of --model/--domain, estimate_all per estimator under
@@ -12,8 +12,10 @@
    component, a per-rollout component and per-token noise), random 0/1 rewards and fake texts full
    of numbers; --states states, in-group (estimators that train on a build are left out here).
 3. --mcs (off by default, it starts vLLM): wall time to sample 2 continuations of up to
-   --mcs-states build states with the build's sampling config, after one warm-up request; each
-   estimator's time is also given as a ratio to it.
+   --mcs-states build states with the build's sampling config, and of the synthetic states (2 x
+   exactly T - t tokens each, --model's engine), after a warm-up request; each estimator's time is
+   also given as a ratio to its own setting's MCS@2. The synthetic d defaults to the default model's
+   hidden size (576), so both sides are the same model size; --d 2048 is a 3B model's width.
 Prints a table and a one-line JSON summary.
 """
 
@@ -129,12 +131,18 @@ def bench_synthetic(args) -> list[dict]:
     return rows
 
 
-def bench_mcs(data, n_states: int, console) -> tuple[float, int]:
-    """Seconds per state to sample 2 continuations (MCS@2) with vLLM, engine start and warm-up excluded."""
+def start_engine(model: str, console):
+    from sveb.engines.vllm import VLLMEngine
+    from sveb.hardware import pick_dtype
+    from sveb.models import resolve
+    console.print(f"starting vLLM on {model} for MCS@2")
+    return VLLMEngine(resolve(model), seed=0, dtype=pick_dtype("auto"))
+
+
+def bench_mcs(engine, data, n_states: int) -> tuple[float, int]:
+    """Seconds per state to sample 2 continuations (MCS@2) of build states, as the build samples them."""
     from sveb.config import SamplingConfig, derive_seed
     from sveb.engines import Request
-    from sveb.engines.vllm import VLLMEngine
-    from sveb.models import resolve
     sampling = SamplingConfig(**data.manifest["config"]["sampling"])
     step = max(1, len(data.states) // n_states)
     chosen = data.states[::step][:n_states]  # spread over the build's problems
@@ -143,10 +151,27 @@ def bench_mcs(data, n_states: int, console) -> tuple[float, int]:
         r = data.rollouts[s["problem_id"]][s["rollout_idx"]]
         prompts.append(tuple(r["prompt_token_ids"]) + tuple(r["response_token_ids"][: s["t"]]))
     reqs = [Request(p, derive_seed("bench-mcs", s["state_id"], j)) for p, s in zip(prompts, chosen) for j in range(2)]
-    console.print(f"starting vLLM on {data.manifest['model']} for MCS@2 ({len(chosen)} states)")
-    engine = VLLMEngine(resolve(data.manifest["model"]), seed=0)
     engine.generate([Request(prompts[0], 12345)], sampling)  # warm-up
     return timed(lambda: engine.generate(reqs, sampling)) / len(chosen), len(chosen)
+
+
+def bench_mcs_synthetic(engine, states: list[State], T: int) -> float:
+    """Seconds per state for MCS@2 of the synthetic states: 2 continuations of exactly T - t tokens
+    after a prompt plus t tokens (what a T-token rollout's state costs; the tokens' content does not
+    change the cost)."""
+    from vllm import SamplingParams
+    from sveb.data_builders import number
+    prompt = engine.tokenizer.encode_chat(number.prompt(number.builtin(1, 0, "test")[0]))
+    filler = list(engine.tokenizer.encode_chat("Step 1: 12 + 7 = 19, so we carry 19 forward."))
+    prompts, params = [], []
+    for k, st in enumerate(states):
+        body = (filler * (st.t // len(filler) + 1))[: st.t]
+        for j in range(2):
+            prompts.append({"prompt_token_ids": list(prompt) + body})
+            params.append(SamplingParams(temperature=1.0, seed=1000 * k + j, min_tokens=T - st.t,
+                                         max_tokens=T - st.t, ignore_eos=True))
+    engine.llm.generate(prompts[:1], SamplingParams(max_tokens=4), use_tqdm=False)  # warm-up
+    return timed(lambda: engine.llm.generate(prompts, params, use_tqdm=False)) / len(states)
 
 
 def fmt(x: float | None) -> str:
@@ -165,7 +190,7 @@ def main() -> None:
     ap.add_argument("--estimators", nargs="+", default=["grpo", "numca", "hista", "shear", "hidden-align", "pacs"])
     ap.add_argument("--G", type=int, default=40, help="synthetic group size")
     ap.add_argument("--T", type=int, default=1000, help="synthetic response tokens per rollout")
-    ap.add_argument("--d", type=int, default=2048, help="synthetic hidden size")
+    ap.add_argument("--d", type=int, default=576, help="synthetic hidden size (576: the default model's)")
     ap.add_argument("--states", type=int, default=8, help="synthetic states")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--mcs", action="store_true", help="also time MCS@2 sampling with vLLM (needs a build)")
@@ -176,14 +201,16 @@ def main() -> None:
 
     info, rows = (None, []) if args.no_build else bench_build(args, console)
     rows += bench_synthetic(args)
-    mcs, mcs_n = None, 0
+    mcs, mcs_n, mcs_syn = None, 0, None
     if args.mcs:
-        if info is None:
-            console.print("[yellow]MCS@2 skipped: it needs a build[/]")
-        else:
-            mcs, mcs_n = bench_mcs(info["data"], args.mcs_states, console)
+        engine = start_engine(info["data"].manifest["model"] if info else args.model, console)
+        if info is not None:
+            mcs, mcs_n = bench_mcs(engine, info["data"], args.mcs_states)
+        mcs_syn = bench_mcs_synthetic(engine, synthetic(args.G, args.T, args.d, args.states, args.seed)[1], args.T)
+        engine.close()
     for r in rows:
-        r["ratio_mcs2"] = r["s_per_state"] / mcs if mcs else None
+        ref = mcs_syn if r["setting"] == "synthetic" else mcs
+        r["ratio_mcs2"] = r["s_per_state"] / ref if ref else None
 
     table = Table(title="Estimator cost (seconds per state)", caption=f"synthetic: G={args.G} T={args.T} d={args.d}")
     for col in ("setting", "estimator", "protocol", "states", "per state", "÷ MCS@2"):
@@ -191,7 +218,7 @@ def main() -> None:
     for r in rows:
         ratio = f"{r['ratio_mcs2']:.3g}" if r["ratio_mcs2"] is not None else "-"
         table.add_row(r["setting"], r["estimator"], r["protocol"], str(r["n_states"]), fmt(r["s_per_state"]), ratio)
-    summary = {"rows": rows, "mcs2_s_per_state": mcs}
+    summary = {"rows": rows, "mcs2_s_per_state": mcs, "synthetic_mcs2_s_per_state": mcs_syn}
     if info is not None:
         summary.update(build=info["build"], n_states=info["n_states"], n_problems=info["n_problems"])
         if "hidden_s" in info:
@@ -202,6 +229,8 @@ def main() -> None:
             summary.update(hidden_s_per_problem=per_p, hidden_s_per_state=per_s, hidden_cached=info["hidden_cached"])
     if mcs is not None:
         table.add_row("build", "MCS@2 (vLLM)", "-", str(mcs_n), fmt(mcs), "1")
+    if mcs_syn is not None:
+        table.add_row("synthetic", f"MCS@2 (vLLM, T - t tokens)", "-", str(args.states), fmt(mcs_syn), "1")
     console.print(table)
     if info is not None and "hidden_s" in info:
         console.print(f"hidden-state extraction: {fmt(summary['hidden_s_per_problem'])} per problem, "

@@ -8,7 +8,8 @@ from scipy.stats import wasserstein_distance
 from sveb.estimators import make
 from sveb.estimators.base import ProblemGroup, Rollout, State
 from sveb.estimators.knn import weighted_knn
-from sveb.estimators.shear import Shear, lower_bounds, min_over_spans, span_starts, w1_batch, wasserstein1
+from sveb.estimators.shear import (Shear, lower_bounds, min_over_spans, range_min, span_lower_bounds, span_means, span_starts,
+                                   w1_batch, wasserstein1)
 
 
 def test_w1_one_dimensional_matches_scipy():
@@ -65,12 +66,46 @@ def test_lower_bound_and_branch_and_bound():
     assert np.all(lower_bounds(C).numpy() <= exact + 1e-12)
     owner = rng.integers(0, 5, 30)
     owner[owner == 3] = 2                                                    # owner 3 has no spans
-    got = min_over_spans(C, owner, 5, None)
+    lb = lower_bounds(C).numpy()
+    solved = []
+
+    def solve(eps):
+        def f(pick):
+            solved.extend(pick)
+            return w1_batch(C[pick], eps)
+        return f
+    got = min_over_spans(lb, owner, 5, solve(None))
     want = [exact[owner == g].min() if (owner == g).any() else np.inf for g in range(5)]
     np.testing.assert_allclose(got, want)
+    assert len(set(solved)) == len(solved) < 30  # nothing solved twice, and the bound pruned some
     sink = w1_batch(C, 0.05)
     want = [sink[owner == g].min() if (owner == g).any() else np.inf for g in range(5)]
-    np.testing.assert_allclose(min_over_spans(C, owner, 5, 0.05), want, atol=1e-5)
+    np.testing.assert_allclose(min_over_spans(lb, owner, 5, solve(0.05)), want, atol=1e-5)
+
+
+def test_span_means_and_the_mean_bound():
+    rng = np.random.default_rng(6)
+    ys = torch.tensor(rng.normal(size=(50, 4)), dtype=torch.float32)
+    offsets = np.array([0, 20, 31, 50])
+    first, length = np.array([0, 5, 20, 31, 40]), np.array([10, 15, 11, 9, 10])
+    got = span_means(ys, first, length, offsets)
+    want = torch.stack([ys[a:a + n].double().mean(0) for a, n in zip(first, length)])
+    np.testing.assert_allclose(got.numpy(), want.numpy(), atol=1e-12)
+    q = ys[3:9].double()
+    for a, n in zip(first, length):
+        w1 = w1_batch(torch.cdist(q, ys[a:a + n].double())[None], None)[0]
+        assert float((q.mean(0) - ys[a:a + n].double().mean(0)).norm()) <= w1 + 1e-12
+
+
+def test_span_bounds_equal_the_gathered_ones():
+    rng = np.random.default_rng(5)
+    D = torch.tensor(rng.uniform(0, 3, size=(7, 300)))
+    for length in (1, 2, 3, 17, 64, 100):
+        starts = torch.tensor(sorted(rng.choice(300 - length + 1, 12, replace=False)))
+        cols = starts[:, None] + torch.arange(length)[None, :]
+        C = D[:, cols].permute(1, 0, 2)
+        np.testing.assert_allclose(range_min(D, starts, length).numpy(), C.amin(dim=2).T.numpy())
+        np.testing.assert_allclose(span_lower_bounds(D, starts, length).numpy(), lower_bounds(C).numpy(), rtol=1e-12)
 
 
 # --- estimator -------------------------------------------------------------------------------------

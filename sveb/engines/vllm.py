@@ -21,6 +21,10 @@ def _cpu_defaults() -> None:
     os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", f"0-{cores - 1}")
     os.environ.setdefault("VLLM_CPU_NUM_OF_RESERVED_CPU", "0")
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "4")
+    # vLLM's AOT compile artifact fails to load on CPU ("'function' object has no attribute
+    # 'finalize_loading'"), so every start recompiled (76-97 s). Without AOT, torch.compile's own
+    # caches hit: 40 s from the second start, same decoding speed (benchmarks/engine_settings.py).
+    os.environ.setdefault("VLLM_USE_AOT_COMPILE", "0")
 
 
 def _in_ray_actor() -> bool:
