@@ -187,6 +187,14 @@ class Critic:
     def _load_body(self, path: str) -> nn.Module:
         return load_body(path, self.device)
 
+    def use_features(self, fn: Callable[[Sequence[Seq]], dict[tuple, torch.Tensor]] | None) -> None:
+        """Set `features_fn`; cached features from the other source (own pass vs shared pass) are dropped."""
+        if (fn is None) != (self.features_fn is None):
+            self._cache.clear()
+            self._cached_bytes = 0
+            getattr(self, "_ref", {}).clear()  # values computed from those features
+        self.features_fn = fn
+
     def _amp(self):
         if self.device == "cuda":
             return torch.autocast("cuda", dtype=torch.bfloat16)

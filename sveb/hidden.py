@@ -136,3 +136,31 @@ class HiddenStates:
             arrays = self.group(pid, rollouts)
             return lambda idx: arrays[idx].astype(np.float32)
         return for_problem
+
+
+class SharedFeatures:
+    """A critic's `features_fn` over the builds' shared passes: seqs keyed (build_fp, pid, rollout_idx)
+    -> {key: [len(ids), d] float32 torch} of `layer` at every position (one extractor per build)."""
+
+    def __init__(self, model: str, layer: int):
+        self.model, self.layer = model, layer
+        self.builds: dict[str, tuple[Path, dict]] = {}  # build_fp -> (dir, rollouts by pid)
+        self._passes: dict[str, HiddenStates] = {}
+
+    def add(self, build_fp: str, bdir: Path, rollouts: dict) -> None:
+        self.builds[build_fp] = (Path(bdir), rollouts)
+
+    def __call__(self, seqs) -> dict:
+        import torch
+        by_group: dict[tuple, list] = {}
+        for s in seqs:
+            by_group.setdefault(s.key[:2], []).append(s)
+        out = {}
+        for (bfp, pid), group in by_group.items():
+            bdir, rows = self.builds[bfp]
+            if bfp not in self._passes:  # one extractor per build: it loads the model once
+                self._passes[bfp] = HiddenStates(bdir, self.model)
+            arrays = self._passes[bfp].full(pid, rows[pid], self.layer)
+            for s in group:
+                out[s.key] = torch.from_numpy(arrays[s.key[2]][: len(s.ids)].astype(np.float32))
+        return out

@@ -191,8 +191,11 @@ class PACS(Estimator):
         self._train = (tb, disjoint_problems(tb, build, self.name))
         self._data, self._console, self._scores = build, console, None
 
-    def _scorer(self) -> PacsScorer:
-        from sveb.models import resolve
+    def _scorer(self, builds: list[tuple[str, Path, dict]]) -> PacsScorer:
+        """The loaded scorer; its frozen features come from the builds' shared hidden-state pass
+        (sveb.hidden) when the policy is the build's model, as ppo's critic's do."""
+        from sveb.hidden import SharedFeatures
+        from sveb.models import ModelError, resolve
         cfg = PacsConfig(self.policy_model or self._data.manifest["model"], self.beta, self.lr, self.epochs,
                          self.batch, self.grad_accum, self.train_layers, self.seed)
         path = resolve(cfg.model)
@@ -202,6 +205,16 @@ class PACS(Estimator):
             _LOADED[key] = PacsScorer(cfg, path)
         scorer = _LOADED[key]
         scorer.cfg = cfg
+        try:
+            shared = path == resolve(self._data.manifest["model"])
+        except ModelError:  # a scripted build's stand-in model: the scorer runs its own pass
+            shared = False
+        fn = None
+        if shared:
+            fn = SharedFeatures(self._data.manifest["model"], -(cfg.train_layers + 1))
+            for fp, bdir, rows in builds:
+                fn.add(fp, bdir, rows)
+        scorer.use_features(fn)
         return scorer
 
     def _fit_and_score(self) -> dict[tuple, np.ndarray]:
@@ -210,12 +223,12 @@ class PACS(Estimator):
         rows = load_rollouts(tb, set(pids))
         seqs = [make_pseq((tfp, r["problem_id"], r["rollout_idx"]), r["problem_id"], r["prompt_token_ids"],
                           r["response_token_ids"], r["reward"]) for pid in sorted(rows) for r in rows[pid]]
-        scorer = self._scorer()
+        data, bfp = self._data, self._data.manifest["build_fp"]
+        scorer = self._scorer([(tfp, tb, rows), (bfp, data.bdir, data.rollouts)])
         if self.epochs:
             scorer.fit(seqs, tb / "critics", fingerprint("pacs", tfp, pids), self._console)
         else:
             scorer.model.reset()
-        data, bfp = self._data, self._data.manifest["build_fp"]
         bench = [make_pseq((bfp, r["problem_id"], r["rollout_idx"]), r["problem_id"], r["prompt_token_ids"],
                            r["response_token_ids"], r["reward"]) for pid in sorted(data.rollouts)
                  for r in data.rollouts[pid] if r["response_token_ids"]]

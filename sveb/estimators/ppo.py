@@ -63,8 +63,9 @@ class _PPO(Estimator):
         self._data, self._console = data, console
         self._values: dict[object, dict[str, float]] = {}
         self._critic: Critic | None = None
-        self._builds = {data.manifest["build_fp"]: (data.bdir, data.rollouts)}  # build_fp -> (dir, rollouts by pid)
-        self._passes: dict = {}  # build_fp -> sveb.hidden.HiddenStates
+        from sveb.hidden import SharedFeatures
+        self._shared = SharedFeatures(data.manifest["model"], -(self.train_layers + 1))
+        self._shared.add(data.manifest["build_fp"], data.bdir, data.rollouts)
         self._check(data)
 
     def _check(self, data) -> None:
@@ -85,25 +86,8 @@ class _PPO(Estimator):
                 shared = path == resolve(self._data.manifest["model"])
             except ModelError:  # e.g. a scripted build's stand-in model: the critic runs its own pass
                 shared = False
-            self._critic.features_fn = self._shared_features if shared else None
+            self._critic.use_features(self._shared if shared else None)
         return self._critic
-
-    def _shared_features(self, seqs: Sequence[Seq]) -> dict:
-        """The critic's frozen features from the build's shared hidden-state pass (sveb.hidden)."""
-        import torch
-        from sveb.hidden import HiddenStates
-        by_group: dict[tuple, list[Seq]] = {}
-        for s in seqs:
-            by_group.setdefault(s.key[:2], []).append(s)
-        out = {}
-        for (bfp, pid), group in by_group.items():
-            bdir, rows = self._builds[bfp]
-            if bfp not in self._passes:  # one extractor per build: it loads the model once
-                self._passes[bfp] = HiddenStates(bdir, self._data.manifest["model"])
-            arrays = self._passes[bfp].full(pid, rows[pid], -(self.train_layers + 1))
-            for s in group:
-                out[s.key] = torch.from_numpy(arrays[s.key[2]][: len(s.ids)].astype(np.float32))
-        return out
 
     def _value_states(self, critic: Critic, states: list[dict]) -> dict[str, float]:
         data, bfp = self._data, self._data.manifest["build_fp"]
@@ -154,7 +138,7 @@ class PPO1(_PPO):
         tb = self._train_bdir
         bfp = store.read_manifest(tb)["build_fp"]
         rows = load_rollouts(tb, set(self._train_pids))
-        self._builds[bfp] = (tb, rows)
+        self._shared.add(bfp, tb, rows)
         seqs = [_seq(bfp, r) for pid in sorted(rows) for r in rows[pid]]
         critic = self._get_critic()
         critic.fit(seqs, tb / "critics", fingerprint(bfp, self._train_pids), self._console)
