@@ -3,12 +3,16 @@ busy machine per OpenMP thread setting. Every run is a fresh process.
 
     python benchmarks/engine_settings.py start [--modes compiled,no-aot,eager --repeats 2]
     python benchmarks/engine_settings.py busy  [--threads bind2,bind2-passive,bind1,nobind]
+    python benchmarks/engine_settings.py repeat [--repeats 2]
 
 start: `compiled` (vLLM's default: torch.compile with its AOT artifact cache), `no-aot`
 (VLLM_USE_AOT_COMPILE=0), `eager` (enforce_eager=True); each started twice, so the second start sees
 whatever compile cache the first one wrote.
 busy: each thread setting decodes once on a quiet machine and once while a busy-loop process (not
 niced) takes one core; the ratio busy / quiet says how much a neighbour costs.
+repeat: the same seeded requests in fresh processes, with vLLM's engine core in-process
+(VLLM_ENABLE_V1_MULTIPROCESSING=0, sveb's default) and in its own process (vLLM's default): how many
+sequences come out identical to the first run, and the decoding speed of each.
 """
 
 from __future__ import annotations
@@ -40,8 +44,9 @@ sc = SamplingConfig(max_tokens=max_tokens)
 eng.generate([Request(tuple(prompts[0]), 1)], sc)  # warm-up
 reqs = [Request(tuple(prompts[i % len(prompts)]), derive_seed(i)) for i in range(seqs)]
 t1 = time.time()
-n = sum(len(c.token_ids) for c in eng.generate(reqs, sc))
-print(json.dumps({"start_s": start, "tok_s": n / (time.time() - t1)}))
+outs = eng.generate(reqs, sc)
+n = sum(len(c.token_ids) for c in outs)
+print(json.dumps({"start_s": start, "tok_s": n / (time.time() - t1), "ids": [list(c.token_ids) for c in outs]}))
 eng.close()
 """
 
@@ -66,7 +71,7 @@ def run(mode: str, env: dict, args) -> dict | None:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("what", choices=["start", "busy"])
+    ap.add_argument("what", choices=["start", "busy", "repeat"])
     ap.add_argument("--seqs", type=int, default=128)
     ap.add_argument("--max-tokens", type=int, default=64)
     ap.add_argument("--modes", default="compiled,no-aot,eager")
@@ -83,6 +88,15 @@ def main() -> None:
             for k in range(args.repeats):
                 if (r := run(mode, env, args)) is not None:
                     print(f"{mode:9s} start {k + 1}: {r['start_s']:6.1f} s, decoding {r['tok_s']:6.1f} tok/s", flush=True)
+        return
+    if args.what == "repeat":
+        for name, mp in (("in-process", "0"), ("own process", "1")):
+            runs = [run("compiled", {"VLLM_ENABLE_V1_MULTIPROCESSING": mp}, args) for _ in range(args.repeats)]
+            if all(runs):
+                same = [sum(a == b for a, b in zip(runs[0]["ids"], r["ids"])) for r in runs[1:]]
+                speeds = ", ".join(f"{r['tok_s']:.1f}" for r in runs)
+                print(f"engine core {name:11s}: identical to run 1: {same} of {args.seqs}; decoding {speeds} tok/s",
+                      flush=True)
         return
     for name in args.threads.split(","):
         quiet = run("compiled", THREADS[name], args)

@@ -162,7 +162,7 @@ def bench_mcs_synthetic(engine, states: list[State], T: int) -> float:
     from vllm import SamplingParams
     from sveb.data_builders import number
     prompt = engine.tokenizer.encode_chat(number.prompt(number.builtin(1, 0, "test")[0]))
-    filler = list(engine.tokenizer.encode_chat("Step 1: 12 + 7 = 19, so we carry 19 forward."))
+    filler = list(engine.tokenizer.tok.encode("Step 1: 12 + 7 = 19, so we carry 19 forward. "))
     prompts, params = [], []
     for k, st in enumerate(states):
         body = (filler * (st.t // len(filler) + 1))[: st.t]

@@ -133,8 +133,10 @@ class HiddenStates:
     def provider(self, console=None) -> Callable[[str, list[dict]], Callable[[int], np.ndarray]]:
         """pid, rollouts -> hidden_fn(rollout_idx) -> [T, d] float32."""
         def for_problem(pid: str, rollouts: list[dict]):
-            arrays = self.group(pid, rollouts)
-            return lambda idx: arrays[idx].astype(np.float32)
+            # converted once per group: held-out asks for every rollout once per state, and the same
+            # array each time lets estimators memoise work per rollout
+            arrays = {k: v.astype(np.float32) for k, v in self.group(pid, rollouts).items()}
+            return arrays.__getitem__
         return for_problem
 
 

@@ -75,6 +75,19 @@ def test_complete_build_rerun_starts_no_engine(vllm_build):
     assert r.stdout.strip().endswith("False")
 
 
+def test_same_config_gives_the_same_build(vllm_build, tmp_path):
+    """Reproducible: the same config in a fresh process samples the same tokens (vLLM's engine core runs
+    in-process, so batches do not depend on timing)."""
+    root, bdir = vllm_build
+    sveb("build", "--root", str(tmp_path), "--eager", *TINY)
+    (again,) = store.list_builds(tmp_path)
+    assert again.name == bdir.name
+    for table, cols in (("rollouts", ("problem_id", "rollout_idx", "response_token_ids", "reward")),
+                        ("references", ("state_id", "mc_rewards", "extra_rewards", "finish_reasons"))):
+        rows = lambda b: sorted(tuple(str(r[c]) for c in cols) for r in store.read_table(b / table).to_pylist())  # noqa: E731
+        assert rows(again) == rows(bdir), table
+
+
 def test_hf_engine_build(tmp_path):
     out = sveb("build", "--root", str(tmp_path), "--engine", "hf", "--problems", "1", "--oversample", "1",
                "--rollouts", "3", "--states-per-problem", "1", "--mc", "2", "--mc-extra", "1", "--max-tokens", "24",

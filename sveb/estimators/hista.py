@@ -142,16 +142,32 @@ class Hista(Estimator):
             return _ema_compress_torch(x, self.alpha, self.phi)
         return ema_last(x, self.alpha)[None] if x.shape[0] else x[:0]
 
+    def _rollout(self, group: ProblemGroup, idx: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """(hidden states, their compression) of one rollout, memoised by the array the group returns:
+        the held-out protocol values each state on its own subgroup, so the same rollouts come back once
+        per state. The memo holds the array itself, so its id cannot be reused while it is remembered.
+        Compressing before centring is exact: the bias-corrected EMA of a constant is that constant."""
+        arr = group.hidden(idx)
+        memo = self.__dict__.setdefault("_memo", {})
+        hit = memo.get(id(arr))
+        if hit is None or hit[0] is not arr:
+            if len(memo) >= 256:
+                memo.clear()
+            x = as_float_tensor(arr)
+            hit = memo[id(arr)] = (arr, x, self._compress(x))
+        return hit[1], hit[2]
+
     def estimate(self, group: ProblemGroup, states: Sequence[State]) -> np.ndarray:
         out = np.full(len(states), group_mean(group))
         members = list(group.rollouts)
         if not states or not members:
             return out
-        xs = {r.rollout_idx: as_float_tensor(group.hidden(r.rollout_idx)) for r in members}
+        pairs = {r.rollout_idx: self._rollout(group, r.rollout_idx) for r in members}
+        xs = {j: x for j, (x, _) in pairs.items()}
         scale, centre = norm_and_centre(xs.values())
         if centre is None:
             return out
-        comp = {j: self._compress(x - centre) for j, x in xs.items()}
+        comp = {j: c - centre for j, (_, c) in pairs.items()}
         order = [r for r in members if len(comp[r.rollout_idx])]
         if not order:
             return out
@@ -171,13 +187,12 @@ class Hista(Estimator):
         for s_i, s in enumerate(states):
             by_rollout.setdefault(s.rollout_idx, []).append(s_i)
         for i, s_ids in by_rollout.items():
-            x = xs[i] if i in xs else as_float_tensor(group.hidden(i))
+            x, c = self._rollout(group, i)
             x = x - centre
             ts = {s: min(states[s].t, len(x)) for s in s_ids}
             M = max(ts.values()) // self.phi
             if M:  # one table serves every state of this rollout: prefixes of one compressed sequence
-                q = comp[i][:M] if i in comp else _ema_compress_torch(x[: M * self.phi], self.alpha, self.phi)
-                table = min_distance_table(q, e, self.reduce)
+                table = min_distance_table(c[:M] - centre, e, self.reduce)
             for s, t in ts.items():
                 if t <= 0:
                     continue
