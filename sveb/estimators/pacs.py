@@ -161,6 +161,8 @@ class PacsScorer(Critic):
 
 
 _LOADED: dict[tuple, PacsScorer] = {}
+# The last build's prefix scores: they never read the group's rewards, so both protocols share them
+_SCORED: dict[tuple, dict] = {}
 
 
 @dataclass
@@ -239,7 +241,12 @@ class PACS(Estimator):
         if getattr(self, "_data", None) is None:
             raise RuntimeError(f"{self.name}: call prepare(build data) before estimate()")
         if self._scores is None:
-            self._scores = self._fit_and_score()
+            from dataclasses import astuple
+            key = (self._data.manifest["build_fp"], str(self._train[0]), tuple(self._train[1]), astuple(self))
+            if key not in _SCORED:
+                _SCORED.clear()
+                _SCORED[key] = self._fit_and_score()
+            self._scores = _SCORED[key]
         empty = np.zeros(1)
         out = np.empty(len(states))
         for k, s in enumerate(states):
