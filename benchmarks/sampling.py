@@ -1,11 +1,14 @@
 """Sampling throughput: the pipeline's engine layer vs a bare vLLM call, and prefix caching on vs off.
 
     python benchmarks/sampling.py [--problems 8 --samples 20 --max-tokens 128]
+    python benchmarks/sampling.py --build sveb_data/smollm2-135m/number/<fp>   # MCS on a build's own states
 
 Prints generated tokens/s for: (1) bare `vllm.LLM.generate` with n samples per prompt (one request,
 SamplingParams(n=...)), (2) the pipeline's engine layer (one seeded request per sample, as the build
 does), their ratio; then (3) MCS-style continuations of states (prompt + t response ids) with prefix
-caching on vs off (a fresh engine each, same requests).
+caching on vs off (a fresh engine each, same requests). With --build, only (3), on that build's
+states exactly as its reference stage samples them (prompt + t response ids, --samples continuations
+each with the remaining max_tokens - t budget).
 """
 
 from __future__ import annotations
@@ -29,7 +32,10 @@ def main() -> None:
     ap.add_argument("--samples", type=int, default=20)
     ap.add_argument("--max-tokens", type=int, default=128)
     ap.add_argument("--states", type=int, default=8)
+    ap.add_argument("--build", default="", help="time MCS continuations of this build's states only")
     args = ap.parse_args()
+    if args.build:
+        return mcs_on_build(args)
 
     from vllm import SamplingParams
 
@@ -78,6 +84,39 @@ def main() -> None:
     print(f"MCS continuations, prefix caching on:  {on:7.1f} tok/s ({onn} tokens, {ons:.0f}s)")
     print(f"MCS continuations, prefix caching off: {off:7.1f} tok/s ({offn} tokens, {offs:.0f}s)")
     print(f"ratio on / off: {on / off:.2f}")
+
+
+def mcs_on_build(args) -> None:
+    """Prefix caching on vs off for the reference stage's own requests on a build."""
+    from pathlib import Path
+
+    from sveb.config import SamplingConfig, derive_seed
+    from sveb.engines import Request
+    from sveb.engines.vllm import VLLMEngine
+    from sveb.evaluate import load_build
+    from sveb.hardware import pick_dtype
+    from sveb.models import resolve
+    data = load_build(Path(args.build))
+    sc = SamplingConfig(**data.manifest["config"]["sampling"])
+    reqs, prefix = [], 0
+    for s in data.states:
+        r = data.rollouts[s["problem_id"]][s["rollout_idx"]]
+        ids = tuple(r["prompt_token_ids"]) + tuple(r["response_token_ids"][: s["t"]])
+        prefix += len(ids)
+        reqs += [Request(ids, derive_seed("bench", s["state_id"], j), max_tokens=sc.max_tokens - s["t"])
+                 for j in range(args.samples)]
+    print(f"{len(data.states)} states x {args.samples} continuations; mean prefix {prefix / len(data.states):.0f} tokens")
+    res = {}
+    for caching in (True, False):
+        eng = VLLMEngine(resolve(data.manifest["model"]), seed=0, prefix_caching=caching, dtype=pick_dtype("auto"))
+        eng.generate([reqs[0]], sc)  # warm-up
+        res[caching] = tokens_per_s(lambda: sum(len(c.token_ids) for c in eng.generate(reqs, sc)))
+        eng.close()
+        del eng
+        gc.collect()
+        t, n, secs = res[caching]
+        print(f"prefix caching {'on ' if caching else 'off'}: {secs:6.1f} s, {t:6.1f} generated tok/s ({n} tokens)", flush=True)
+    print(f"time off / on: {res[False][2] / res[True][2]:.2f}")
 
 
 if __name__ == "__main__":
