@@ -230,7 +230,7 @@ def main() -> None:
     if mcs is not None:
         table.add_row("build", "MCS@2 (vLLM)", "-", str(mcs_n), fmt(mcs), "1")
     if mcs_syn is not None:
-        table.add_row("synthetic", f"MCS@2 (vLLM, T - t tokens)", "-", str(args.states), fmt(mcs_syn), "1")
+        table.add_row("synthetic", "MCS@2 (vLLM, T - t tokens)", "-", str(args.states), fmt(mcs_syn), "1")
     console.print(table)
     if info is not None and "hidden_s" in info:
         console.print(f"hidden-state extraction: {fmt(summary['hidden_s_per_problem'])} per problem, "

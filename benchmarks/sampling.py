@@ -112,7 +112,6 @@ def mcs_on_build(args) -> None:
         eng.generate([reqs[0]], sc)  # warm-up
         res[caching] = tokens_per_s(lambda: sum(len(c.token_ids) for c in eng.generate(reqs, sc)))
         eng.close()
-        del eng
         gc.collect()
         t, n, secs = res[caching]
         print(f"prefix caching {'on ' if caching else 'off'}: {secs:6.1f} s, {t:6.1f} generated tok/s ({n} tokens)", flush=True)

@@ -6,54 +6,11 @@ from pathlib import Path
 from typing import List, Optional
 
 import typer
-from rich.console import Console
 
-app = typer.Typer(add_completion=False, no_args_is_help=True,
-                  help="SVEB: how accurately does a state-value estimator predict V(s), the expected final reward given the prefix s?")
-console = Console(stderr=True)
-out = Console()
+from sveb.cli_common import (DOMAIN, MODEL, RAY, ROOT, WORKERS, OptionalRayValue, _fail, _interrupted, _known,
+                             app, console, out)
 
-ROOT = typer.Option("sveb_data", "--root", help="Where builds are stored.")
-MODEL = typer.Option("smollm2-135m", "--model",
-                     help="Builtin alias, local model directory, hub id, or short name (`sveb ls models`).")
-DOMAIN = typer.Option("number", "--domain", help="number | math | science | general | programming")
-
-
-def _fail(e: Exception) -> None:
-    from rich.markup import escape
-    console.print(f"[red]error:[/] {escape(str(e))}", soft_wrap=True)  # one line, brackets in paths kept
-    raise typer.Exit(1)
-
-
-def _interrupted() -> None:
-    console.print("[yellow]interrupted: every finished shard is kept; rerun the same command to resume[/]")
-    raise typer.Exit(130)
-
-
-
-def _known() -> type:
-    """What the CLI reports in one line: SVEB's own errors. Anything else is a bug and shows its traceback."""
-    from sveb.errors import SvebError
-    return SvebError
-
-
-class OptionalRayValue(typer.core.TyperCommand):
-    """`--ray` may come without an address: a local cluster (click's optional values are not in Typer)."""
-
-    def parse_args(self, ctx, args):
-        args = list(args)
-        for i, a in enumerate(args):
-            if a == "--ray" and (i + 1 == len(args) or args[i + 1].startswith("-")):
-                args.insert(i + 1, "local")
-                break
-        return super().parse_args(ctx, args)
-
-
-RAY = typer.Option(None, "--ray", metavar="[ADDRESS]", help="Run on a Ray cluster: no value starts a local one, "
-                   "`auto` joins the running one (`ray start --head`), or host:port / ray://host:10001. --root "
-                   "must be a path every node sees. Needs `pip install 'sveb\\[ray]'`.")
-WORKERS = typer.Option(None, "--workers", help="Without --ray: parallel reward workers (default 4). With --ray: "
-                       "Ray actors, each with its own engine (default: one per --gpus-per-worker GPUs, else 1).")
+__all__ = ["app"]
 
 
 @app.command(cls=OptionalRayValue)
@@ -257,106 +214,6 @@ def report(root: Path = ROOT, out_dir: Path = typer.Option(Path("report"), "--ou
 
 
 @app.command()
-def ls(what: str = typer.Argument(..., help="estimators | domains | models | builds | sources | problems"),
-       root: Path = ROOT,
-       domain: Optional[str] = typer.Option(None, "--domain", help="problems: the domain (default: the source's)"),
-       source: str = typer.Option("builtin", help="problems: builtin | hub | NAME | NAME=PATH | PATH"),
-       field: List[str] = typer.Option([], "--field", help="problems: KEY=COLUMN, as for `sveb build`"),
-       min_tests: int = typer.Option(-1, help="problems: as for `sveb build`"),
-       split: str = typer.Option("test", help="problems: test | train | all"),
-       n: Optional[int] = typer.Option(None, "-n", help="problems: how many to show (default 5; --json: all)"),
-       as_json: bool = typer.Option(False, "--json", help="problems: one JSON object per loaded problem")):
-    """List what exists; `ls problems` loads a source without sampling and shows what a build would get."""
-    if what == "sources":
-        from sveb.sources.look import source_lines
-        typer.echo("\n".join(source_lines()))
-    elif what == "problems":
-        from sveb.sources.fields import parse as parse_fields
-        from sveb.sources.look import problem_lines, resolve_domain
-        try:
-            d = resolve_domain(domain, source)
-            lines, warnings = problem_lines(d, source, split, parse_fields(field), min_tests, n, as_json)
-        except _known() as e:
-            _fail(e)
-        for w in warnings:
-            console.print(f"warning: {w}", style="yellow", markup=False, highlight=False, soft_wrap=True)
-        typer.echo("\n".join(lines))
-    elif what == "estimators":
-        from sveb.estimators import entries, entry
-        try:
-            rows = [entry(n) for n in entries()]
-        except _known() as e:
-            _fail(e)
-        for e in rows:
-            flags = [e.role] + ["hidden states"] * e.needs_hidden + ["trains"] * e.needs_training + \
-                ["train build"] * e.train_split + [f"grid: {','.join(e.grid)}"] * bool(e.grid) + \
-                [f"from {e.origin}"] * (e.origin != "sveb")
-            out.print(f"{e.name:13s} {e.description} [dim]({'; '.join(flags)})[/]", soft_wrap=True, highlight=False)
-    elif what == "domains":
-        from sveb.data_builders import DOMAINS
-        out.print("\n".join(DOMAINS))
-    elif what == "models":
-        from sveb.models import listing
-        out.print(f"{'--model':26s} {'hub id':36s} cached", soft_wrap=True)
-        for r in listing():
-            out.print(f"{r['name']:26s} {r['hub_id']:36s} {'yes' if r['cached'] else 'no ':6s} {r['description']}",
-                      soft_wrap=True, highlight=False)
-        out.print("Short names are case-insensitive; any hub id or local model directory works too.")
-    elif what == "builds":
-        from sveb import store
-        for b in store.list_builds(root):
-            m = store.read_manifest(b)
-            tr = m.get("truncated") or {}
-            cut = " ".join(f"{k}_cut={tr[k]:.1%}" for k in ("rollouts", "references") if isinstance(tr.get(k), float))
-            out.print(f"{b}  {m.get('status')}  problems={m.get('n_problems')} states={m.get('n_states')}  {cut}")
-    else:
-        from sveb.errors import UsageError
-        _fail(UsageError(f"ls {what}: expected estimators, domains, models, builds, sources or problems"))
-
-
-@app.command()
-def plan(
-    model: str = MODEL, root: Path = ROOT,
-    domains: str = typer.Option("all", help="all, or space- or comma-separated domains."),
-    problems: int = typer.Option(3000, help="Problems kept per domain."),
-    oversample: int = typer.Option(4, help="Candidates per kept problem."),
-    screen: int = typer.Option(8, help="Rollouts a discarded candidate gets before the filter drops it."),
-    rollouts: int = typer.Option(40), states_per_problem: int = typer.Option(2), mc: int = typer.Option(20),
-    mc_extra: int = typer.Option(4),
-    max_tokens: int = typer.Option(4096, help="Max new tokens (the paper's 4096; `sveb build` defaults to 512)."),
-    gpus: int = typer.Option(1, help="GPUs working in parallel."),
-    tok_per_s: Optional[float] = typer.Option(None, help="Generated tokens/s of one GPU (default: an assumption "
-                                              "by model size)."),
-    json_out: bool = typer.Option(False, "--json", help="Print the plan as JSON."),
-):
-    """The work, storage and time a build (and its hidden states) will take, before running it."""
-    import json as _json
-    from sveb.data_builders import DOMAINS
-    from sveb.models import architecture, check_model, model_slug
-    from sveb.errors import UsageError
-    from sveb.plan import Settings, assumed_lengths, check, make_plan, measured_lengths
-    try:
-        spec = check_model(model, weights=False)
-        names = list(DOMAINS) if domains == "all" else domains.replace(",", " ").split()
-        for d in names:
-            if d not in DOMAINS:
-                raise UsageError(f"--domains {d}: unknown domain (known: {', '.join(DOMAINS)}, or all)")
-        if not names:
-            raise UsageError("--domains: none given")
-        s = Settings(problems, oversample, rollouts, screen, states_per_problem, mc, mc_extra, max_tokens, gpus)
-        check(s)
-        lengths = {d: measured_lengths(root, model_slug(spec), d) or assumed_lengths(d, max_tokens) for d in names}
-        p = {"model_spec": spec, **make_plan(s, lengths, architecture(spec), tok_per_s)}
-    except _known() as e:
-        _fail(e)
-    if json_out:
-        print(_json.dumps(p, indent=2))
-    else:
-        from sveb.plan_table import print_plan
-        print_plan(p, out)
-
-
-@app.command()
 def demo(
     root: Path = typer.Option(Path("sveb_data"), "--root"),
     results: Optional[Path] = typer.Option(None, help="Where leaderboard.csv and the report go (default: results/ for "
@@ -385,6 +242,8 @@ def demo(
     except KeyboardInterrupt:
         _interrupted()
 
+
+from sveb import cli_inspect  # noqa: E402,F401  (registers `ls` and `plan` after the commands above)
 
 if __name__ == "__main__":
     app()

@@ -16,10 +16,7 @@ micro-batch holds whole rollouts), and as fresh as the critic itself.
 from __future__ import annotations
 
 import contextlib
-import io
 import json
-import re
-import shutil
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable, Sequence
@@ -29,6 +26,7 @@ import torch
 from scipy.signal import lfilter
 from torch import nn
 
+from sveb.checkpoints import latest_epoch, load_epoch, save_epoch
 from sveb.config import derive_seed, fingerprint
 from sveb.errors import UsageError
 from sveb.store import atomic_write_bytes
@@ -163,12 +161,6 @@ def _token_batches(seqs: Sequence[Seq], budget: int) -> list[list[Seq]]:
     return out
 
 
-def latest_epoch(ckpt: Path) -> int:
-    done = [int(m.group(1)) for p in ckpt.glob("epoch-*") if (m := re.fullmatch(r"epoch-(\d+)", p.name))
-            and (p / "meta.json").exists()]
-    return max(done, default=0)
-
-
 class Critic:
     """A value model plus the cache of its frozen features; fit() trains (or resumes, or reloads)."""
 
@@ -287,11 +279,9 @@ class Critic:
         opt = torch.optim.AdamW(trainable.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
         start = latest_epoch(ckpt)
         if start:
-            last = ckpt / f"epoch-{start}"
-            trainable.load_state_dict(torch.load(last / "critic.pt", map_location=self.device, weights_only=True))
+            load_epoch(ckpt, start, trainable, None if start >= cfg.epochs else opt, self.device)
             if start >= cfg.epochs:
                 return ckpt
-            opt.load_state_dict(torch.load(last / "optim.pt", map_location=self.device, weights_only=True))
         else:
             atomic_write_bytes(ckpt / "config.json", json.dumps({"config": asdict(cfg), "data_key": data_key,
                                                                  "n_rollouts": len(seqs)}, indent=2).encode())
@@ -319,22 +309,8 @@ class Critic:
                     opt.step()
                     tot, ntok = tot + loss, ntok + n
                     bar.update(task, advance=len(step), loss=tot / ntok)
-                _save(ckpt, epoch, trainable, opt, {"epoch": epoch, "loss": tot / ntok})
+                save_epoch(ckpt, epoch, trainable, opt, {"epoch": epoch, "loss": tot / ntok})
                 console.print(f"critic {fp}: epoch {epoch}/{cfg.epochs} loss {tot / ntok:.4f}")
                 if on_epoch:
                     on_epoch(epoch, tot / ntok)
         return ckpt
-
-
-def _save(ckpt: Path, epoch: int, trainable: nn.Module, opt, meta: dict) -> None:
-    """epoch-K/ appears whole (renamed from a temp dir) or not at all; only its optimizer state is kept."""
-    tmp, final = ckpt / f".epoch-{epoch}.partial", ckpt / f"epoch-{epoch}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    for name, obj in (("critic.pt", trainable.state_dict()), ("optim.pt", opt.state_dict())):
-        buf = io.BytesIO()
-        torch.save(obj, buf)
-        atomic_write_bytes(tmp / name, buf.getvalue())
-    atomic_write_bytes(tmp / "meta.json", json.dumps(meta).encode())
-    shutil.rmtree(final, ignore_errors=True)
-    tmp.rename(final)
-    (ckpt / f"epoch-{epoch - 1}" / "optim.pt").unlink(missing_ok=True)

@@ -1,0 +1,42 @@
+"""Critic checkpoints: `<ckpt>/epoch-K/` holds the trainable weights, the optimizer state (the newest
+epoch only) and meta.json; an epoch directory appears whole or not at all."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import shutil
+from pathlib import Path
+
+from sveb.store import atomic_write_bytes
+
+
+def latest_epoch(ckpt: Path) -> int:
+    done = [int(m.group(1)) for p in ckpt.glob("epoch-*") if (m := re.fullmatch(r"epoch-(\d+)", p.name))
+            and (p / "meta.json").exists()]
+    return max(done, default=0)
+
+
+def load_epoch(ckpt: Path, epoch: int, trainable, opt, device: str) -> None:
+    """Load epoch-K's weights into trainable and, unless opt is None, its optimizer state into opt."""
+    import torch
+    last = ckpt / f"epoch-{epoch}"
+    trainable.load_state_dict(torch.load(last / "critic.pt", map_location=device, weights_only=True))
+    if opt is not None:
+        opt.load_state_dict(torch.load(last / "optim.pt", map_location=device, weights_only=True))
+
+
+def save_epoch(ckpt: Path, epoch: int, trainable, opt, meta: dict) -> None:
+    """epoch-K/ appears whole (renamed from a temp dir) or not at all; only its optimizer state is kept."""
+    import torch
+    tmp, final = ckpt / f".epoch-{epoch}.partial", ckpt / f"epoch-{epoch}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    for name, obj in (("critic.pt", trainable.state_dict()), ("optim.pt", opt.state_dict())):
+        buf = io.BytesIO()
+        torch.save(obj, buf)
+        atomic_write_bytes(tmp / name, buf.getvalue())
+    atomic_write_bytes(tmp / "meta.json", json.dumps(meta).encode())
+    shutil.rmtree(final, ignore_errors=True)
+    tmp.rename(final)
+    (ckpt / f"epoch-{epoch - 1}" / "optim.pt").unlink(missing_ok=True)

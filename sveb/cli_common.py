@@ -1,0 +1,54 @@
+"""What every `sveb` command module shares: the Typer app, consoles, common options, error printing."""
+
+from __future__ import annotations
+
+
+import typer
+from rich.console import Console
+
+app = typer.Typer(add_completion=False, no_args_is_help=True,
+                  help="SVEB: how accurately does a state-value estimator predict V(s), the expected final reward given the prefix s?")
+console = Console(stderr=True)
+out = Console()
+
+ROOT = typer.Option("sveb_data", "--root", help="Where builds are stored.")
+MODEL = typer.Option("smollm2-135m", "--model",
+                     help="Builtin alias, local model directory, hub id, or short name (`sveb ls models`).")
+DOMAIN = typer.Option("number", "--domain", help="number | math | science | general | programming")
+
+
+def _fail(e: Exception) -> None:
+    from rich.markup import escape
+    console.print(f"[red]error:[/] {escape(str(e))}", soft_wrap=True)  # one line, brackets in paths kept
+    raise typer.Exit(1)
+
+
+def _interrupted() -> None:
+    console.print("[yellow]interrupted: every finished shard is kept; rerun the same command to resume[/]")
+    raise typer.Exit(130)
+
+
+
+def _known() -> type:
+    """What the CLI reports in one line: SVEB's own errors. Anything else is a bug and shows its traceback."""
+    from sveb.errors import SvebError
+    return SvebError
+
+
+class OptionalRayValue(typer.core.TyperCommand):
+    """`--ray` may come without an address: a local cluster (click's optional values are not in Typer)."""
+
+    def parse_args(self, ctx, args):
+        args = list(args)
+        for i, a in enumerate(args):
+            if a == "--ray" and (i + 1 == len(args) or args[i + 1].startswith("-")):
+                args.insert(i + 1, "local")
+                break
+        return super().parse_args(ctx, args)
+
+
+RAY = typer.Option(None, "--ray", metavar="[ADDRESS]", help="Run on a Ray cluster: no value starts a local one, "
+                   "`auto` joins the running one (`ray start --head`), or host:port / ray://host:10001. --root "
+                   "must be a path every node sees. Needs `pip install 'sveb\\[ray]'`.")
+WORKERS = typer.Option(None, "--workers", help="Without --ray: parallel reward workers (default 4). With --ray: "
+                       "Ray actors, each with its own engine (default: one per --gpus-per-worker GPUs, else 1).")

@@ -1,0 +1,110 @@
+"""`sveb ls` and `sveb plan`: look at what exists and what a build would take, without sampling."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from sveb.cli_common import MODEL, ROOT, _fail, _known, app, console, out
+
+
+@app.command()
+def ls(what: str = typer.Argument(..., help="estimators | domains | models | builds | sources | problems"),
+       root: Path = ROOT,
+       domain: Optional[str] = typer.Option(None, "--domain", help="problems: the domain (default: the source's)"),
+       source: str = typer.Option("builtin", help="problems: builtin | hub | NAME | NAME=PATH | PATH"),
+       field: List[str] = typer.Option([], "--field", help="problems: KEY=COLUMN, as for `sveb build`"),
+       min_tests: int = typer.Option(-1, help="problems: as for `sveb build`"),
+       split: str = typer.Option("test", help="problems: test | train | all"),
+       n: Optional[int] = typer.Option(None, "-n", help="problems: how many to show (default 5; --json: all)"),
+       as_json: bool = typer.Option(False, "--json", help="problems: one JSON object per loaded problem")):
+    """List what exists; `ls problems` loads a source without sampling and shows what a build would get."""
+    if what == "sources":
+        from sveb.sources.look import source_lines
+        typer.echo("\n".join(source_lines()))
+    elif what == "problems":
+        from sveb.sources.fields import parse as parse_fields
+        from sveb.sources.look import problem_lines, resolve_domain
+        try:
+            d = resolve_domain(domain, source)
+            lines, warnings = problem_lines(d, source, split, parse_fields(field), min_tests, n, as_json)
+        except _known() as e:
+            _fail(e)
+        for w in warnings:
+            console.print(f"warning: {w}", style="yellow", markup=False, highlight=False, soft_wrap=True)
+        typer.echo("\n".join(lines))
+    elif what == "estimators":
+        from sveb.estimators import entries, entry
+        try:
+            rows = [entry(n) for n in entries()]
+        except _known() as e:
+            _fail(e)
+        for e in rows:
+            flags = [e.role] + ["hidden states"] * e.needs_hidden + ["trains"] * e.needs_training + \
+                ["train build"] * e.train_split + [f"grid: {','.join(e.grid)}"] * bool(e.grid) + \
+                [f"from {e.origin}"] * (e.origin != "sveb")
+            out.print(f"{e.name:13s} {e.description} [dim]({'; '.join(flags)})[/]", soft_wrap=True, highlight=False)
+    elif what == "domains":
+        from sveb.data_builders import DOMAINS
+        out.print("\n".join(DOMAINS))
+    elif what == "models":
+        from sveb.models import listing
+        out.print(f"{'--model':26s} {'hub id':36s} cached", soft_wrap=True)
+        for r in listing():
+            out.print(f"{r['name']:26s} {r['hub_id']:36s} {'yes' if r['cached'] else 'no ':6s} {r['description']}",
+                      soft_wrap=True, highlight=False)
+        out.print("Short names are case-insensitive; any hub id or local model directory works too.")
+    elif what == "builds":
+        from sveb import store
+        for b in store.list_builds(root):
+            m = store.read_manifest(b)
+            tr = m.get("truncated") or {}
+            cut = " ".join(f"{k}_cut={tr[k]:.1%}" for k in ("rollouts", "references") if isinstance(tr.get(k), float))
+            out.print(f"{b}  {m.get('status')}  problems={m.get('n_problems')} states={m.get('n_states')}  {cut}")
+    else:
+        from sveb.errors import UsageError
+        _fail(UsageError(f"ls {what}: expected estimators, domains, models, builds, sources or problems"))
+
+
+@app.command()
+def plan(
+    model: str = MODEL, root: Path = ROOT,
+    domains: str = typer.Option("all", help="all, or space- or comma-separated domains."),
+    problems: int = typer.Option(3000, help="Problems kept per domain."),
+    oversample: int = typer.Option(4, help="Candidates per kept problem."),
+    screen: int = typer.Option(8, help="Rollouts a discarded candidate gets before the filter drops it."),
+    rollouts: int = typer.Option(40), states_per_problem: int = typer.Option(2), mc: int = typer.Option(20),
+    mc_extra: int = typer.Option(4),
+    max_tokens: int = typer.Option(4096, help="Max new tokens (the paper's 4096; `sveb build` defaults to 512)."),
+    gpus: int = typer.Option(1, help="GPUs working in parallel."),
+    tok_per_s: Optional[float] = typer.Option(None, help="Generated tokens/s of one GPU (default: an assumption "
+                                              "by model size)."),
+    json_out: bool = typer.Option(False, "--json", help="Print the plan as JSON."),
+):
+    """The work, storage and time a build (and its hidden states) will take, before running it."""
+    import json as _json
+    from sveb.data_builders import DOMAINS
+    from sveb.models import architecture, check_model, model_slug
+    from sveb.errors import UsageError
+    from sveb.plan import Settings, assumed_lengths, check, make_plan, measured_lengths
+    try:
+        spec = check_model(model, weights=False)
+        names = list(DOMAINS) if domains == "all" else domains.replace(",", " ").split()
+        for d in names:
+            if d not in DOMAINS:
+                raise UsageError(f"--domains {d}: unknown domain (known: {', '.join(DOMAINS)}, or all)")
+        if not names:
+            raise UsageError("--domains: none given")
+        s = Settings(problems, oversample, rollouts, screen, states_per_problem, mc, mc_extra, max_tokens, gpus)
+        check(s)
+        lengths = {d: measured_lengths(root, model_slug(spec), d) or assumed_lengths(d, max_tokens) for d in names}
+        p = {"model_spec": spec, **make_plan(s, lengths, architecture(spec), tok_per_s)}
+    except _known() as e:
+        _fail(e)
+    if json_out:
+        print(_json.dumps(p, indent=2))
+    else:
+        from sveb.plan_table import print_plan
+        print_plan(p, out)
