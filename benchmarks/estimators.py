@@ -131,12 +131,12 @@ def bench_synthetic(args) -> list[dict]:
     return rows
 
 
-def start_engine(model: str, console):
+def start_engine(model: str, dtype: str, console):
     from sveb.engines.vllm import VLLMEngine
     from sveb.hardware import pick_dtype
     from sveb.models import resolve
-    console.print(f"starting vLLM on {model} for MCS@2")
-    return VLLMEngine(resolve(model), seed=0, dtype=pick_dtype("auto"))
+    console.print(f"starting vLLM on {model} ({pick_dtype(dtype)}) for MCS@2")
+    return VLLMEngine(resolve(model), seed=0, dtype=pick_dtype(dtype))
 
 
 def bench_mcs(engine, data, n_states: int) -> tuple[float, int]:
@@ -203,7 +203,8 @@ def main() -> None:
     rows += bench_synthetic(args)
     mcs, mcs_n, mcs_syn = None, 0, None
     if args.mcs:
-        engine = start_engine(info["data"].manifest["model"] if info else args.model, console)
+        manifest = info["data"].manifest if info else {"model": args.model}
+        engine = start_engine(manifest["model"], manifest.get("dtype", "auto"), console)  # as the build sampled
         if info is not None:
             mcs, mcs_n = bench_mcs(engine, info["data"], args.mcs_states)
         mcs_syn = bench_mcs_synthetic(engine, synthetic(args.G, args.T, args.d, args.states, args.seed)[1], args.T)

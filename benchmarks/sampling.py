@@ -108,7 +108,8 @@ def mcs_on_build(args) -> None:
     print(f"{len(data.states)} states x {args.samples} continuations; mean prefix {prefix / len(data.states):.0f} tokens")
     res = {}
     for caching in (True, False):
-        eng = VLLMEngine(resolve(data.manifest["model"]), seed=0, prefix_caching=caching, dtype=pick_dtype("auto"))
+        eng = VLLMEngine(resolve(data.manifest["model"]), seed=0, prefix_caching=caching,
+                         dtype=pick_dtype(data.manifest.get("dtype", "auto")))  # the build's own dtype
         eng.generate([reqs[0]], sc)  # warm-up
         res[caching] = tokens_per_s(lambda: sum(len(c.token_ids) for c in eng.generate(reqs, sc)))
         eng.close()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 import typer
 from rich.console import Console
 
@@ -26,7 +25,6 @@ def _fail(e: Exception) -> None:
 def _interrupted() -> None:
     console.print("[yellow]interrupted: every finished shard is kept; rerun the same command to resume[/]")
     raise typer.Exit(130)
-
 
 
 def _known() -> type:

@@ -184,7 +184,6 @@ class Critic:
         if (fn is None) != (self.features_fn is None):
             self._cache.clear()
             self._cached_bytes = 0
-            getattr(self, "_ref", {}).clear()  # values computed from those features
         self.features_fn = fn
 
     def _amp(self):

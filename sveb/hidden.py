@@ -140,6 +140,16 @@ class HiddenStates:
         return for_problem
 
 
+def is_policy(path: str, model: str) -> bool:
+    """Whether the model at `path` is the build's policy `model`, whose shared pass has a critic's
+    frozen layers (False for a scripted build's stand-in model, which has no weights to pass)."""
+    from sveb.models import ModelError, resolve
+    try:
+        return path == resolve(model)
+    except ModelError:
+        return False
+
+
 class SharedFeatures:
     """A critic's `features_fn` over the builds' shared passes: seqs keyed (build_fp, pid, rollout_idx)
     -> {key: [len(ids), d] float32 torch} of `layer` at every position (one extractor per build)."""

@@ -166,3 +166,18 @@ def test_edge_cases():
     assert (est.k, est.reduce, est.k_schedule, est.needs_hidden) == (3, "sum", True, True)
     with pytest.raises(ValueError):
         Hista(alpha=1.0).estimate(group, short[:1])
+
+
+def test_memo_serves_one_problem_and_never_a_changed_array():
+    """Held-out calls reuse each rollout's compression; a new problem drops the old one, and an array
+    the source replaces is compressed afresh (values equal a fresh estimator's every time)."""
+    est, fresh = Hista(delta=10, k=4), lambda: Hista(delta=10, k=4)
+    g1, H1 = make_group([30, 25, 40, 35], [1, 0, 1, 0], seed=1)
+    g2, _ = make_group([20, 45, 30], [0, 1, 1], seed=2)
+    s1, s2 = [State("a", "p", 0, 17, "")], [State("b", "q", 1, 33, "")]
+    np.testing.assert_allclose(est.estimate(g1.without(0), s1), fresh().estimate(g1.without(0), s1))
+    np.testing.assert_allclose(est.estimate(g2.without(1), s2), fresh().estimate(g2.without(1), s2))
+    assert set(est._memo) == {0, 1, 2}                      # only the second problem's rollouts
+    H1[2] = H1[2] * 3.0                                       # the source now returns a new array
+    est.estimate(g1, s1)
+    np.testing.assert_allclose(est.estimate(g1.without(0), s1), fresh().estimate(g1.without(0), s1))

@@ -143,18 +143,18 @@ class Hista(Estimator):
         return ema_last(x, self.alpha)[None] if x.shape[0] else x[:0]
 
     def _rollout(self, group: ProblemGroup, idx: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """(hidden states, their compression) of one rollout, memoised by the array the group returns:
-        the held-out protocol values each state on its own subgroup, so the same rollouts come back once
-        per state. The memo holds the array itself, so its id cannot be reused while it is remembered.
-        Compressing before centring is exact: the bias-corrected EMA of a constant is that constant."""
+        """(hidden states, their compression) of one rollout, memoised for the problem at hand: the
+        held-out protocol values each state on its own subgroup, so the same rollouts come back once per
+        state. The memo serves one hidden-state source (subgroups share it) and an entry only while the
+        source returns the very same array. Compressing before centring is exact: the bias-corrected EMA
+        of a constant is that constant."""
         arr = group.hidden(idx)
-        memo = self.__dict__.setdefault("_memo", {})
-        hit = memo.get(id(arr))
+        if getattr(self, "_memo_of", None) is not group.hidden_fn:  # a new problem: one group in memory
+            self._memo_of, self._memo = group.hidden_fn, {}
+        hit = self._memo.get(idx)
         if hit is None or hit[0] is not arr:
-            if len(memo) >= 256:
-                memo.clear()
             x = as_float_tensor(arr)
-            hit = memo[id(arr)] = (arr, x, self._compress(x))
+            hit = self._memo[idx] = (arr, x, self._compress(x))
         return hit[1], hit[2]
 
     def estimate(self, group: ProblemGroup, states: Sequence[State]) -> np.ndarray:

@@ -87,6 +87,11 @@ class PacsScorer(Critic):
         self._ref: dict[tuple, torch.Tensor] = {}
         return lm.get_decoder().to(self.device).eval()
 
+    def use_features(self, fn) -> None:
+        if (fn is None) != (self.features_fn is None):
+            self._ref.clear()  # reference log-probs computed from the other source's features
+        super().use_features(fn)
+
     def _logprobs(self, seqs: Sequence[PSeq]) -> list[torch.Tensor]:
         """log pi(o_t | q, o_<t) of each response token, [T] per rollout (with grad where enabled)."""
         out = {}
@@ -196,8 +201,8 @@ class PACS(Estimator):
     def _scorer(self, builds: list[tuple[str, Path, dict]]) -> PacsScorer:
         """The loaded scorer; its frozen features come from the builds' shared hidden-state pass
         (sveb.hidden) when the policy is the build's model, as ppo's critic's do."""
-        from sveb.hidden import SharedFeatures
-        from sveb.models import ModelError, resolve
+        from sveb.hidden import SharedFeatures, is_policy
+        from sveb.models import resolve
         cfg = PacsConfig(self.policy_model or self._data.manifest["model"], self.beta, self.lr, self.epochs,
                          self.batch, self.grad_accum, self.train_layers, self.seed)
         path = resolve(cfg.model)
@@ -207,12 +212,8 @@ class PACS(Estimator):
             _LOADED[key] = PacsScorer(cfg, path)
         scorer = _LOADED[key]
         scorer.cfg = cfg
-        try:
-            shared = path == resolve(self._data.manifest["model"])
-        except ModelError:  # a scripted build's stand-in model: the scorer runs its own pass
-            shared = False
         fn = None
-        if shared:
+        if is_policy(path, self._data.manifest["model"]):
             fn = SharedFeatures(self._data.manifest["model"], -(cfg.train_layers + 1))
             for fp, bdir, rows in builds:
                 fn.add(fp, bdir, rows)

@@ -73,7 +73,8 @@ class _PPO(Estimator):
 
     def _get_critic(self) -> Critic:
         if self._critic is None:
-            from sveb.models import ModelError, resolve
+            from sveb.hidden import is_policy
+            from sveb.models import resolve
             cfg = self.critic_config(self._data)
             path = resolve(cfg.model)
             key = (path, cfg.train_layers)
@@ -82,11 +83,8 @@ class _PPO(Estimator):
                 _LOADED[key] = Critic(cfg, path)
             self._critic = _LOADED[key]
             self._critic.cfg = cfg
-            try:  # the policy's own pass has these layers
-                shared = path == resolve(self._data.manifest["model"])
-            except ModelError:  # e.g. a scripted build's stand-in model: the critic runs its own pass
-                shared = False
-            self._critic.use_features(self._shared if shared else None)
+            # the policy's own pass has these layers; any other model runs its own
+            self._critic.use_features(self._shared if is_policy(path, self._data.manifest["model"]) else None)
         return self._critic
 
     def _value_states(self, critic: Critic, states: list[dict]) -> dict[str, float]:
