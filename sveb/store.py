@@ -118,3 +118,34 @@ def list_builds(root: str | Path) -> list[Path]:
     """Every build directory under root (those holding a manifest.json), oldest first."""
     found = [p.parent for p in Path(root).glob("*/*/*/manifest.json")]
     return sorted(found, key=lambda p: (p / "manifest.json").stat().st_mtime)
+
+
+# Key columns that order each table's rows for its content hash (shard layout must not change the hash).
+CONTENT_KEYS = {"problems": ("problem_id",), "rollouts": ("problem_id", "rollout_idx"), "states": ("state_id",),
+                "references": ("state_id",), "screens": ("problem_id", "rollout_idx")}
+CONTENT_TABLES = ("problems", "rollouts", "states", "references")
+
+
+def table_hash(table_dir: Path, keys: tuple[str, ...] | None = None) -> str:
+    """sha256 of a table's rows in key order, each row as canonical JSON: the same rows give the same hash
+    whatever the shard layout, the Parquet writer or the metadata."""
+    import hashlib
+
+    rows = read_table(table_dir).to_pylist()
+    keys = keys or CONTENT_KEYS.get(Path(table_dir).name) or ()
+    if keys:
+        rows.sort(key=lambda r: tuple(r[k] for k in keys))
+    h = hashlib.sha256()
+    for r in rows:
+        h.update(json.dumps(r, sort_keys=True, separators=(",", ":"), default=str).encode())
+        h.update(b"\n")
+    return h.hexdigest()
+
+
+def content_hash(bdir: Path, tables: tuple[str, ...] = CONTENT_TABLES) -> str:
+    """One hash of a build's data (problems, rollouts, states, references): what a trained estimator's cache,
+    an export and a result bundle are keyed on, never the build's name or path."""
+    import hashlib
+
+    lines = [f"{t}:{table_hash(Path(bdir) / t)}" for t in tables]
+    return hashlib.sha256("\n".join(lines).encode()).hexdigest()[:16]
