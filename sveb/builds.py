@@ -7,7 +7,7 @@ goes through here; only `sveb.pipeline` writes builds.
 from __future__ import annotations
 
 import shlex
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from rich.console import Console
@@ -109,7 +109,12 @@ class BuildData:
     problems: dict[str, dict]
     rollouts: dict[str, list[dict]]
     states: list[dict]
-    references: dict[str, dict] = field(default_factory=dict)
+    references: dict[str, dict] = field(default_factory=dict)  # the evaluator's alone: estimators get public()
+    extras: dict[str, tuple[float, ...]] = field(default_factory=dict)  # independent draws (MCS@k baselines)
+
+    def public(self) -> "BuildData":
+        """What an estimator's prepare() receives: everything but the reference values."""
+        return replace(self, references={})
 
 
 def load_build(bdir: Path, references: bool = True) -> BuildData:
@@ -123,7 +128,8 @@ def load_build(bdir: Path, references: bool = True) -> BuildData:
         missing = [s["state_id"] for s in states if s["state_id"] not in refs]
         if missing:
             raise EvalError(f"{bdir}: {len(missing)} states have no reference (build incomplete; rerun `sveb build`)")
-    return BuildData(bdir, manifest, problems, load_rollouts(bdir, set(problems)), states, refs)
+    extras = {sid: tuple(float(x) for x in r["extra_rewards"]) for sid, r in refs.items()}
+    return BuildData(bdir, manifest, problems, load_rollouts(bdir, set(problems)), states, refs, extras)
 
 
 def group_for(data: BuildData, pid: str, hidden_fn=None) -> ProblemGroup:
@@ -133,9 +139,8 @@ def group_for(data: BuildData, pid: str, hidden_fn=None) -> ProblemGroup:
 
 
 def state_for(data: BuildData, s: dict) -> State:
-    ref = data.references.get(s["state_id"])
-    extra = tuple(float(x) for x in ref["extra_rewards"]) if ref else ()
-    return State(s["state_id"], s["problem_id"], s["rollout_idx"], s["t"], s["prefix_text"], extra)
+    return State(s["state_id"], s["problem_id"], s["rollout_idx"], s["t"], s["prefix_text"],
+                 data.extras.get(s["state_id"], ()))
 
 
 def load_scores(root: str | Path) -> list[dict]:

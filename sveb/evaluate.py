@@ -72,11 +72,10 @@ def estimate_all(est: Estimator, data: BuildData, protocol: str, hidden_provider
         else:
             for i, s in zip(idx, states):
                 t0 = time.perf_counter()
-                values[i] = est.estimate(group.without(s.rollout_idx), [s])[0]
+                values[i] = est.estimate(group.held_out(s), [s])[0]
                 seconds += time.perf_counter() - t0
                 if own:
-                    shift[i] = abs(est.estimate(flip_own(group, s.rollout_idx).without(s.rollout_idx), [s])[0]
-                                   - values[i])
+                    shift[i] = abs(est.estimate(flip_own(group, s.rollout_idx).held_out(s), [s])[0] - values[i])
     bad = ~np.isfinite(values) | (values < -1e-9) | (values > 1 + 1e-9)
     if bad.any():  # the contract: a value is a probability of success
         raise EvalError(f"estimator {est.name} returned {int(bad.sum())} values that are not finite numbers in "
@@ -122,7 +121,8 @@ def evaluate(bdir: Path, name: str, params: dict[str, str] | None = None, protoc
         if diag_path.exists():
             console.print(f"{name} ({protocol}) diagnostics: {diag_path.read_text().strip()}", soft_wrap=True)
         return store.read_shard(score_path).to_pylist()[0]
-    data = load_build(bdir)
+    full = load_build(bdir)
+    data = full.public()  # what the estimator sees: no reference values (only the evaluator reads them)
     est.prepare(data, console)
     if ray is not None and entry(name).needs_training:
         # a trained estimator fits one model per build: per-group actors would each train it again
@@ -145,8 +145,8 @@ def evaluate(bdir: Path, name: str, params: dict[str, str] | None = None, protoc
         store.atomic_write_bytes(diag_path, json.dumps(diag, indent=2).encode())
         console.print(f"{name} ({protocol}) diagnostics: " + ", ".join(f"{k}={v:.4g}" if isinstance(v, float)
                                                                       else f"{k}={v}" for k, v in diag.items()))
-    ref = np.array([data.references[s["state_id"]]["value"] for s in data.states])
-    n_ref = int(data.references[data.states[0]["state_id"]]["n_ref"]) if data.states else 20
+    ref = np.array([full.references[s["state_id"]]["value"] for s in data.states])
+    n_ref = int(full.references[data.states[0]["state_id"]]["n_ref"]) if data.states else 20
     groups = np.array([s["problem_id"] for s in data.states])
     pj = params_json(est)
     est_rows = [{"state_id": s["state_id"], "problem_id": s["problem_id"], "estimator": name, "params_fp": pfp,
