@@ -33,8 +33,8 @@ def build(
     mc_extra: int = typer.Option(4, help="Independent continuations per state for the MCS@k baselines."),
     min_acc: float = typer.Option(0.1, help="Difficulty filter: lowest rollout accuracy kept."),
     max_acc: float = typer.Option(0.8, help="Difficulty filter: highest rollout accuracy kept."),
-    screen: int = typer.Option(8, help="The filter decides on each candidate's first SCREEN rollouts; only kept "
-                               "problems get the rest of their G (same seeds as a full draw). 0: all G."),
+    screen: int = typer.Option(8, help="The filter decides on SCREEN screening rollouts per candidate (seeds of "
+                               "their own); a kept problem then gets G fresh rollouts. None with --min-acc 0 --max-acc 1."),
     min_novel_numbers: int = typer.Option(-1, help="number domain: a correct response must hold this many numbers "
                                           "absent from question and answer (-1: 4 for hub/file sources, 0 for builtin)."),
     temperature: float = typer.Option(0.7), top_p: float = typer.Option(1.0),

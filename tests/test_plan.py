@@ -17,7 +17,7 @@ L = Lengths(prompt=20, response=60, remaining=25, source="test")
 
 def test_domain_work_by_hand():
     w = domain_work(S, L, hidden_size=4)
-    assert (w["candidates"], w["discarded"], w["rollouts"], w["screening_rollouts"]) == (30, 20, 80, 40)
+    assert (w["candidates"], w["discarded"], w["rollouts"], w["screening_rollouts"]) == (30, 20, 80, 60)
     assert (w["states"], w["continuations"]) == (20, 120)            # 20 states x (5 + 1)
     assert w["rollout_tokens"] == (80 + 40) * 60 == 7200
     assert w["continuation_tokens"] == 120 * 25 == 3000
