@@ -177,3 +177,23 @@ def test_pivot_in_group_row_with_every_column_fits_80():
     text = con.export_text()
     assert _words(big.export_text()) <= _words(text) and "…" not in text
     assert "0.125" in text and "-0.0123 ± 0.0078" in text and "0.061" in text
+
+
+def test_report_pools_seeds_into_one_column(root, tmp_path):
+    from sveb import report
+    r, seeds, _ = root
+    report.write_report(r, tmp_path / "rep", n_boot=100, by=("source",))
+    md = (tmp_path / "rep" / "table.md").read_text(encoding="utf-8")
+    assert "scripted — number — held-out: Δ sq err vs grpo per seed" in md
+    assert "| estimator | seed 0 | seed 1 | seed 2 |" in md
+    paired_rows = list(csv.DictReader(open(tmp_path / "rep" / "paired.csv")))
+    pooled = [x for x in paired_rows if x["kind"] == "pooled"]
+    assert {x["kind"] for x in paired_rows} == {"pooled", "seed", "build"}
+    assert pooled and all(x["seeds"] == "0,1,2" and int(x["n_states"]) == 36 for x in pooled)
+    lb = {(x["estimator"], x["protocol"], x["kind"]): x for x in leaderboard.rows(r) if x["model"] == "scripted"}
+    for x in pooled:  # the report and the leaderboard give the same verdict
+        assert x["verdict"] == lb[(x["estimator"], x["protocol"], "pooled")]["verdict"]
+    by = list(csv.DictReader(open(tmp_path / "rep" / "by_source.csv")))
+    assert any(int(x["n_states"]) == 36 for x in by)
+    for s in seeds:  # every build is listed in the builds table
+        assert s.name in md
