@@ -197,3 +197,13 @@ def test_report_pools_seeds_into_one_column(root, tmp_path):
     assert any(int(x["n_states"]) == 36 for x in by)
     for s in seeds:  # every build is listed in the builds table
         assert s.name in md
+
+
+def test_cli_leaderboard_wide(root, tmp_path):
+    from typer.testing import CliRunner
+    from sveb.cli import app
+    r, _, _ = root
+    res = CliRunner().invoke(app, ["leaderboard", "--root", str(r), "--out", str(tmp_path / "lb.csv"), "--wide"])
+    assert res.exit_code == 0, res.output
+    assert "calibration" in res.output and "per seed" in res.output
+    assert len(list(csv.DictReader(open(tmp_path / "lb.csv")))) == len(leaderboard.rows(r))
