@@ -136,15 +136,17 @@ def eval_(
 
 
 @app.command()
-def leaderboard(root: Path = ROOT, out_csv: Path = typer.Option(Path("leaderboard.csv"), "--out")):
-    """Gather every score under ROOT into one CSV and print the pivot."""
+def leaderboard(root: Path = ROOT, out_csv: Path = typer.Option(Path("leaderboard.csv"), "--out"),
+                wide: bool = typer.Option(False, "--wide", help="Also bias, calibration slope, ranking metrics and "
+                                          "own-outcome shift, CIs as [low, high] (needs a wide terminal).")):
+    """Gather every score under ROOT into one CSV and print one table per domain and protocol."""
     from sveb.leaderboard import print_pivot, rows, write_csv
     r = rows(root)
     if not r:
         from sveb.errors import UsageError
         _fail(UsageError(f"no scores under {root}; run `sveb eval` first"))
     write_csv(r, out_csv)
-    print_pivot(r, out)
+    print_pivot(r, out, wide=wide)
     out.print(f"wrote {out_csv} ({len(r)} rows)")
 
 
