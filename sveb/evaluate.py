@@ -120,7 +120,9 @@ def evaluate(bdir: Path, name: str, params: dict[str, str] | None = None, protoc
     diag_path = bdir / "diagnostics" / f"{key}.json"
     if not force and store.shard_done(score_path, fp):
         if diag_path.exists():
-            console.print(f"{name} ({protocol}) diagnostics: {diag_path.read_text().strip()}", soft_wrap=True)
+            import json
+            console.print(f"{name} ({protocol}) diagnostics: {diagnostics_line(json.loads(diag_path.read_text()))}",
+                          soft_wrap=True)
         return store.read_shard(score_path).to_pylist()[0]
     data = load_build(bdir)
     est.prepare(data, console)
@@ -143,8 +145,7 @@ def evaluate(bdir: Path, name: str, params: dict[str, str] | None = None, protoc
     if diag:  # per-build numbers an estimator reports beside its scores (e.g. hidden-align's anchor similarity)
         import json
         store.atomic_write_bytes(diag_path, json.dumps(diag, indent=2).encode())
-        console.print(f"{name} ({protocol}) diagnostics: " + ", ".join(f"{k}={v:.4g}" if isinstance(v, float)
-                                                                      else f"{k}={v}" for k, v in diag.items()))
+        console.print(f"{name} ({protocol}) diagnostics: {diagnostics_line(diag)}", soft_wrap=True)
     ref = np.array([data.references[s["state_id"]]["value"] for s in data.states])
     n_ref = int(data.references[data.states[0]["state_id"]]["n_ref"]) if data.states else 20
     groups = np.array([s["problem_id"] for s in data.states])
@@ -160,6 +161,15 @@ def evaluate(bdir: Path, name: str, params: dict[str, str] | None = None, protoc
            "seconds": seconds}
     store.write_shard(score_path, pa.Table.from_pylist([row], schema=schema.SCORES), fp)
     return row
+
+
+def diagnostics_line(diag: dict) -> str:
+    """Diagnostics for the console; a per-state mapping is counted, not listed (it stays in the JSON file)."""
+    def show(v):
+        if isinstance(v, float):
+            return f"{v:.4g}"
+        return f"<{len(v)} per-state entries>" if isinstance(v, dict) else str(v)
+    return ", ".join(f"{k}={show(v)}" for k, v in diag.items())
 
 
 def print_build_info(bdir: Path, console: Console) -> None:
