@@ -38,7 +38,8 @@ _ANCHOR = re.compile(
     r"(?:choose|pick|select|go\s+with|settle\s+on|stick\s+with|say)\b"
     r"|\b(?:I['\u2019]m|I\s+am)\s+(?:going|sticking)\s+with\b|\bsettl(?:e|ing)\s+on\b"
     r"|\bmy\s+(?:final\s+)?(?:choice|pick|answer)\b(?:\s+(?:is|would\s+be|will\s+be))?\s*:?"
-    r"|\b(?:it|this|that|so|then)\s+(?:must|has\s+to|should)\s+be\b|(?:^|(?<=[.!?]\s))(?:must|has\s+to)\s+be\b|\bfinal\s*:",
+    r"|\b(?:it|this|that|so|then)\s+(?:must|has\s+to|should)\s+be\b"
+    r"|(?:^|(?<=[.!?]\s))(?:must|has\s+to)\s+be\b|\bfinal\s*:",
     re.IGNORECASE | re.MULTILINE)
 _NEGATED = re.compile(r"\b(?:not|never|cannot|no)\b|n['\u2019]t\b", re.IGNORECASE)  # "the answer can't be A"
 # A retraction, then the replacement option: "A, no, B", "(A)... no wait, it's B", "No wait, it's B."
@@ -46,12 +47,16 @@ _RETRACTION = re.compile(
     r"(?:^|[,;:.!?\u2013\u2014\u2026]\s*|\s+-+\s*|\s+(?=(?:no\s*,?\s*wait|wait\s*,?\s*no|or\s+rather|i\s+mean)\b))"
     r"(?:no\s*,?\s*wait|wait\s*,?\s*no|wait|no|nope|sorry|oops|actually|i\s+mean|i\s+meant|or\s+rather"
     r"|correction|scratch\s+that|make\s+(?:that|it))\b[\s,.:!\u2013\u2014-]*"
-    r"(?:i\s+meant?\b[\s,]*)?(?:(?:so\s+)?(?:it['\u2019]s|it\s+is|it\s+must\s+be|the\s+answer\s+is|make\s+(?:that|it))\b[\s:]*)?",
+    r"(?:i\s+meant?\b[\s,]*)?"
+    r"(?:(?:so\s+)?(?:it['\u2019]s|it\s+is|it\s+must\s+be|the\s+answer\s+is|make\s+(?:that|it))\b[\s:]*)?",
     re.IGNORECASE | re.MULTILINE)
-_LETTER_IT_IS = re.compile(r"(?<![A-Za-z])\(?([A-J])\)?\s+it\s+is\b(?=\s*(?:[.!,;]|then\b|$))", re.MULTILINE)  # "C it is."
-_SO_LETTER = re.compile(r"\b(?:so|thus|therefore|hence)\b,?\s+(?=\(?[A-J]\)?\s*(?:[.!]|$))", re.IGNORECASE | re.MULTILINE)
+_LETTER_IT_IS = re.compile(r"(?<![A-Za-z])\(?([A-J])\)?\s+it\s+is\b(?=\s*(?:[.!,;]|then\b|$))",
+                           re.MULTILINE)  # "C it is."
+_SO_LETTER = re.compile(r"\b(?:so|thus|therefore|hence)\b,?\s+(?=\(?[A-J]\)?\s*(?:[.!]|$))",
+                        re.IGNORECASE | re.MULTILINE)
 # A letter that starts a clause about itself ("A is wrong", "(B) seems off") is named, not chosen.
-_SUBJECT = re.compile(r"\s*\)?\s*(?:is|was|are|seems?|looks?|isn['\u2019]t|can|could|would|might|may|does|doesn['\u2019]t"
+_SUBJECT = re.compile(r"\s*\)?\s*(?:is|was|are|seems?|looks?|isn['\u2019]t|can|could|would|might|may|does"
+                      r"|doesn['\u2019]t"
                       r"|has|also|too)\b", re.IGNORECASE)
 _IT_IS = re.compile(r"\b(?:it|this)(?:\s+(?:is|must\s+be|would\s+be|should\s+be)\b|['\u2019]s\b)", re.IGNORECASE)
 _LETTER_FIRST = re.compile(  # "option B is correct", "(B) is the right answer"

@@ -52,7 +52,8 @@ _CLOSING = re.compile(r"^\W*(?:i\s+hope|hope\s+(?:this|that|it)|let\s+me\s+know|
 # optionally "it's" / "the answer is" before the replacement value.
 _MARKER = (r"(?:no\s*,?\s*wait|wait\s*,?\s*no|wait|no|nope|sorry|oops|actually|i\s+mean|i\s+meant|or\s+rather"
            r"|correction|scratch\s+that|make\s+(?:that|it)|my\s+(?:mistake|bad))\b[\s,.:!\u2013\u2014-]*"
-           r"(?:i\s+meant?\b[\s,]*)?(?:(?:so\s+)?(?:it['\u2019]s|it\s+is|it\s+should\s+be|it\s+must\s+be|that['\u2019]s|the\s+answer\s+is"
+           r"(?:i\s+meant?\b[\s,]*)?"
+           r"(?:(?:so\s+)?(?:it['\u2019]s|it\s+is|it\s+should\s+be|it\s+must\s+be|that['\u2019]s|the\s+answer\s+is"
            r"|make\s+(?:that|it))\b[\s:]*)?")
 _RETRACT = re.compile(r"(?:[,;:.!?\u2013\u2014\u2026]+\s*|\s+-+\s*|\s+(?=(?:no\s*,?\s*wait|wait\s*,?\s*no|or\s+rather"
                       r"|i\s+mean|actually)\b))" + _MARKER, re.IGNORECASE)

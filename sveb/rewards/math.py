@@ -49,7 +49,8 @@ _EQUALS = re.compile(r"(?<![<>!=])=(?!=)")
 _CALCULATOR = re.compile(r"<<[^<>\n]*>>")
 _VALUE = re.compile(r"[\d\\^$\u03c0\u221e]|^\(?(?![aAI]\b)[A-Za-z]\b")  # a digit, math, or "x = ..."
 _LEADING_WORDS = re.compile(r"^(?:[A-Za-z]{2,}\s+)+(?=[-+$\\(\[\d])")  # "approximately 5" -> "5"
-_SENTENCE_BREAK = re.compile(r",\s+(?=[A-Za-z])|\s*\u2014\s*|\s+\u2013\s+(?=[A-Za-z])|\s+\((?=[A-Za-z]{2})")  # ", which ...", " — no ...", " (no ..."
+# ", which/so/not ...", " — no need ...", " (no rounding)" end the answer
+_SENTENCE_BREAK = re.compile(r",\s+(?=[A-Za-z])|\s*\u2014\s*|\s+\u2013\s+(?=[A-Za-z])|\s+\((?=[A-Za-z]{2})")
 _TRAILING_WORDS = re.compile(r"\s+(?:[A-Za-z]{2,}\b|[A-Za-z]{1,4}/[A-Za-z]).*$", re.DOTALL)  # "12 apples", "5 m/s"
 _TEXT_NUMBER = re.compile(r"\\(?:text|textrm|textbf|mbox|mathrm)\{\s*([-\u2212]?\d[\d,.]*)\s*([^{}]*)\}")
 _LATEX_GROUP_SEP = re.compile(r"(?<=\d)\s*(?:\{,\}|,\s*\\[!,;: ]\s*|\\[!,;: ]\s*|~)\s*(?=\d{3}(?!\d))")
