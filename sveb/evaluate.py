@@ -121,7 +121,9 @@ def evaluate(bdir: Path, name: str, params: dict[str, str] | None = None, protoc
     diag_path = bdir / "diagnostics" / f"{key}.json"
     if not force and store.shard_done(score_path, sfp):
         if diag_path.exists():
-            console.print(f"{name} ({protocol}) diagnostics: {diag_path.read_text().strip()}", soft_wrap=True)
+            import json
+            console.print(f"{name} ({protocol}) diagnostics: {diagnostics_line(json.loads(diag_path.read_text()))}",
+                          soft_wrap=True)
         return store.read_shard(score_path).to_pylist()[0]
     if not force and store.shard_done(est_path, fp):  # estimates current, score row from an older version
         est_rows = store.read_shard(est_path).to_pylist()
@@ -151,8 +153,7 @@ def evaluate(bdir: Path, name: str, params: dict[str, str] | None = None, protoc
     if diag:  # per-build numbers an estimator reports beside its scores (e.g. hidden-align's anchor similarity)
         import json
         store.atomic_write_bytes(diag_path, json.dumps(diag, indent=2).encode())
-        console.print(f"{name} ({protocol}) diagnostics: " + ", ".join(f"{k}={v:.4g}" if isinstance(v, float)
-                                                                      else f"{k}={v}" for k, v in diag.items()))
+        console.print(f"{name} ({protocol}) diagnostics: {diagnostics_line(diag)}", soft_wrap=True)
     pj = params_json(est)
     est_rows = [{"state_id": s["state_id"], "problem_id": s["problem_id"], "estimator": name, "params_fp": pfp,
                  "params": pj, "protocol": protocol, "value": float(v), "own_shift": float(d)}
@@ -182,6 +183,15 @@ def _write_scores(score_path: Path, sfp: str, manifest: dict, ident: dict, est_r
            **scoring.own_shift_stats(shift), "seconds": seconds}
     store.write_shard(score_path, pa.Table.from_pylist([row], schema=schema.SCORES), sfp)
     return row
+
+
+def diagnostics_line(diag: dict) -> str:
+    """Diagnostics for the console; a per-state mapping is counted, not listed (it stays in the JSON file)."""
+    def show(v):
+        if isinstance(v, float):
+            return f"{v:.4g}"
+        return f"<{len(v)} per-state entries>" if isinstance(v, dict) else str(v)
+    return ", ".join(f"{k}={show(v)}" for k, v in diag.items())
 
 
 def print_build_info(bdir: Path, console: Console) -> None:

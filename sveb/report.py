@@ -14,7 +14,7 @@ import numpy as np
 
 from sveb import leaderboard, plots, pooling, store
 from sveb.data_builders import DOMAINS
-from sveb.estimators import BASELINE, rank, role_of
+from sveb.estimators import BASELINE, CONSTRUCTED, rank, role_of
 from sveb.evaluate import PROTOCOL_LABELS, PROTOCOLS
 from sveb.errors import SvebError
 from sveb.pooling import View  # noqa: F401  (report.View: the per-state view of a build or pool)
@@ -26,7 +26,9 @@ NOTE = ("Cells: MAE against the MC reference ± half-width of the 95% problem-cl
         "predictor that knows each state's true value (a lower bound in expectation, under the prior fitted to the "
         "references); ref noise: expected |V − reference| (not a bound). Scale rows (MCS@k, mean of k fresh "
         "continuations) are shown for scale. held-out is the headline protocol; in-group is the paper's, where an "
-        "estimate may see the state's own outcome (its own-outcome share is in the table below it).")
+        "estimate may see the state's own outcome (its own-outcome share is in the table below it). "
+        f"{', '.join(CONSTRUCTED)}: their V(s) is SVEB's construction from those papers' signals (the papers define "
+        "no state-value estimator), not the papers' own estimators.")
 
 
 class ReportError(SvebError, RuntimeError):
