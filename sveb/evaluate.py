@@ -122,6 +122,9 @@ def evaluate(bdir: Path, name: str, params: dict[str, str] | None = None, protoc
         if diag_path.exists():
             console.print(f"{name} ({protocol}) diagnostics: {diag_path.read_text().strip()}", soft_wrap=True)
         return store.read_shard(score_path).to_pylist()[0]
+    if est.needs_hidden or entry(name).needs_training:  # it reads the model: the export's weights, or refused
+        from sveb.export import check_weights
+        check_weights(bdir, manifest)
     data = load_build(bdir)
     est.prepare(data, console)
     if ray is not None and entry(name).needs_training:
