@@ -35,8 +35,10 @@ def complete(bdir: Path) -> bool:
 
 def find_build(root: str | Path, model_slug: str | None, domain: str | None, build: str | None = None,
                console: Console | None = None) -> Path:
-    """The build to evaluate: `--build` if given, else the newest complete test-split build of the model
-    and domain."""
+    """The build to evaluate: `--build` if given (a fingerprint prefix under root, a build or export folder, or
+    hub:ID), else the newest complete test-split build of the model and domain."""
+    if build is not None and (build.startswith("hub:") or (Path(build).expanduser() / "manifest.json").exists()):
+        return open_build(build, root)
     builds = [b for b in store.list_builds(root)
               if (model_slug is None or b.parent.parent.name == model_slug)
               and (domain is None or b.parent.name == domain)
@@ -50,6 +52,26 @@ def find_build(root: str | Path, model_slug: str | None, domain: str | None, bui
     if len(done) > 1 and console is not None and build is None:
         console.print(f"[dim]using the newest build {done[-1].name} of {len(done)}; pass --build to choose[/]")
     return done[-1]
+
+
+def open_build(spec: str, root: str | Path) -> Path:
+    """A build named by a folder (a build made here, or an export: its tables checked against their hashes) or
+    by hub:ID (an export published on the Hugging Face hub, imported once under ROOT/hub/)."""
+    from sveb.export import is_export, verify
+    if spec.startswith("hub:"):
+        from sveb.hub import import_build, local_name
+        bdir = Path(root) / "hub" / local_name(spec[4:]) / "build"
+        if not (bdir / "manifest.json").exists():
+            import_build(spec[4:], bdir)
+    else:
+        bdir = Path(spec).expanduser()
+    if not (bdir / "manifest.json").exists():
+        raise EvalError(f"--build {spec}: {bdir} holds no manifest.json (not a build or an export folder)")
+    if is_export(bdir):
+        verify(bdir)
+    elif not complete(bdir):
+        raise EvalError(f"--build {spec}: the build is not complete; rerun its `sveb build`")
+    return bdir
 
 
 def train_build_command(manifest: dict, root: Path) -> str:
@@ -120,6 +142,9 @@ class BuildData:
 def load_build(bdir: Path, references: bool = True) -> BuildData:
     """A build's tables in memory; references=False for a training build (no reference needed)."""
     manifest = store.read_manifest(bdir)
+    if "export" in manifest:  # a frozen export: its rows must be the ones its card hashed
+        from sveb.export import verify
+        verify(bdir)
     problems = {p["problem_id"]: p for p in store.read_table(bdir / "problems", schema.PROBLEMS).to_pylist()}
     states = store.read_table(bdir / "states", schema.STATES).to_pylist()
     refs = {}

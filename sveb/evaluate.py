@@ -131,6 +131,9 @@ def evaluate(bdir: Path, name: str, params: dict[str, str] | None = None, protoc
         seconds = old[0].get("seconds", float("nan")) if old else float("nan")
         ident = {"estimator": name, "params_fp": pfp, "params": params_json(est), "protocol": protocol}
         return _write_scores(score_path, sfp, manifest, ident, est_rows, load_build(bdir), n_boot, seed, seconds)
+    if est.needs_hidden or entry(name).needs_training:  # it reads the model: the export's weights, or refused
+        from sveb.export import check_weights
+        check_weights(bdir, manifest)
     full = load_build(bdir)
     data = full.public()  # what the estimator sees: no reference values (only the evaluator reads them)
     est.prepare(data, console)
