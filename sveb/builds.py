@@ -74,6 +74,26 @@ def open_build(spec: str, root: str | Path) -> Path:
     return bdir
 
 
+def find_seed_builds(root: str | Path, model_slug: str | None, domain: str | None, seeds: list[int],
+                     build: str | None = None) -> list[Path]:
+    """The newest complete test-split build of each seed (`--seeds`), all of one config but the seed."""
+    from sveb.pooling import pool_key
+    found = []
+    for seed in seeds:
+        done = [b for b in store.list_builds(root)
+                if (model_slug is None or b.parent.parent.name == model_slug) and (domain is None or b.parent.name == domain)
+                and (build is None or b.name.startswith(build)) and complete(b)
+                and (m := store.read_manifest(b).get("config", {})).get("split", "test") == "test" and m.get("seed") == seed]
+        if not done:
+            raise EvalError(f"no complete build of seed {seed} under {root} for model={model_slug} domain={domain}; "
+                            f"run `sveb build --seeds ...` first")
+        found.append(done[-1])
+    if len({pool_key(b) for b in found}) > 1:
+        raise EvalError(f"--seeds: the newest builds of seeds {seeds} differ in more than their seed "
+                        f"({', '.join(b.name for b in found)}); pass --build or clean the root")
+    return found
+
+
 def train_build_command(manifest: dict, root: Path) -> str:
     cfg = manifest.get("config", {})
     args = ["sveb", "build", "--split", "train", "--domain", manifest["domain"], "--model", manifest["model"],

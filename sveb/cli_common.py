@@ -64,3 +64,21 @@ def _build_root(root, build):
         return open_build(build, root)
     except _known() as e:
         _fail(e)
+
+
+SEEDS = typer.Option(None, "--seeds", help="Build seeds, e.g. 0,1,2: one independent build per seed (instead of "
+                     "--seed); reports and the leaderboard pool them.")
+
+
+def parse_seeds(seeds: str | None, default: int) -> list[int]:
+    """`--seeds 0,1,2` -> [0, 1, 2] (distinct, each >= 0); without it, [default]."""
+    from sveb.errors import UsageError
+    if seeds is None:
+        return [default]
+    try:
+        out = [int(x) for x in seeds.replace(" ", ",").split(",") if x.strip()]
+    except ValueError:
+        raise UsageError(f"--seeds {seeds}: expected comma-separated integers, e.g. 0,1,2") from None
+    if not out or min(out) < 0 or len(set(out)) != len(out):
+        raise UsageError(f"--seeds {seeds}: expected distinct integers >= 0, e.g. 0,1,2")
+    return out

@@ -28,6 +28,7 @@ class BuildConfig:
     oversample: int = 4            # candidates drawn = problems * oversample
     rollouts: int = 40             # G
     states_per_problem: int = 2    # S
+    step_pairs: bool = False       # cut states in pairs t1 < t2 of one rollout (step-advantage sign agreement)
     mc: int = 20                   # n_ref continuations per state
     mc_extra: int = 4              # independent continuations for MCS@k baselines
     min_acc: float = 0.1

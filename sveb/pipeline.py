@@ -40,7 +40,7 @@ def stage_fps(cfg: BuildConfig) -> dict[str, str]:
     rollouts = fingerprint("rollouts", problems, cfg.model, cfg.sampling, cfg.rollouts, cfg.seed, dtype_of(cfg), v,
                            "fresh groups after a separate screen", engine_key(cfg))
     states = fingerprint("states", rollouts, cfg.problems, cfg.min_acc, cfg.max_acc, min_novel(cfg),
-                         cfg.states_per_problem, screen_size(cfg), v)
+                         cfg.states_per_problem, screen_size(cfg), v, *(["step pairs"] if cfg.step_pairs else []))
     references = fingerprint("references", states, cfg.mc, cfg.mc_extra, v)
     return {"problems": problems, "rollouts": rollouts, "states": states, "references": references}
 
@@ -269,6 +269,33 @@ def _stage_rollouts(cfg, bdir, fp, candidates, runner, console) -> tuple[list[di
     return kept, accuracy
 
 
+def _single_cuts(rng: random.Random, usable: list[dict], n: int):
+    """n distinct (rollout, t) cuts: a rollout uniformly, t uniform in [1, T-1]."""
+    seen: set[tuple[int, int]] = set()
+    for _ in range(n * 20):
+        if len(seen) == n or not usable:
+            return
+        r = rng.choice(usable)
+        t = rng.randint(1, len(r["response_token_ids"]) - 1)
+        if (r["rollout_idx"], t) not in seen:
+            seen.add((r["rollout_idx"], t))
+            yield r, t
+
+
+def _pair_cuts(rng: random.Random, usable: list[dict], n: int):
+    """n // 2 pairs of cuts t1 < t2 of one rollout each (for step-advantage sign agreement: sign(V(s2) - V(s1))
+    is what an advantage uses), distinct rollouts while there are enough; an odd n adds one single cut."""
+    pool = [r for r in usable if len(r["response_token_ids"]) >= 3]  # two distinct cuts in [1, T-1]
+    order = rng.sample(pool, len(pool))
+    for k in range(min(n // 2, len(order))):
+        r = order[k]
+        t1, t2 = sorted(rng.sample(range(1, len(r["response_token_ids"])), 2))
+        yield r, t1
+        yield r, t2
+    if n % 2:
+        yield from _single_cuts(rng, usable, 1)
+
+
 def _stage_states(cfg, bdir, fp, kept, lazy: LazyEngine) -> list[dict]:
     path = store.shard_path(bdir / "states", 0)
     if store.shard_done(path, fp):
@@ -280,11 +307,7 @@ def _stage_states(cfg, bdir, fp, kept, lazy: LazyEngine) -> list[dict]:
         usable = [r for r in rollouts[pid] if len(r["response_token_ids"]) >= 2]
         rng = random.Random(derive_seed(cfg.seed, fp, pid))
         chosen: set[tuple[int, int]] = set()
-        for _ in range(cfg.states_per_problem * 20):
-            if len(chosen) == cfg.states_per_problem or not usable:
-                break
-            r = rng.choice(usable)                              # rollout uniformly
-            t = rng.randint(1, len(r["response_token_ids"]) - 1)  # t uniform in [1, T-1]
+        for r, t in (_pair_cuts if cfg.step_pairs else _single_cuts)(rng, usable, cfg.states_per_problem):
             if (r["rollout_idx"], t) not in chosen:
                 chosen.add((r["rollout_idx"], t))
                 states.append({"state_id": f"{pid}-{r['rollout_idx']}-{t}", "problem_id": pid,

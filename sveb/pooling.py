@@ -96,7 +96,8 @@ def load_view(bdir: Path, scores: list[dict]) -> View:
 def pool_key(bdir: Path) -> str:
     """Builds with the same key differ only in their seed (or in knobs that never change results)."""
     m = store.read_manifest(bdir)
-    cfg = {k: v for k, v in (m.get("config") or {}).items() if k != "seed" and k not in NOT_IN_FP}
+    # the engine draws the samples (it is in the rollout fingerprint): two engines' builds do not pool
+    cfg = {k: v for k, v in (m.get("config") or {}).items() if k != "seed" and (k == "engine" or k not in NOT_IN_FP)}
     if not cfg:  # no config recorded: a build pools with nothing
         return bdir.name
     return json.dumps([m.get("model"), m.get("domain"), cfg], sort_keys=True, default=str)

@@ -15,14 +15,13 @@ import numpy as np
 from sveb import scoring
 
 # Build jobs (sveb.shards) -> the stage they are; a nested job call counts in its caller's stage.
-STAGE_JOBS = {"rollout_rows": "screening", "finish_rollouts": "rollouts", "reference_shard": "references"}
+STAGE_JOBS = {"screen_shard": "screening", "group_shard": "rollouts", "reference_shard": "references"}
 
 
 @contextmanager
 def stage_timer(seconds: dict[str, float]):
     """Adds each build stage's wall seconds to `seconds` while the block runs (the jobs of sveb.shards timed
-    where the runner calls them; screening covers all G when the filter screens on all of them). Jobs not
-    found (renamed) are not timed and get no key."""
+    where the runner calls them). Jobs not found (renamed) are not timed and get no key."""
     from sveb import shards
     saved = {name: getattr(shards, name) for name in STAGE_JOBS if hasattr(shards, name)}
     depth = [0]
@@ -49,42 +48,19 @@ def stage_timer(seconds: dict[str, float]):
             setattr(shards, name, fn)
 
 
-def holm(p: list[float]) -> list[float]:
-    """Holm-adjusted p-values (step-down, monotone, capped at 1)."""
-    order = np.argsort(p)
-    out, running = [0.0] * len(p), 0.0
-    for rank, i in enumerate(order):
-        running = max(running, min(1.0, (len(p) - rank) * p[i]))
-        out[i] = running
-    return out
-
-
-def paired(est: np.ndarray, base: np.ndarray, ref: np.ndarray, groups: np.ndarray, n_boot: int = 2000,
-           seed: int = 0) -> tuple[float, float, float, float]:
-    """(mean difference of squared errors est - base, its 95% CI, two-sided bootstrap p) over the same states."""
-    d = (est - ref) ** 2 - (base - ref) ** 2
-    boots = scoring.bootstrap_means(d, groups, n_boot, seed)
-    p = min(1.0, 2 * min(float((boots <= 0).mean()), float((boots >= 0).mean())))
-    lo, hi = np.quantile(boots, [0.025, 0.975])
-    return float(d.mean()), float(lo), float(hi), p
-
-
 def verdicts(est: dict[str, np.ndarray], base: str, ref: np.ndarray, groups: np.ndarray, n_boot: int = 2000,
-             seed: int = 0, alpha: float = 0.05) -> dict[str, dict]:
-    """Each estimator against `base` on one domain and protocol: better / worse / tie, Holm over the table."""
+             seed: int = 0) -> dict[str, dict]:
+    """Each estimator against `base` on one domain and protocol, with the leaderboard's method (sveb.scoring):
+    paired Δ of squared error, cluster-robust t-test, Holm over the table, better / worse / no difference."""
     names = [n for n in est if n != base]
-    stats = {n: paired(est[n], est[base], ref, groups, n_boot, seed) for n in names}
-    adj = holm([stats[n][3] for n in names])
-    out = {}
-    for n, p_adj in zip(names, adj):
-        delta, lo, hi, _ = stats[n]
-        word = "tie" if p_adj >= alpha else ("better" if delta < 0 else "worse")
-        out[n] = {"d_sq": delta, "d_lo": lo, "d_hi": hi, "p_holm": p_adj, "verdict": word}
-    return out
+    stats = {n: scoring.paired_sq_diff(est[n], est[base], ref, groups, n_boot, seed) for n in names}
+    adj = scoring.holm([stats[n]["p_delta"] for n in names])
+    return {n: {"d_sq": stats[n]["delta_sq"], "d_lo": stats[n]["delta_sq_ci_low"], "d_hi": stats[n]["delta_sq_ci_high"],
+                "p_holm": float(p), "verdict": scoring.verdict(stats[n]["delta_sq"], p)} for n, p in zip(names, adj)}
 
 
 def cell(row: dict, verdict: dict | None) -> str:
-    mark = {"better": " ▲", "worse": " ▼", "tie": " ="}.get((verdict or {}).get("verdict"), "")
+    mark = {"better": " ▲", "worse": " ▼", "no difference": " ="}.get((verdict or {}).get("verdict"), "")
     return f"{row['mae']:.3f} [{row['mae_ci_low']:.3f}, {row['mae_ci_high']:.3f}]{mark}"
 
 
