@@ -173,9 +173,9 @@ class Probe(Estimator):
             h, x, o = self._row(tr[s.rollout_idx].prefix(s.t), s.t, [tr[r.rollout_idx] for r in others],
                                 [r.reward for r in others])
             H.append(h), S.append(x), off.append(o)
-        if not states:
-            return np.zeros(0)
-        return np.clip(model.predict(np.array(H), np.array(S), np.array(off)), 0.0, 1.0)
+        # one state at a time: a product's rounding depends on the batch's shape, and a state's value must not
+        return np.array([float(np.clip(model.predict(h[None], x[None], np.array([o]))[0], 0.0, 1.0))
+                         for h, x, o in zip(H, S, off)])
 
     def diagnostics(self) -> dict[str, object]:
         return dict(self._diag)
