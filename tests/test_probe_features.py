@@ -39,7 +39,7 @@ def test_state_row_plain_and_relative():
     h, s, o = state_row(own, 1, others, [1.0, 0.0], relative=False, **kw)
     np.testing.assert_array_equal(h, [3, 1])
     np.testing.assert_allclose(s, [1.5, 1.5, np.log(2), 0.1, 0.5, 0.0])
-    assert o == 0.0
+    assert o == 0.0  # logit(1/2)
     h, s, o = state_row(own, 1, others, [1.0, 1.0], relative=True, **kw)
     np.testing.assert_array_equal(h, [3 - 1.5, 1 - 1.5])
     np.testing.assert_allclose(s, [0.0, 0.0, np.log(2), 0.1])

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import pickle
 import time
-from dataclasses import astuple, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
@@ -48,12 +48,14 @@ def chosen_prefixes(T: int, k: int, seed: int) -> list[int]:
 
 @dataclass
 class Probe(Estimator):
-    """regime (outcome | mc), relative (0 | 1), layer, pool (last | mean), window, prefixes (outcome:
+    """regime (outcome | mc), relative (0 | 1), offset (1: logit of the group mean as the offset, so the L2
+    penalty shrinks towards grpo; 0: only an input; relative implies 1), layer, pool (last | mean), window, prefixes (outcome:
     prefixes per train rollout, 0 = all), max_train (train rows used, 0 = all: the learning curve), pca
     (hidden components, 0 = none), cs (the L2 grid), folds, seed, train_build ("" = found under the root)."""
 
     regime: str = "outcome"
     relative: bool = False
+    offset: bool = True
     layer: int = -1
     pool: str = "last"
     window: int = 8
@@ -95,8 +97,12 @@ class Probe(Estimator):
         self._diag: dict = {}
 
     def _row(self, own, t, others, others_rewards):
-        return state_row(own, t, others, others_rewards, pool=self.pool, window=self.window,
-                         max_tokens=self._max_tokens, relative=self.relative)
+        h, s, logit = state_row(own, t, others, others_rewards, pool=self.pool, window=self.window,
+                                max_tokens=self._max_tokens, relative=self.relative)
+        return h, s, logit if self._uses_offset() else 0.0
+
+    def _uses_offset(self) -> bool:
+        return self.offset or self.relative
 
     def design(self, tb: Path, pids: list[str], tracks: Tracks) -> dict[str, np.ndarray]:
         """The training rows of the regime: hidden block, scalars, offset, y, n, problem ids."""
@@ -138,8 +144,8 @@ class Probe(Estimator):
             return self._model
         tb, pids = self._train
         tracks = self._tracks(tb)
-        params = {k: v for k, v in zip(("regime", "relative", "layer", "pool", "window", "prefixes", "max_train",
-                                         "pca", "cs", "folds", "seed"), astuple(self))}
+        from sveb.estimators import params_of
+        params = {k: v for k, v in params_of(self).items() if k != "train_build"}  # where it is: the hash
         key = fingerprint("probe", train_hash(tb), pids, params, self._data.manifest["model"], tracks.dtype)
         path = tb / "probes" / f"{key}.pkl"
         if path.exists():
@@ -148,7 +154,7 @@ class Probe(Estimator):
             t0 = time.perf_counter()
             d = self.design(tb, pids, tracks)
             m = fit_cv(d["H"], d["S"], d["off"], d["y"], d["n"], d["groups"], self._grid(), self.folds, self.pca,
-                       self.seed, self.relative)
+                       self.seed, self._uses_offset())
             blob = {"model": m, "rows": int(len(d["y"])), "problems": len(set(d["groups"])),
                     "train_s": time.perf_counter() - t0}
             store.atomic_write_bytes(path, pickle.dumps(blob))

@@ -54,15 +54,15 @@ def state_row(own: Track, t: int, others: list[Track], others_rewards, *, pool: 
               max_tokens: int, relative: bool) -> tuple[np.ndarray, np.ndarray, float]:
     """(hidden block, scalar block, offset) of the state at t of the rollout whose prefix is `own`.
 
-    plain: [h; ent, ent_w, log1p t, t/max, mean_others, logit(mean_others)], offset 0.
-    relative: h and the entropies centred on the others' at the same t (min(t, T_j)); the offset is
-    logit(mean_others), so the group gives the difficulty and the probe only the deviation from it.
+    plain: [h; ent, ent_w, log1p t, t/max, mean_others, logit(mean_others)].
+    relative: h and the entropies centred on the others' at the same t (min(t, T_j)), no group mean.
+    The third element is logit(mean_others), which the caller uses as the offset or not.
     """
     h, s = pooled(own.H, t, pool, window), scalars(own.ent, t, window, max_tokens)
     logit = loo_logit(others_rewards)
     if not relative:
         m = float(np.mean(others_rewards)) if len(others_rewards) else 0.5
-        return h, np.concatenate([s, [m, logit]]), 0.0
+        return h, np.concatenate([s, [m, logit]]), logit
     if others:
         h = h - np.mean([pooled(o.H, t, pool, window) for o in others], 0)
         s = s.copy()

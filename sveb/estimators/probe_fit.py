@@ -1,7 +1,7 @@
 """The value probe's fit: L2 logistic regression on binomial labels, its strength chosen by problem-grouped CV.
 
 A training row has a hidden block (standardised, then PCA), a scalar block (standardised), an offset
-(0, or the group's logit in the relative variant), a success fraction y and a trial count n (1 for an
+(0, or the logit of the group's leave-one-out mean), a success fraction y and a trial count n (1 for an
 outcome label; the continuations for a Monte-Carlo label). The binomial likelihood of (y, n) is a
 logistic regression on two weighted rows, (1, n y) and (0, n (1 - y)), so sklearn fits it as is.
 sklearn's LogisticRegression has no offset: `OffsetLogistic` is the same objective (C * weighted log-loss
@@ -69,7 +69,7 @@ def binomial_rows(y: np.ndarray, n: np.ndarray) -> tuple[np.ndarray, np.ndarray,
     return idx[keep], lab[keep], w[keep]
 
 
-def _fit_one(H, S, off, y, n, C: float, pca: int, seed: int, relative: bool) -> ProbeModel:
+def _fit_one(H, S, off, y, n, C: float, pca: int, seed: int, use_offset: bool) -> ProbeModel:
     from sklearn.compose import ColumnTransformer
     from sklearn.decomposition import PCA
     from sklearn.linear_model import LogisticRegression
@@ -83,7 +83,7 @@ def _fit_one(H, S, off, y, n, C: float, pca: int, seed: int, relative: bool) -> 
     prep = ColumnTransformer([("h", hid, slice(0, dh)), ("s", StandardScaler(), slice(dh, dh + S.shape[1]))])
     Z = prep.fit_transform(np.hstack([H, S]))
     i, lab, w = binomial_rows(y, n)
-    if relative:
+    if use_offset:
         clf = OffsetLogistic(C).fit(Z[i], lab, off[i], w)
     else:
         if len(np.unique(lab)) < 2:
@@ -98,7 +98,7 @@ def log_loss(p: np.ndarray, y: np.ndarray, n: np.ndarray) -> float:
     return float(-(n * (y * np.log(p) + (1 - y) * np.log1p(-p))).sum() / n.sum())
 
 
-def fit_cv(H, S, off, y, n, groups, Cs, folds: int, pca: int, seed: int, relative: bool) -> ProbeModel:
+def fit_cv(H, S, off, y, n, groups, Cs, folds: int, pca: int, seed: int, use_offset: bool) -> ProbeModel:
     """Choose C by GroupKFold over problems (held-out log-loss per trial), refit on every row."""
     from sklearn.model_selection import GroupKFold
 
@@ -113,13 +113,13 @@ def fit_cv(H, S, off, y, n, groups, Cs, folds: int, pca: int, seed: int, relativ
     for C in Cs:
         tot, nt = 0.0, 0.0
         for tr, va in splits:
-            if not relative and len(np.unique(np.round(y[tr]))) < 2 and np.all((y[tr] == 0) | (y[tr] == 1)):
+            if not use_offset and len(np.unique(np.round(y[tr]))) < 2 and np.all((y[tr] == 0) | (y[tr] == 1)):
                 continue  # a fold whose training labels are constant cannot be fitted: skipped for every C
-            m = _fit_one(H[tr], S[tr], off[tr], y[tr], n[tr], C, pca, seed, relative)
+            m = _fit_one(H[tr], S[tr], off[tr], y[tr], n[tr], C, pca, seed, use_offset)
             tot += log_loss(m.predict(H[va], S[va], off[va]), y[va], n[va]) * n[va].sum()
             nt += n[va].sum()
         cv[float(C)] = tot / nt if nt else float("inf")
     best = min(cv, key=lambda c: (cv[c], c))
-    model = _fit_one(H, S, off, y, n, best, pca, seed, relative)
+    model = _fit_one(H, S, off, y, n, best, pca, seed, use_offset)
     model.cv_loss = cv
     return model
