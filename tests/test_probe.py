@@ -49,7 +49,7 @@ def values(bdir, name):
     return {(r["protocol"], r["state_id"]): r["value"] for r in rows if r["estimator"] == name}
 
 
-@pytest.mark.parametrize("name,params", [("probe", {}), ("probe-mc", {"relative": "1", "pool": "mean"})])
+@pytest.mark.parametrize("name,params", [("probe", {}), ("probe-mc", {"relative": "0", "pool": "mean"}), ("probe", {"relative": "0", "offset": "0"})])
 def test_probe_end_to_end_and_cached_by_train_content(builds, monkeypatch, name, params):
     root, tdir, bdir, _ = builds
     params = {**CHEAP, **params}

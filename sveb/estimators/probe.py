@@ -54,7 +54,7 @@ class Probe(Estimator):
     (hidden components, 0 = none), cs (the L2 grid), folds, seed, train_build ("" = found under the root)."""
 
     regime: str = "outcome"
-    relative: bool = False
+    relative: bool = True
     offset: bool = True
     layer: int = -1
     pool: str = "last"
