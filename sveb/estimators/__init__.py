@@ -75,6 +75,13 @@ BUILTIN: tuple[Entry, ...] = (
           "SVEB's construction from PACS's signal (PACS defines no V(s)): sigma(logit of the group's leave-one-out "
           "success rate + the policy's RLOO-centred log-ratio), trained on a disjoint problem set",
           needs_training=True, train_split=True, constructed=True, grid={"beta": ["0.1", "0.5", "1", "2", "10"], "lr": ["3e-5", "3e-4"]}),
+    *(Entry(f"probe{sfx}", "sveb.estimators.probe:Probe",
+            f"logistic value probe on the policy's hidden states, entropy, t and the group's mean, trained on "
+            f"a disjoint problem set ({what})", needs_training=True, train_split=True, preset={"regime": regime},
+            grid={"relative": ["0", "1"], "layer": ["-1", "-4", "-8"], "pool": ["last", "mean"],
+                  "max_train": ["250", "1000", "4000", "0"]})
+      for sfx, regime, what in (("", "outcome", "labels: each prefix's rollout reward"),
+                                ("-mc", "mc", "labels: the train build's Monte-Carlo references"))),
     Entry("ppo-n", "sveb.estimators.ppo:PPON", "PPO critic trained on the benchmark's own rollouts",
           needs_training=True),
 )
