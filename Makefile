@@ -29,9 +29,9 @@ model: setup
 demo: model
 	$(VENV)/bin/sveb demo --domains "$(DOMAINS)"
 
-# 100 problems x 4 states, every estimator, both protocols (~2 h on 2 cores; resumable: rerun to continue)
+# 3 seeds x 50 problems x 4 states, every estimator, both protocols (hours on 2 cores; resumable: rerun to continue)
 powered: model
-	$(VENV)/bin/sveb demo --preset powered
+	$(VENV)/bin/sveb demo --preset powered --seeds 0,1,2
 
 # Table 4: the five domains (50 problems x 4 states each, every estimator, both protocols) -> results/table4/.
 # Hours on 2 cores; resumable domain by domain: a domain whose export is in results/table4/exports is not re-sampled.

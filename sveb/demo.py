@@ -17,9 +17,10 @@ PRESETS = {
     "demo": (dict(problems=8, rollouts=16, states_per_problem=3), dict(problems=8, states_per_problem=1, mc=2, mc_extra=0)),
     # `--quick`: a first look at a domain
     "quick": (dict(problems=6, rollouts=16, states_per_problem=2), dict(problems=6, states_per_problem=1, mc=2, mc_extra=0)),
-    # `make powered`: 100 problems x 4 states, enough states for paired CIs to separate estimators
-    "powered": (dict(problems=100, rollouts=16, states_per_problem=4),
-                dict(problems=24, states_per_problem=1, mc=2, mc_extra=0)),
+    # `make powered`: 50 problems x 4 states (two pairs t1 < t2 of one rollout) per seed, run on seeds 0,1,2: 600
+    # states for paired tests that survive Holm; the train build is big enough for the probe's MC labels
+    "powered": (dict(problems=50, rollouts=16, states_per_problem=4, step_pairs=True),
+                dict(problems=60, states_per_problem=2, mc=4, mc_extra=0)),
 }
 PROTOCOLS = ["held-out", "in-group"]
 
