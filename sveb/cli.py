@@ -247,6 +247,8 @@ def demo(
                                "6 x 16 x 2 per domain; powered: 100 x 16 x 4 (400 states, ~2 h)."),
     quick: bool = typer.Option(False, help="Same as --preset quick."),
     seeds: Optional[str] = SEEDS,
+    build_only: bool = typer.Option(False, "--build-only", help="Sample the builds and stop (score them later: rerun "
+                                    "without it, or `sveb export` them to score elsewhere)."),
 ):
     """The embedded default end to end: build, evaluate every estimator, write the leaderboard."""
     from sveb import procs
@@ -260,7 +262,7 @@ def demo(
             raise typer.BadParameter(f"unknown preset '{preset}'; known: {', '.join(PRESETS)}", param_hint="--preset")
         results = results or (Path("results") if preset == "demo" else Path("results") / preset)
         run_demo(root, results, domains.replace(",", " ").split(), engine, console, out, names, preset,
-                 parse_seeds(seeds, 0))
+                 parse_seeds(seeds, 0), build_only)
     except _known() as e:
         _fail(e)
     except KeyboardInterrupt:

@@ -32,7 +32,8 @@ def available_estimators() -> list[str]:
 
 
 def run_demo(root: Path, results: Path, domains: list[str], engine: str, console: Console, out: Console,
-             estimators: list[str] | None = None, preset: str = "demo", seeds: list[int] | None = None) -> None:
+             estimators: list[str] | None = None, preset: str = "demo", seeds: list[int] | None = None,
+             build_only: bool = False) -> None:
     """Every domain's benchmark build for each seed (independent draws the leaderboard pools), one `train` build
     per domain (seed 0) that every trained row of the result learns on, then every estimator on every build."""
     from sveb.evaluate import evaluate
@@ -70,6 +71,10 @@ def run_demo(root: Path, results: Path, domains: list[str], engine: str, console
                 benchmark[(domain, cfg.seed)] = built
     if shared is not None and hasattr(shared, "close"):
         shared.close()  # free the engine's memory before hidden states and critics
+    if build_only:
+        for bdir in benchmark.values():
+            out.print(str(bdir))
+        return
     for (domain, _), bdir in benchmark.items():
         for name in names:
             for protocol in PROTOCOLS:
