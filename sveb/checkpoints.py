@@ -40,3 +40,18 @@ def save_epoch(ckpt: Path, epoch: int, trainable, opt, meta: dict) -> None:
     shutil.rmtree(final, ignore_errors=True)
     tmp.rename(final)
     (ckpt / f"epoch-{epoch - 1}" / "optim.pt").unlink(missing_ok=True)
+
+
+_CONTENT: dict[tuple, str] = {}
+
+
+def build_key(bdir: Path) -> str:
+    """A training build's identity for a trained estimator's cache: the hash of its contents
+    (`store.content_hash`), never its name or path. Memoised while its manifest is unchanged."""
+    from sveb.store import content_hash
+    m = Path(bdir) / "manifest.json"
+    st = m.stat() if m.exists() else None
+    memo = (str(Path(bdir).resolve()), st and st.st_mtime_ns, st and st.st_size)
+    if memo not in _CONTENT:
+        _CONTENT[memo] = content_hash(bdir)
+    return _CONTENT[memo]
