@@ -47,11 +47,10 @@ _CONTENT: dict[tuple, str] = {}
 
 def build_key(bdir: Path) -> str:
     """A training build's identity for a trained estimator's cache: the hash of its contents
-    (`store.content_hash`), never its name or path. Memoised while its manifest is unchanged."""
-    from sveb.store import content_hash
-    m = Path(bdir) / "manifest.json"
-    st = m.stat() if m.exists() else None
-    memo = (str(Path(bdir).resolve()), st and st.st_mtime_ns, st and st.st_size)
+    (`store.content_hash`), never its name or path. Memoised while none of its table files changes."""
+    from sveb.store import CONTENT_TABLES, content_hash
+    files = sorted(p for t in CONTENT_TABLES for p in (Path(bdir) / t).rglob("*") if p.is_file())
+    memo = (str(Path(bdir).resolve()), tuple((str(p), p.stat().st_mtime_ns, p.stat().st_size) for p in files))
     if memo not in _CONTENT:
         _CONTENT[memo] = content_hash(bdir)
     return _CONTENT[memo]
