@@ -1,4 +1,4 @@
-"""Critic checkpoints: `<ckpt>/epoch-K/` holds the trainable weights, the optimizer state (the newest
+"""Critic checkpoints and the one resident critic model: `<ckpt>/epoch-K/` holds the trainable weights, the optimizer state (the newest
 epoch only) and meta.json; an epoch directory appears whole or not at all."""
 
 from __future__ import annotations
@@ -8,6 +8,7 @@ import json
 import re
 import shutil
 from pathlib import Path
+from typing import Callable, TypeVar
 
 from sveb.store import atomic_write_bytes
 
@@ -54,3 +55,23 @@ def build_key(bdir: Path) -> str:
     if memo not in _CONTENT:
         _CONTENT[memo] = content_hash(bdir)
     return _CONTENT[memo]
+
+
+# The one critic-like model kept loaded in this process (ppo's critic or pacs's scorer): an eval of both
+# holds one policy copy at a time, and `-e ppo-n --protocol in-group --protocol held-out` loads it once.
+_RESIDENT: dict[tuple, object] = {}
+T = TypeVar("T")
+
+
+def resident(key: tuple, make: Callable[[], T]) -> T:
+    """The loaded model for key, made after the previous one (another key) is dropped and its memory freed."""
+    if key not in _RESIDENT:
+        release_resident()
+        _RESIDENT[key] = make()
+    return _RESIDENT[key]
+
+
+def release_resident() -> None:
+    from sveb.hardware import empty_cache
+    _RESIDENT.clear()
+    empty_cache()

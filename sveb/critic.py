@@ -337,21 +337,3 @@ class Critic:
                     on_epoch(epoch, tot / ntok)
         return ckpt
 
-
-# The one critic-like model kept loaded in this process (ppo's critic or pacs's scorer): an eval of both
-# holds one policy copy at a time, and `-e ppo-n --protocol in-group --protocol held-out` loads it once.
-_RESIDENT: dict[tuple, Critic] = {}
-
-
-def resident(key: tuple, make: Callable[[], Critic]) -> Critic:
-    """The loaded model for key, made after the previous one (another key) is dropped and its memory freed."""
-    if key not in _RESIDENT:
-        release_resident()
-        _RESIDENT[key] = make()
-    return _RESIDENT[key]
-
-
-def release_resident() -> None:
-    from sveb.hardware import empty_cache
-    _RESIDENT.clear()
-    empty_cache()

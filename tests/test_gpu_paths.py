@@ -14,7 +14,8 @@ import pytest
 import torch
 
 from sveb import hardware
-from sveb.critic import Critic, CriticConfig, make_seq, resident
+from sveb.checkpoints import resident
+from sveb.critic import Critic, CriticConfig, make_seq
 from sveb.hardware import Device, HardwareError, decide, visible
 from tests.test_critic import seqs_two_problems, tiny_llama
 

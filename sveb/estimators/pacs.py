@@ -30,8 +30,8 @@ from torch import nn
 from sveb import store
 from sveb.builds import disjoint_problems, find_train_build, load_rollouts
 from sveb.config import fingerprint
-from sveb.checkpoints import build_key
-from sveb.critic import Critic, Seq, _pad, _token_batches, resident
+from sveb.checkpoints import build_key, resident
+from sveb.critic import Critic, Seq, _pad, _token_batches
 from sveb.errors import EvalError, UsageError
 from sveb.estimators.base import Estimator, ProblemGroup, State
 

@@ -19,9 +19,9 @@ import numpy as np
 
 from sveb import store
 from sveb.builds import disjoint_problems, find_train_build, load_rollouts
-from sveb.checkpoints import build_key
+from sveb.checkpoints import build_key, resident
 from sveb.config import fingerprint
-from sveb.critic import Critic, CriticConfig, Seq, gae_targets, make_seq, resident
+from sveb.critic import Critic, CriticConfig, Seq, gae_targets, make_seq
 from sveb.errors import EvalError, UsageError
 from sveb.estimators.base import Estimator, ProblemGroup, State
 
