@@ -7,8 +7,8 @@ from typing import List, Optional
 
 import typer
 
-from sveb.cli_common import (DOMAIN, MODEL, RAY, ROOT, WORKERS, OptionalRayValue, _fail, _interrupted, _known,
-                             app, console, out)
+from sveb.cli_common import (BUILD_DIR, DOMAIN, MODEL, RAY, ROOT, WORKERS, OptionalRayValue, _fail, _interrupted, _known,
+                             _build_root, app, console, out)
 
 __all__ = ["app"]
 
@@ -33,8 +33,8 @@ def build(
     mc_extra: int = typer.Option(4, help="Independent continuations per state for the MCS@k baselines."),
     min_acc: float = typer.Option(0.1, help="Difficulty filter: lowest rollout accuracy kept."),
     max_acc: float = typer.Option(0.8, help="Difficulty filter: highest rollout accuracy kept."),
-    screen: int = typer.Option(8, help="The filter decides on each candidate's first SCREEN rollouts; only kept "
-                               "problems get the rest of their G (same seeds as a full draw). 0: all G."),
+    screen: int = typer.Option(8, help="The filter decides on SCREEN screening rollouts per candidate (seeds of "
+                               "their own); a kept problem then gets G fresh rollouts. None with --min-acc 0 --max-acc 1."),
     min_novel_numbers: int = typer.Option(-1, help="number domain: a correct response must hold this many numbers "
                                           "absent from question and answer (-1: 4 for hub/file sources, 0 for builtin)."),
     temperature: float = typer.Option(0.7), top_p: float = typer.Option(1.0),
@@ -94,7 +94,8 @@ def eval_(
     protocol: List[str] = typer.Option(["held-out"], help="held-out (the headline: the state's own rollout is "
                                        "not in the group) | in-group (the paper's); repeat for both."),
     domain: str = DOMAIN, model: str = MODEL, root: Path = ROOT,
-    build_id: Optional[str] = typer.Option(None, "--build", help="Build fingerprint (prefix) to evaluate."),
+    build_id: Optional[str] = typer.Option(None, "--build", help="Build fingerprint (prefix), build or export folder "
+                                           "(`sveb export`), or hub:ID (an export on the Hugging Face hub)."),
     bootstrap: int = typer.Option(2000, help="Bootstrap resamples for the CI."),
     seed: int = typer.Option(0), force: bool = typer.Option(False, help="Recompute even if stored."),
     ray: Optional[str] = RAY,
@@ -136,15 +137,19 @@ def eval_(
 
 
 @app.command()
-def leaderboard(root: Path = ROOT, out_csv: Path = typer.Option(Path("leaderboard.csv"), "--out")):
-    """Gather every score under ROOT into one CSV and print the pivot."""
+def leaderboard(root: Path = ROOT, out_csv: Path = typer.Option(Path("leaderboard.csv"), "--out"),
+                wide: bool = typer.Option(False, "--wide", help="Also bias, calibration slope, ranking metrics and "
+                                          "own-outcome shift, CIs as [low, high] (needs a wide terminal)."),
+                build_id: Optional[str] = BUILD_DIR):
+    """Gather every score under ROOT into one CSV and print one table per domain and protocol."""
     from sveb.leaderboard import print_pivot, rows, write_csv
+    root = _build_root(root, build_id)
     r = rows(root)
     if not r:
         from sveb.errors import UsageError
         _fail(UsageError(f"no scores under {root}; run `sveb eval` first"))
     write_csv(r, out_csv)
-    print_pivot(r, out)
+    print_pivot(r, out, wide=wide)
     out.print(f"wrote {out_csv} ({len(r)} rows)")
 
 
@@ -203,9 +208,11 @@ def collapse(
 def report(root: Path = ROOT, out_dir: Path = typer.Option(Path("report"), "--out", help="Output directory."),
            all_settings: bool = typer.Option(False, help="Also plot ablation settings next to the defaults."),
            by: List[str] = typer.Option([], "--by", help="Also break MAE down by this problem meta key (e.g. level, "
-                                        "subject); repeatable. Writes by_KEY.csv and tables.")):
+                                        "subject); repeatable. Writes by_KEY.csv and tables."),
+           build_id: Optional[str] = BUILD_DIR):
     """Tables, plots and one static index.html from every build under ROOT."""
     from sveb.report import write_report
+    root = _build_root(root, build_id)
     try:
         index = write_report(root, out_dir, all_settings=all_settings, by=tuple(by))
     except _known() as e:
@@ -243,7 +250,7 @@ def demo(
         _interrupted()
 
 
-from sveb import cli_inspect  # noqa: E402,F401  (registers `ls` and `plan` after the commands above)
+from sveb import cli_export, cli_inspect  # noqa: E402,F401  (register `export`, `import`, `ls`, `plan`)
 
 if __name__ == "__main__":
     app()

@@ -50,3 +50,17 @@ RAY = typer.Option(None, "--ray", metavar="[ADDRESS]", help="Run on a Ray cluste
                    "must be a path every node sees. Needs `pip install 'sveb\\[ray]'`.")
 WORKERS = typer.Option(None, "--workers", help="Without --ray: parallel reward workers (default 4). With --ray: "
                        "Ray actors, each with its own engine (default: one per --gpus-per-worker GPUs, else 1).")
+
+BUILD_DIR = typer.Option(None, "--build", help="One build or export folder (or hub:ID) instead of every build under "
+                         "ROOT.")
+
+
+def _build_root(root, build):
+    """A --build folder (or hub:ID) stands in for ROOT: the store lists a root that is itself a build."""
+    if build is None:
+        return root
+    from sveb.builds import open_build
+    try:
+        return open_build(build, root)
+    except _known() as e:
+        _fail(e)

@@ -42,7 +42,7 @@ def ls(what: str = typer.Argument(..., help="estimators | domains | models | bui
         except _known() as e:
             _fail(e)
         for e in rows:
-            flags = [e.role] + ["hidden states"] * e.needs_hidden + ["trains"] * e.needs_training + \
+            flags = [e.role] + ["SVEB's V(s), not the paper's"] * e.constructed + ["hidden states"] * e.needs_hidden + ["trains"] * e.needs_training + \
                 ["train build"] * e.train_split + [f"grid: {','.join(e.grid)}"] * bool(e.grid) + \
                 [f"from {e.origin}"] * (e.origin != "sveb")
             out.print(f"{e.name:13s} {e.description} [dim]({'; '.join(flags)})[/]", soft_wrap=True, highlight=False)

@@ -73,7 +73,7 @@ def run_demo(root: Path, results: Path, domains: list[str], engine: str, console
                 console.print(f"eval {name} ({protocol}) on {domain}")
                 evaluate(bdir, name, {}, protocol, console=console)
     fps = {b.name for b in benchmark.values()}
-    board = [r for r in rows(root) if r["build_fp"] in fps]
+    board = rows(root, builds=fps)  # seeds of one config are pooled
     path = write_csv(board, results / "leaderboard.csv")
     print_pivot(board, out)
     out.print(f"wrote {path}")

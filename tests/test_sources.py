@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from sveb.data_builders import SourceError, domain_module, load_problems, split_of
+from sveb.data_builders import SourceError, domain_module, load_problems
 from sveb.data_builders.boxed import option_letters
 from sveb.sources import registry
 from sveb.sources.load import scan
@@ -24,13 +24,14 @@ DATA = Path(__file__).resolve().parents[2] / "shared" / "datasets"
 FILES = {"gsm8k": "gsm8k/test.jsonl", "math500": "math500/test.jsonl", "humaneval": "humaneval/HumanEval.jsonl.gz",
          "mbpp": "mbpp/mbpp.jsonl", "arc-challenge": "arc_challenge/test.jsonl", "mmlu-stem": "mmlu_stem/test.jsonl"}
 
-# name: (rows in the file, problems loaded, skipped per reason, loaded in our test / train halves)
+# name: (rows in the file, problems loaded, skipped per reason, loaded in the test / train split: the dataset's own
+# where it ships one, else the halves by id hash)
 COUNTS = {
-    "gsm8k": (1319, 1319, {}, 653, 666),
+    "gsm8k": (1319, 1319, {}, 1319, 0),         # its own split: the file is the test set
     "math500": (500, 500, {}, 250, 250),
     "humaneval": (164, 164, {}, 77, 87),
-    "mbpp": (974, 974, {}, 472, 502),           # the 4 repeated task texts differ in their tests, so stay distinct
-    "arc-challenge": (1172, 1172, {}, 599, 573),
+    "mbpp": (974, 974, {}, 500, 374),           # own splits by task_id; the 4 repeated task texts stay distinct
+    "arc-challenge": (1172, 1172, {}, 1172, 0),
     "mmlu-stem": (3018, 3006, {"duplicate question": 12}, 1505, 1501),  # 12 repeats: same question and options
 }
 
@@ -67,7 +68,8 @@ def test_named_source_counts(name, loaded, data):
         assert meta["dataset"] == name and 1 <= meta["row"] <= rows
     # what a build draws: the seeded shuffle of one split
     test, _ = load_problems(src.domain, f"{name}={data / FILES[name]}", 10, 0, "test")
-    assert len(test) == 10 and all(split_of(p["problem_id"]) == "test" for p in test)
+    assert len(test) == 10 and all(got.split(p) == "test" for p in test)
+    assert got.split_rule().startswith("the dataset's own" if src.own_splits else "halves by id hash")
 
 
 def _by_row(name, loaded):

@@ -46,9 +46,9 @@ def test_ls_problems_text_on_real_gsm8k():
         pytest.fail(f"the real datasets are missing: expected them in {DATA}")
     code, out = ls("problems", "--source", f"gsm8k={DATA / 'gsm8k/test.jsonl'}", "-n", "2")
     assert code == 0, out
-    assert "domain: math" in out and "rows read: 1319   loaded: 1319 (test 653, train 666)" in out
-    assert "skipped: none" in out and "first 2 of 653 problems in split test" in out
-    assert "[1] A robe takes 2 bolts" in out and 'gold: 3 (math)   {"row": 2}' in out
+    assert "domain: math" in out and "rows read: 1319   loaded: 1319 (test 1319, train 0; split: the dataset's own" in out
+    assert "skipped: none" in out and "first 2 of 1319 problems in split test" in out  # all of GSM8K test
+    assert "[2] A robe takes 2 bolts" in out and 'gold: 3 (math)   {"row": 2}' in out
 
 
 def test_ls_problems_json_on_real_files():
@@ -64,7 +64,7 @@ def test_ls_problems_json_on_real_files():
     assert [r["meta"]["task_id"] for r in rows] == [1, 2]
     code, out = ls("problems", "--source", f"arc-challenge={DATA / 'arc_challenge/test.jsonl'}", "--json")
     rows = [json.loads(line) for line in out.splitlines()]
-    assert code == 0 and len(rows) == 599  # all of the test split
+    assert code == 0 and len(rows) == 1172  # all of ARC-Challenge test
     first = next(r for r in rows if r["meta"]["id"] == "Mercury_7175875")
     assert first["answer"] == "C" and first["meta"]["options"]["C"] == "Planetary days will become shorter."
 
