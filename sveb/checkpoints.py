@@ -1,4 +1,4 @@
-"""Critic checkpoints: `<ckpt>/epoch-K/` holds the trainable weights, the optimizer state (the newest
+"""Critic checkpoints and the one resident critic model: `<ckpt>/epoch-K/` holds the trainable weights, the optimizer state (the newest
 epoch only) and meta.json; an epoch directory appears whole or not at all."""
 
 from __future__ import annotations
@@ -8,6 +8,7 @@ import json
 import re
 import shutil
 from pathlib import Path
+from typing import Callable, TypeVar
 
 from sveb.store import atomic_write_bytes
 
@@ -40,3 +41,37 @@ def save_epoch(ckpt: Path, epoch: int, trainable, opt, meta: dict) -> None:
     shutil.rmtree(final, ignore_errors=True)
     tmp.rename(final)
     (ckpt / f"epoch-{epoch - 1}" / "optim.pt").unlink(missing_ok=True)
+
+
+_CONTENT: dict[tuple, str] = {}
+
+
+def build_key(bdir: Path) -> str:
+    """A training build's identity for a trained estimator's cache: the hash of its contents
+    (`store.content_hash`), never its name or path. Memoised while none of its table files changes."""
+    from sveb.store import CONTENT_TABLES, content_hash
+    files = sorted(p for t in CONTENT_TABLES for p in (Path(bdir) / t).rglob("*") if p.is_file())
+    memo = (str(Path(bdir).resolve()), tuple((str(p), p.stat().st_mtime_ns, p.stat().st_size) for p in files))
+    if memo not in _CONTENT:
+        _CONTENT[memo] = content_hash(bdir)
+    return _CONTENT[memo]
+
+
+# The one critic-like model kept loaded in this process (ppo's critic or pacs's scorer): an eval of both
+# holds one policy copy at a time, and `-e ppo-n --protocol in-group --protocol held-out` loads it once.
+_RESIDENT: dict[tuple, object] = {}
+T = TypeVar("T")
+
+
+def resident(key: tuple, make: Callable[[], T]) -> T:
+    """The loaded model for key, made after the previous one (another key) is dropped and its memory freed."""
+    if key not in _RESIDENT:
+        release_resident()
+        _RESIDENT[key] = make()
+    return _RESIDENT[key]
+
+
+def release_resident() -> None:
+    from sveb.hardware import empty_cache
+    _RESIDENT.clear()
+    empty_cache()

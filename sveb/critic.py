@@ -132,10 +132,15 @@ class ValueModel(nn.Module):
         return self.head(self.top(feats)).squeeze(-1).float()
 
 
-def load_body(path: str, device: str) -> nn.Module:
+def default_dtype(device: str) -> str:
+    """A critic body's dtype: bf16 on a GPU, fp32 on a CPU (where training is small and exactness is cheap)."""
+    return "bfloat16" if device == "cuda" else "float32"
+
+
+def load_body(path: str, device: str, dtype: str | None = None) -> nn.Module:
     from transformers import AutoModel
     from transformers.utils import logging as hf_logging
-    dtype = torch.bfloat16 if device == "cuda" else torch.float32
+    dtype = getattr(torch, dtype or default_dtype(device))
     level = hf_logging.get_verbosity()
     hf_logging.set_verbosity_error()  # the unused lm_head weights are expected
     hf_logging.disable_progress_bar()
@@ -164,9 +169,12 @@ def _token_batches(seqs: Sequence[Seq], budget: int) -> list[list[Seq]]:
 class Critic:
     """A value model plus the cache of its frozen features; fit() trains (or resumes, or reloads)."""
 
-    def __init__(self, cfg: CriticConfig, path: str, device: str | None = None, cache_bytes: int = CACHE_BYTES):
+    def __init__(self, cfg: CriticConfig, path: str, device: str | None = None, cache_bytes: int = CACHE_BYTES,
+                 dtype: str | None = None):
+        from sveb.hardware import torch_device
         self.cfg, self.cache_bytes = cfg, cache_bytes
-        self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+        self.device = device or torch_device()
+        self.dtype = dtype or default_dtype(self.device)   # the frozen body's; trained weights are fp32
         self.model = ValueModel(self._load_body(path), cfg.train_layers)
         self.vocab = self.model.body.config.vocab_size
         self._cache: dict[tuple, torch.Tensor] = {}
@@ -177,7 +185,7 @@ class Critic:
         self._check_split()
 
     def _load_body(self, path: str) -> nn.Module:
-        return load_body(path, self.device)
+        return load_body(path, self.device, self.dtype)
 
     def use_features(self, fn: Callable[[Sequence[Seq]], dict[tuple, torch.Tensor]] | None) -> None:
         """Set `features_fn`; cached features from the other source (own pass vs shared pass) are dropped."""
@@ -187,9 +195,22 @@ class Critic:
         self.features_fn = fn
 
     def _amp(self):
-        if self.device == "cuda":
-            return torch.autocast("cuda", dtype=torch.bfloat16)
+        """bf16 autocast over a bf16 body (its fp32 trained layers then run in bf16 too), on either device."""
+        if self.dtype == "bfloat16":
+            return torch.autocast(self.device, dtype=torch.bfloat16)
         return contextlib.nullcontext()
+
+    def release_features(self) -> None:
+        """Drop the model behind `features_fn` (the shared pass's policy copy): its outputs are on disk."""
+        release = getattr(self.features_fn, "release", None)
+        if release is not None:
+            release()
+
+    def fingerprint(self, data_key: str) -> str:
+        """A checkpoint's identity: the data, the config, where the frozen features come from and in which
+        dtype, and the device and dtype it trains in (a CPU-fp32 critic is not a GPU-bf16 one)."""
+        source = ("shared-pass", getattr(self.features_fn, "dtype", None)) if self.features_fn is not None else "own-pass"
+        return fingerprint("critic", data_key, self.cfg, source, self.device, self.dtype)
 
     @torch.no_grad()
     def _check_split(self) -> None:
@@ -240,6 +261,7 @@ class Critic:
         for batch in _token_batches(seqs, BATCH_TOKENS):
             for s, v in zip(batch, self._values_batch(batch)):
                 out[s.key] = v.double().cpu().numpy()
+        self.release_features()
         return out
 
     def _loss_sum(self, seqs: Sequence[Seq]) -> torch.Tensor:
@@ -270,8 +292,7 @@ class Critic:
             on_epoch: Callable[[int, float], None] | None = None) -> Path:
         """Train on seqs, checkpointing each epoch under critics_root/<fp>/; resume or reuse what is there."""
         cfg = self.cfg
-        # where the frozen features come from changes them (the shared pass may run in bf16)
-        fp = fingerprint("critic", data_key, cfg, "shared-pass" if self.features_fn is not None else "own-pass")
+        fp = self.fingerprint(data_key)
         ckpt = Path(critics_root) / fp
         model, trainable = self.model, self.model.trainable()
         model.reset()
@@ -283,7 +304,8 @@ class Critic:
                 return ckpt
         else:
             atomic_write_bytes(ckpt / "config.json", json.dumps({"config": asdict(cfg), "data_key": data_key,
-                                                                 "n_rollouts": len(seqs)}, indent=2).encode())
+                                                                 "n_rollouts": len(seqs), "device": self.device,
+                                                                 "dtype": self.dtype}, indent=2).encode())
         seqs = [s for s in seqs if s.T > 0]
         if not seqs:
             raise UsageError("critic: no rollouts with response tokens to train on")
@@ -297,6 +319,7 @@ class Critic:
             for i in range(0, len(seqs), 64):
                 self.features(seqs[i:i + 64])
                 bar.advance(task, len(seqs[i:i + 64]))
+            self.release_features()
             self._before_training(seqs)
             for epoch in range(start + 1, cfg.epochs + 1):
                 torch.manual_seed(derive_seed(cfg.seed, fp, epoch))
@@ -313,3 +336,4 @@ class Critic:
                 if on_epoch:
                     on_epoch(epoch, tot / ntok)
         return ckpt
+

@@ -43,8 +43,30 @@ def ray_options(ray: str | None, workers: int | None, gpus_per_worker: float, cp
         raise UsageError(f"--workers {workers}: must be at least 1")
     if cpus_per_worker <= 0:
         raise UsageError(f"--cpus-per-worker {cpus_per_worker}: must be more than 0")
+    check_gpu_share(gpus_per_worker, tp)
     return RayOptions(address=None if ray == "local" else ray, workers=workers or 0,
                       gpus_per_worker=gpus_per_worker, cpus_per_worker=cpus_per_worker, tp=tp)
+
+
+def check_gpu_share(gpus_per_worker: float, tp: int) -> None:
+    """A share below 1 GPU is for --tp 1 (each engine then takes that share of the GPU's memory); above 1,
+    whole GPUs and at least --tp of them (vLLM spans exactly --tp GPUs)."""
+    g = gpus_per_worker
+    if g < 0 or g == 0:
+        return
+    if g < 1 and tp > 1:
+        raise UsageError(f"--gpus-per-worker {g:g} with --tp {tp}: a tensor-parallel engine needs {tp} whole GPUs")
+    if g >= 1 and (g != int(g) or g < tp):
+        raise UsageError(f"--gpus-per-worker {g:g}: must be a whole number of GPUs, at least --tp ({tp}), or a "
+                         "share below 1")
+
+
+def worker_env(i: int, gpus: float, cpus: float) -> dict[str, str]:
+    """What actor i starts with: its share of a GPU (vLLM scales --gpu-memory-utilization by it, so two
+    actors on one GPU do not each claim 0.9 of it), or its slice of the CPU cores."""
+    if gpus:
+        return {"SVEB_GPU_SHARE": f"{gpus:g}"} if gpus < 1 else {}
+    return cpu_binding(i, cpus)
 
 
 def require_ray():
@@ -119,7 +141,7 @@ class RayRunner:
         n = opts.workers or (max(1, int(gpus // per)) if per else 1)
         remote = ray.remote(max_restarts=opts.max_restarts, max_task_retries=opts.max_restarts)(Worker)
         self.actors = [remote.options(num_cpus=opts.cpus_per_worker, num_gpus=per).remote(
-            factory, {} if per else cpu_binding(i, opts.cpus_per_worker)) for i in range(n)]
+            factory, worker_env(i, per, opts.cpus_per_worker)) for i in range(n)]
         self.pool = ActorPool(self.actors)
         self.slots = n
         self._count, self._results = 0, {}

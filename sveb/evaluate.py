@@ -93,6 +93,7 @@ def hidden_provider(est: Estimator, data: BuildData, console: Console | None = N
     hs = HiddenStates(data.bdir, data.manifest["model"], layer=est.layer, **(hidden_options or {}))
     for pid in track(sorted(data.problems), description="hidden states", console=console):
         hs.ensure(pid, data.rollouts[pid])  # cached groups are not loaded twice
+    hs.release()  # every group is on disk now: the policy copy is not kept through the estimator's run
     return hs.provider(console)
 
 

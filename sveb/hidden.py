@@ -1,7 +1,8 @@
 """Hidden states of rollouts, from the model that sampled them: one forward pass serves every consumer.
 
-Computed per problem group with a transformers forward pass over prompt + response ids and cached as
-float16 per problem, so memory stays bounded by one group and later consumers read the file:
+Computed per problem group with a transformers forward pass over prompt + response ids and cached per
+problem in the compute dtype (bf16 as its exact bits, or fp32; never float16, whose 65504 limit Qwen's
+large activations exceed), so memory stays bounded by one group and later consumers read the file:
 - `<build>/hidden/<fp>/<pid>.npz`: one layer at the response positions (hista, shear, ...);
 - `<build>/features/<fp>/<pid>.npz`: one layer at every position, the input of a critic's first trained
   layer (ppo-1, ppo-n). Whichever consumer runs first pays the pass and stores the shared taps too
@@ -25,6 +26,25 @@ from sveb.store import atomic_write_bytes
 MAX_BATCH_TOKENS = 16384
 SHARED_RESP = -1      # last layer at the response positions: hista/shear defaults
 SHARED_FULL = (-3,)   # the input of the top 2 layers: the critics' default `train_layers=2`
+GROUP_CACHE_BYTES = 2 << 30  # decompressed groups a critic's feature reader keeps in host RAM
+
+
+STORE_FORMAT = "bf16-bits"  # in the cache fingerprints: caches stored as float16 before are not read
+
+
+def to_store(h) -> np.ndarray:
+    """A torch activation as stored: bf16 as its bits (uint16, exact, 2 bytes), anything else as float32."""
+    import torch
+    if h.dtype == torch.bfloat16:
+        return h.contiguous().view(torch.int16).cpu().numpy().view(np.uint16)
+    return h.float().cpu().numpy()
+
+
+def from_store(a: np.ndarray) -> np.ndarray:
+    """A stored array as float32 (bf16 bits are the top half of a float32's)."""
+    if a.dtype == np.uint16:
+        return (a.astype(np.uint32) << 16).view(np.float32)
+    return a.astype(np.float32, copy=False)
 
 
 def _save(path: Path, arrays: dict[int, np.ndarray]) -> None:
@@ -35,7 +55,7 @@ def _save(path: Path, arrays: dict[int, np.ndarray]) -> None:
 
 def _load(path: Path) -> dict[int, np.ndarray]:
     with np.load(path) as z:
-        return {int(k[1:]): z[k] for k in z.files}
+        return {int(k[1:]): from_store(z[k]) for k in z.files}
 
 
 class HiddenStates:
@@ -48,23 +68,31 @@ class HiddenStates:
         self._model = None
 
     def _resp_dir(self, layer: int) -> Path:
-        return self.bdir / "hidden" / fingerprint("hidden", self.model_spec, layer, self.dtype)
+        return self.bdir / "hidden" / fingerprint("hidden", self.model_spec, layer, self.dtype, STORE_FORMAT)
 
     def _full_dir(self, layer: int) -> Path:
-        return self.bdir / "features" / fingerprint("full", self.model_spec, layer, self.dtype)
+        return self.bdir / "features" / fingerprint("full", self.model_spec, layer, self.dtype, STORE_FORMAT)
 
     def _load_model(self):
         if self._model is None:
             import torch
             from transformers import AutoModelForCausalLM
+            from sveb.hardware import torch_device
             from sveb.models import resolve
-            self.device = "cuda" if torch.cuda.is_available() else "cpu"
+            self.device = torch_device()
             self._model = AutoModelForCausalLM.from_pretrained(resolve(self.model_spec), dtype=getattr(torch, self.dtype)
                                                                ).to(self.device).eval()
         return self._model
 
+    def release(self) -> None:
+        """Drop the model (a policy copy) once its outputs are cached; it is loaded again if one is missing."""
+        if self._model is not None:
+            from sveb.hardware import empty_cache
+            self._model = None
+            empty_cache()
+
     def _forward(self, rollouts: list[dict], resp: list[int], full: list[int]) -> dict[tuple, dict[int, np.ndarray]]:
-        """One batched pass: {("resp", layer) | ("full", layer): {rollout_idx: float16 array}}."""
+        """One batched pass: {("resp", layer) | ("full", layer): {rollout_idx: stored array (`to_store`)}}."""
         import torch
         model = self._load_model()
         order = sorted(rollouts, key=lambda r: len(r["prompt_token_ids"]) + len(r["response_token_ids"]))
@@ -89,7 +117,7 @@ class HiddenStates:
                     for i, r in enumerate(batch):
                         p, t = len(r["prompt_token_ids"]), len(r["response_token_ids"])
                         lo = p if kind == "resp" else 0
-                        dest[r["rollout_idx"]] = hs[i, lo:p + t].float().cpu().numpy().astype(np.float16)
+                        dest[r["rollout_idx"]] = to_store(hs[i, lo:p + t])
             batch.clear()
 
         for r in order:
@@ -102,8 +130,8 @@ class HiddenStates:
         return out
 
     def compute(self, rollouts: list[dict]) -> dict[int, np.ndarray]:
-        """{rollout_idx: [T, d] float16} of this layer for one group (no cache)."""
-        return self._forward(rollouts, [self.layer], [])[("resp", self.layer)]
+        """{rollout_idx: [T, d] float32} of this layer for one group (no cache)."""
+        return {k: from_store(v) for k, v in self._forward(rollouts, [self.layer], [])[("resp", self.layer)].items()}
 
     def _fill(self, pid: str, rollouts: list[dict], want: tuple) -> dict[int, np.ndarray]:
         """Run one pass for `want` plus every shared tap not yet cached; write them all; return `want`."""
@@ -113,7 +141,7 @@ class HiddenStates:
         res = self._forward(rollouts, [k for kind, k in taps if kind == "resp"], [k for kind, k in taps if kind == "full"])
         for tap in taps:
             _save(path_of(*tap), res[tap])
-        return res[want]
+        return {k: from_store(v) for k, v in res[want].items()}
 
     def ensure(self, pid: str, rollouts: list[dict]) -> dict[int, np.ndarray] | None:
         """Compute and cache a group's hidden states unless cached; the arrays when computed now."""
@@ -126,7 +154,7 @@ class HiddenStates:
         return arrays if arrays is not None else _load(self.dir / f"{pid}.npz")
 
     def full(self, pid: str, rollouts: list[dict], layer: int) -> dict[int, np.ndarray]:
-        """{rollout_idx: [P + T, d] float16}: `layer` at every position of prompt + response."""
+        """{rollout_idx: [P + T, d] float32}: `layer` at every position of prompt + response."""
         path = self._full_dir(layer) / f"{pid}.npz"
         return _load(path) if path.exists() else self._fill(pid, rollouts, ("full", layer))
 
@@ -164,10 +192,42 @@ class SharedFeatures:
     """A critic's `features_fn` over the builds' shared passes: seqs keyed (build_fp, pid, rollout_idx)
     -> {key: [len(ids), d] float32 torch} of `layer` at every position (one extractor per build)."""
 
-    def __init__(self, model: str, layer: int):
+    def __init__(self, model: str, layer: int, group_cache_bytes: int = GROUP_CACHE_BYTES):
+        from collections import OrderedDict
+        from sveb.hardware import pick_dtype
         self.model, self.layer = model, layer
+        self.dtype = pick_dtype("auto")  # the passes' dtype: part of a critic checkpoint's fingerprint
         self.builds: dict[str, tuple[Path, dict]] = {}  # build_fp -> (dir, rollouts by pid)
         self._passes: dict[str, HiddenStates] = {}
+        # recently read groups, decompressed: a micro-batch needs a few rollouts of a group, and reading
+        # the group's whole file for each was ~40x read amplification at 40 rollouts per group
+        self._groups: OrderedDict[tuple, dict[int, np.ndarray]] = OrderedDict()
+        self._group_bytes, self.group_cache_bytes = 0, group_cache_bytes
+
+    def release(self) -> None:
+        """Drop the passes' models (their outputs are on disk) and the decompressed groups."""
+        for hs in self._passes.values():
+            hs.release()
+        self._groups.clear()
+        self._group_bytes = 0
+
+    def _group(self, bfp: str, pid: str) -> dict[int, np.ndarray]:
+        key = (bfp, pid)
+        if key in self._groups:
+            self._groups.move_to_end(key)
+            return self._groups[key]
+        bdir, rows = self.builds[bfp]
+        if bfp not in self._passes:  # one extractor per build: it loads the model once
+            self._passes[bfp] = HiddenStates(bdir, self.model, dtype=self.dtype)
+        arrays = self._passes[bfp].full(pid, rows[pid], self.layer)
+        size = sum(a.nbytes for a in arrays.values())
+        while self._groups and self._group_bytes + size > self.group_cache_bytes:
+            _, old = self._groups.popitem(last=False)
+            self._group_bytes -= sum(a.nbytes for a in old.values())
+        if size <= self.group_cache_bytes:
+            self._groups[key] = arrays
+            self._group_bytes += size
+        return arrays
 
     def add(self, build_fp: str, bdir: Path, rollouts: dict) -> None:
         self.builds[build_fp] = (Path(bdir), rollouts)
@@ -179,10 +239,7 @@ class SharedFeatures:
             by_group.setdefault(s.key[:2], []).append(s)
         out = {}
         for (bfp, pid), group in by_group.items():
-            bdir, rows = self.builds[bfp]
-            if bfp not in self._passes:  # one extractor per build: it loads the model once
-                self._passes[bfp] = HiddenStates(bdir, self.model)
-            arrays = self._passes[bfp].full(pid, rows[pid], self.layer)
+            arrays = self._group(bfp, pid)
             for s in group:
-                out[s.key] = torch.from_numpy(arrays[s.key[2]][: len(s.ids)].astype(np.float32))
+                out[s.key] = torch.from_numpy(np.array(arrays[s.key[2]][: len(s.ids)], dtype=np.float32))
         return out

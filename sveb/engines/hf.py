@@ -18,8 +18,9 @@ class HFEngine:
     def __init__(self, model_path: str, batch_size: int = 32, dtype: str = "bfloat16"):
         import torch
         from transformers import AutoModelForCausalLM
+        from sveb.hardware import torch_device
         self.tokenizer = HFTokenizer(model_path)
-        self.device = "cuda" if torch.cuda.is_available() else "cpu"
+        self.device = torch_device()
         # dtype at load time, never .to(dtype): that would also cast RoPE's inv_freq
         self.model = AutoModelForCausalLM.from_pretrained(model_path, dtype=getattr(torch, dtype)).to(self.device).eval()
         self.batch_size = batch_size

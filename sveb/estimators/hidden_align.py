@@ -136,9 +136,11 @@ class HiddenAlign(Estimator):
     needs_hidden = True
 
     def cache_key(self, bdir, manifest) -> str:
-        """The calibration build's name (a new one invalidates stored scores), or "fixed"."""
+        """The calibration build's content hash (new data invalidates stored scores), or "fixed"."""
+        from pathlib import Path
+        from sveb.checkpoints import build_key
         tb = self._calibration_build(bdir, manifest)
-        return tb.rsplit("/", 1)[-1] if tb else "fixed"
+        return build_key(Path(tb)) if tb else "fixed"
 
     def _calibration_build(self, bdir, manifest) -> str:
         from sveb.builds import find_train_build

@@ -37,6 +37,7 @@ from torch import nn
 from sveb import store
 from sveb.builds import disjoint_problems, find_train_build, load_rollouts
 from sveb.config import fingerprint
+from sveb.checkpoints import build_key, resident
 from sveb.critic import Critic, Seq, _pad, _token_batches
 from sveb.errors import EvalError, UsageError
 from sveb.estimators.base import Estimator, ProblemGroup, State
@@ -108,11 +109,14 @@ class PacsScorer(Critic):
         from transformers.utils import logging as hf_logging
         hf_logging.disable_progress_bar()
         try:
-            lm = AutoModelForCausalLM.from_pretrained(
-                path, dtype=torch.bfloat16 if self.device == "cuda" else torch.float32, attn_implementation="sdpa")
+            lm = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, self.dtype), attn_implementation="sdpa")
         finally:
             hf_logging.enable_progress_bar()
-        self.lm_head = lm.get_output_embeddings().to(self.device).requires_grad_(False)
+        head = lm.get_output_embeddings()
+        # log-probabilities in fp32 whatever the body's dtype: the trained norm hands the head fp32, and
+        # bf16 logits round a log-ratio's tiny differences away (one fp32 copy of the head: vocab x d)
+        self.head_weight = head.weight.detach().to(self.device, torch.float32)
+        self.head_bias = None if head.bias is None else head.bias.detach().to(self.device, torch.float32)
         self._ref: dict[tuple, torch.Tensor] = {}
         return lm.get_decoder().to(self.device).eval()
 
@@ -128,7 +132,8 @@ class PacsScorer(Critic):
             with self._amp():
                 h = self.model.top(_pad(self.features(batch)))
             for i, s in enumerate(batch):
-                logits = self.lm_head(h[i, s.prompt_len - 1: s.prompt_len - 1 + s.T]).float()
+                logits = nn.functional.linear(h[i, s.prompt_len - 1: s.prompt_len - 1 + s.T].float(),
+                                              self.head_weight, self.head_bias)
                 tgt = torch.tensor(s.targets, device=logits.device)[:, None]
                 out[s.key] = torch.log_softmax(logits, -1).gather(1, tgt)[:, 0]
         return [out[s.key] for s in seqs]
@@ -161,6 +166,7 @@ class PacsScorer(Critic):
         for s, lp, lr in zip(seqs, self._logprobs(seqs), ref):
             d = (lp - lr).double().cpu().numpy() * self.cfg.beta
             out[s.key] = np.concatenate([[0.0], np.cumsum(d)])
+        self.release_features()
         return out
 
     def _before_training(self, seqs: Sequence[Seq]) -> None:
@@ -194,7 +200,6 @@ class PacsScorer(Critic):
         return total, len(groups)
 
 
-_LOADED: dict[tuple, PacsScorer] = {}
 # The last build's prefix scores: they never read the group's rewards, so both protocols share them
 _SCORED: dict[tuple, dict] = {}
 
@@ -218,7 +223,7 @@ class PACS(Estimator):
 
     def cache_key(self, bdir: Path, manifest: dict) -> str:
         try:
-            return find_train_build(bdir, manifest, self.train_build, self.name).name
+            return build_key(find_train_build(bdir, manifest, self.train_build, self.name))
         except EvalError:  # no training build yet: prepare() raises the clear error
             return ""
 
@@ -239,11 +244,7 @@ class PACS(Estimator):
         cfg = PacsConfig(self.policy_model or self._data.manifest["model"], self.beta, self.lr, self.epochs,
                          self.batch, self.grad_accum, self.train_layers, self.seed)
         path = resolve(cfg.model)
-        key = (path, cfg.train_layers)
-        if key not in _LOADED:
-            _LOADED.clear()
-            _LOADED[key] = PacsScorer(cfg, path)
-        scorer = _LOADED[key]
+        scorer = resident(("pacs", path, cfg.train_layers), lambda: PacsScorer(cfg, path))
         scorer.cfg = cfg
         fn = None
         if is_policy(path, self._data.manifest["model"]):
@@ -262,7 +263,7 @@ class PACS(Estimator):
         data, bfp = self._data, self._data.manifest["build_fp"]
         scorer = self._scorer([(tfp, tb, rows), (bfp, data.bdir, data.rollouts)])
         if self.epochs:
-            scorer.fit(seqs, tb / "critics", fingerprint("pacs", tfp, pids), self._console)
+            scorer.fit(seqs, tb / "critics", fingerprint("pacs", build_key(tb), pids), self._console)
         else:
             scorer.model.reset()
         bench = [make_pseq((bfp, r["problem_id"], r["rollout_idx"]), r["problem_id"], r["prompt_token_ids"],
@@ -276,7 +277,7 @@ class PACS(Estimator):
             raise RuntimeError(f"{self.name}: call prepare(build data) before estimate()")
         if self._scores is None:
             from dataclasses import astuple, replace
-            key = (self._data.manifest["build_fp"], str(self._train[0]), tuple(self._train[1]),
+            key = (self._data.manifest["build_fp"], build_key(self._train[0]), tuple(self._train[1]),
                    astuple(replace(self, value="")))  # the scores do not depend on how V is made of them
             if key not in _SCORED:
                 _SCORED.clear()

@@ -19,16 +19,13 @@ import numpy as np
 
 from sveb import store
 from sveb.builds import disjoint_problems, find_train_build, load_rollouts
+from sveb.checkpoints import build_key, resident
 from sveb.config import fingerprint
 from sveb.critic import Critic, CriticConfig, Seq, gae_targets, make_seq
 from sveb.errors import EvalError, UsageError
 from sveb.estimators.base import Estimator, ProblemGroup, State
 
 __all__ = ["PPO1", "PPON", "gae_targets"]
-
-# The last loaded critic body, kept for the process: `-e ppo-n --protocol in-group --protocol held-out`
-# then computes the frozen features once (fit() resets the trained part, so results do not depend on it).
-_LOADED: dict[tuple, Critic] = {}
 
 
 def _seq(build_fp: str, row: dict) -> Seq:
@@ -62,7 +59,6 @@ class _PPO(Estimator):
             raise UsageError(f"{self.name}: epochs, batch and grad_accum must be >= 1")
         self._data, self._console = data, console
         self._values: dict[object, dict[str, float]] = {}
-        self._critic: Critic | None = None
         from sveb.hidden import SharedFeatures
         self._shared = SharedFeatures(data.manifest["model"], -(self.train_layers + 1))
         self._shared.add(data.manifest["build_fp"], data.bdir, data.rollouts)
@@ -72,20 +68,17 @@ class _PPO(Estimator):
         pass
 
     def _get_critic(self) -> Critic:
-        if self._critic is None:
-            from sveb.hidden import is_policy
-            from sveb.models import resolve
-            cfg = self.critic_config(self._data)
-            path = resolve(cfg.model)
-            key = (path, cfg.train_layers)
-            if key not in _LOADED:
-                _LOADED.clear()
-                _LOADED[key] = Critic(cfg, path)
-            self._critic = _LOADED[key]
-            self._critic.cfg = cfg
-            # the policy's own pass has these layers; any other model runs its own
-            self._critic.use_features(self._shared if is_policy(path, self._data.manifest["model"]) else None)
-        return self._critic
+        """The process's resident critic body (fit() resets its trained part, so results do not depend on
+        what it trained before); not kept on the estimator, so loading pacs's model drops it."""
+        from sveb.hidden import is_policy
+        from sveb.models import resolve
+        cfg = self.critic_config(self._data)
+        path = resolve(cfg.model)
+        critic = resident(("critic", path, cfg.train_layers), lambda: Critic(cfg, path))
+        critic.cfg = cfg
+        # the policy's own pass has these layers; any other model runs its own
+        critic.use_features(self._shared if is_policy(path, self._data.manifest["model"]) else None)
+        return critic
 
     def _value_states(self, critic: Critic, states: list[dict]) -> dict[str, float]:
         data, bfp = self._data, self._data.manifest["build_fp"]
@@ -124,7 +117,7 @@ class PPO1(_PPO):
     def cache_key(self, bdir: Path, manifest: dict) -> str:
         """The training build this run would use, so a new training build invalidates stored scores."""
         try:
-            return find_train_build(bdir, manifest, self.train_build, self.name).name + "-clipped"
+            return build_key(find_train_build(bdir, manifest, self.train_build, self.name)) + "-clipped"
         except EvalError:  # no training build yet: prepare() raises the clear error
             return ""
 
@@ -139,7 +132,7 @@ class PPO1(_PPO):
         self._shared.add(bfp, tb, rows)
         seqs = [_seq(bfp, r) for pid in sorted(rows) for r in rows[pid]]
         critic = self._get_critic()
-        critic.fit(seqs, tb / "critics", fingerprint(bfp, self._train_pids), self._console)
+        critic.fit(seqs, tb / "critics", fingerprint(build_key(tb), self._train_pids), self._console)
         return self._value_states(critic, self._data.states)
 
 
@@ -167,7 +160,8 @@ class PPON(_PPO):
         bfp = data.manifest["build_fp"]
         used = lambda idx: mode == "all" or idx % self.folds != mode  # noqa: E731
         seqs = [_seq(bfp, r) for pid in sorted(data.rollouts) for r in data.rollouts[pid] if used(r["rollout_idx"])]
-        key = fingerprint(bfp, sorted(data.rollouts), "all" if mode == "all" else f"without fold {mode} of {self.folds}")
+        key = fingerprint(build_key(data.bdir), sorted(data.rollouts),
+                          "all" if mode == "all" else f"without fold {mode} of {self.folds}")
         critic = self._get_critic()
         critic.fit(seqs, data.bdir / "critics", key, self._console)
         states = [s for s in data.states if mode == "all" or s["rollout_idx"] % self.folds == mode]

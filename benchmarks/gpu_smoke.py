@@ -1,0 +1,182 @@
+"""The first GPU contact, scripted: SVEB's GPU paths at a real model's shape, with torch and transformers
+only (no vLLM, no hub, no network). A random-init model at Qwen2.5-3B's shape is built on the device in
+its dtype; then the hidden-state pass over 40 rollouts of ~4k tokens (one problem group), a critic fit and
+its checkpoint reuse, and pacs's training and prefix scoring. For each: device, dtype, finiteness,
+seconds, peak GPU memory and peak host RSS. Exit status 1 if any output is not finite or a step fails.
+
+    python benchmarks/gpu_smoke.py                                   # a CUDA machine: 3B shape, bf16
+    python benchmarks/gpu_smoke.py --device cpu --shape tiny --rollouts 4 --tokens 96   # what the test runs
+    python benchmarks/gpu_smoke.py --vllm /path/to/small-model       # + two vLLM runs compared (GPU with vLLM)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+SHAPES = {  # Qwen2.5-3B-Instruct's config.json, and a tiny one for CPU tests
+    "qwen2.5-3b": dict(hidden_size=2048, intermediate_size=11008, num_hidden_layers=36, num_attention_heads=16,
+                       num_key_value_heads=2, vocab_size=151936, tie_word_embeddings=True),
+    "tiny": dict(hidden_size=64, intermediate_size=128, num_hidden_layers=4, num_attention_heads=4,
+                 num_key_value_heads=2, vocab_size=512, tie_word_embeddings=True),
+}
+
+
+def make_model(shape: str, dtype: str, path: Path, device: str) -> str:
+    import torch
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+    torch.manual_seed(0)
+    cfg = Qwen2Config(max_position_embeddings=32768, rope_theta=1e6, **SHAPES[shape])
+    with torch.device(device):
+        model = Qwen2ForCausalLM(cfg).to(getattr(torch, dtype))
+    model.save_pretrained(path)
+    del model
+    return str(path)
+
+
+def make_rollouts(n: int, tokens: int, vocab: int, seed: int = 0) -> list[dict]:
+    import numpy as np
+    rng = np.random.default_rng(seed)
+    prompt = max(4, tokens // 16)
+    return [{"rollout_idx": i, "prompt_token_ids": rng.integers(1, vocab, prompt).tolist(),
+             "response_token_ids": rng.integers(1, vocab, int(tokens - prompt - rng.integers(0, tokens // 8 + 1))).tolist(),
+             "reward": float(i % 2)} for i in range(n)]
+
+
+class Step:
+    """Times a step and records its device, dtype, finiteness and peak memory."""
+
+    def __init__(self, name: str, device: str, dtype: str, results: list):
+        self.row = {"step": name, "device": device, "dtype": dtype}
+        self.results, self.device = results, device
+
+    def __enter__(self):
+        import torch
+        if self.device == "cuda":
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+        self.t0 = time.perf_counter()
+        return self.row
+
+    def __exit__(self, kind, err, tb):
+        import torch
+        if self.device == "cuda":
+            torch.cuda.synchronize()
+            self.row["peak_gpu_gib"] = round(torch.cuda.max_memory_allocated() / 2**30, 2)
+        self.row["seconds"] = round(time.perf_counter() - self.t0, 2)
+        self.row["peak_host_rss_gib"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, 2)
+        if err is not None:
+            self.row.update(finite=False, error=f"{kind.__name__}: {str(err).splitlines()[0] if str(err) else ''}")
+        self.results.append(self.row)
+        print(json.dumps(self.row), flush=True)
+        return True  # the next steps still run; the exit status says it failed
+
+
+def finite(arrays) -> bool:
+    import numpy as np
+    return all(bool(np.all(np.isfinite(np.asarray(a)))) for a in arrays)
+
+
+def run(args) -> list[dict]:
+    os.environ["SVEB_DEVICE"] = args.device  # read by sveb.hardware: every component on this device
+    import torch
+    from sveb.critic import Critic, CriticConfig, make_seq
+    from sveb.estimators.pacs import PacsConfig, PacsScorer, make_pseq
+    from sveb.hardware import device, empty_cache
+    from sveb.hidden import HiddenStates, SharedFeatures
+    dev = device()
+    print(f"device: {dev.describe()}; torch {torch.__version__} (CUDA {torch.version.cuda}); "
+          f"{torch.cuda.get_device_name(0) if dev.torch == 'cuda' else 'cpu'}", flush=True)
+    if dev.torch != args.device:
+        raise SystemExit(f"asked for {args.device}, sveb.hardware decided {dev.torch}")
+    dtype, results = args.dtype, []
+    with tempfile.TemporaryDirectory(dir=args.workdir) as tmp:
+        tmp = Path(tmp)
+        with Step("build random-init model", args.device, dtype, results) as row:
+            path = make_model(args.shape, dtype, tmp / "model", args.device)
+            row["finite"] = True
+        rows = make_rollouts(args.rollouts, args.tokens, SHAPES[args.shape]["vocab_size"])
+        bdir, bfp, pid = tmp / "build", "smoke", "p0"
+        with Step("hidden-state pass (resp + critic input, one group)", args.device, dtype, results) as row:
+            hs = HiddenStates(bdir, path, layer=-1, dtype=dtype)
+            arrays = hs.group(pid, rows)
+            row["finite"] = finite(arrays.values())
+            row["tokens"] = sum(len(r["prompt_token_ids"]) + len(r["response_token_ids"]) for r in rows)
+            hs.release()
+        shared = SharedFeatures(path, -3)
+        shared.dtype = dtype
+        shared.add(bfp, bdir, {pid: rows})
+        seqs = [make_seq((bfp, pid, r["rollout_idx"]), r["prompt_token_ids"], r["response_token_ids"], r["reward"])
+                for r in rows]
+        cfg = CriticConfig(model=path, epochs=1, batch=args.batch)
+        for name in ("critic fit (1 epoch)", "critic checkpoint reuse"):
+            with Step(name, args.device, dtype, results) as row:
+                critic = Critic(cfg, path, device=args.device, dtype=dtype)
+                critic.use_features(shared)
+                trained = []
+                ckpt = critic.fit(seqs, bdir / "critics", "smoke", on_epoch=lambda e, loss: trained.append(loss))
+                vals = critic.values(seqs)
+                row.update(finite=finite(vals.values()) and finite(trained), epochs_trained=len(trained),
+                           checkpoint=ckpt.name)
+                del critic
+                empty_cache()
+        with Step("pacs fit (1 epoch) + prefix scores", args.device, dtype, results) as row:
+            scorer = PacsScorer(PacsConfig(model=path, epochs=1), path, device=args.device, dtype=dtype)
+            scorer.use_features(shared)
+            pseqs = [make_pseq(s.key, pid, r["prompt_token_ids"], r["response_token_ids"], r["reward"])
+                     for s, r in zip(seqs, rows)]
+            scorer.fit(pseqs, bdir / "critics", "smoke-pacs")
+            scores = scorer.prefix_scores(pseqs)
+            row["finite"] = finite(scores.values())
+            del scorer
+            empty_cache()
+        if args.vllm:
+            with Step("vLLM: two engines, same seeded requests", args.device, dtype, results) as row:
+                row.update(vllm_twice(args.vllm, dtype))
+    return results
+
+
+def vllm_twice(model: str, dtype: str) -> dict:
+    """Token agreement of two engine runs over the same 32 seeded requests (a build's reproducibility)."""
+    from sveb.config import SamplingConfig
+    from sveb.engines import Request
+    from sveb.engines.vllm import VLLMEngine
+    from sveb.models import resolve
+    reqs = [Request((1, 2, 3, 4 + i % 4), seed=i) for i in range(32)]
+    runs = []
+    for _ in range(2):
+        eng = VLLMEngine(resolve(model), dtype=dtype, max_model_len=1024)
+        runs.append([c.token_ids for c in eng.generate(reqs, SamplingConfig(max_tokens=128))])
+        eng.close()
+    return {"finite": True, "identical_sequences": sum(a == b for a, b in zip(*runs)), "of": len(reqs)}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
+    ap.add_argument("--dtype", default=None, choices=["bfloat16", "float32"], help="default: bf16 on cuda, fp32 on cpu")
+    ap.add_argument("--shape", default="qwen2.5-3b", choices=sorted(SHAPES))
+    ap.add_argument("--rollouts", type=int, default=40)
+    ap.add_argument("--tokens", type=int, default=4096, help="prompt + response tokens per rollout (about)")
+    ap.add_argument("--batch", type=int, default=4, help="critic micro-batch (rollouts)")
+    ap.add_argument("--vllm", default="", help="a small real model: also compare two vLLM runs")
+    ap.add_argument("--workdir", default=None, help="where the model and the build go (default: $TMPDIR)")
+    ap.add_argument("--json", type=Path, help="write the rows here")
+    args = ap.parse_args(argv)
+    args.dtype = args.dtype or ("bfloat16" if args.device == "cuda" else "float32")
+    results = run(args)
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=1) + "\n")
+    bad = [r["step"] for r in results if not r.get("finite")]
+    print("ok: every step ran and every output is finite" if not bad else f"FAILED: {', '.join(bad)}")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
