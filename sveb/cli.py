@@ -152,23 +152,6 @@ def eval_(
 
 
 @app.command()
-def leaderboard(root: Path = ROOT, out_csv: Path = typer.Option(Path("leaderboard.csv"), "--out"),
-                wide: bool = typer.Option(False, "--wide", help="Also bias, calibration slope, ranking metrics and "
-                                          "own-outcome shift, CIs as [low, high] (needs a wide terminal)."),
-                build_id: Optional[str] = BUILD_DIR):
-    """Gather every score under ROOT into one CSV and print one table per domain and protocol."""
-    from sveb.leaderboard import print_pivot, rows, write_csv
-    root = _build_root(root, build_id)
-    r = rows(root)
-    if not r:
-        from sveb.errors import UsageError
-        _fail(UsageError(f"no scores under {root}; run `sveb eval` first"))
-    write_csv(r, out_csv)
-    print_pivot(r, out, wide=wide)
-    out.print(f"wrote {out_csv} ({len(r)} rows)")
-
-
-@app.command()
 def ablate(
     estimator: str = typer.Option(..., "--estimator", "-e", help="Any estimator (`sveb ls estimators` shows which "
                                   "have a default grid)."),
@@ -269,7 +252,8 @@ def demo(
         _interrupted()
 
 
-from sveb import cli_export, cli_inspect  # noqa: E402,F401  (register `export`, `import`, `ls`, `plan`)
+from sveb import cli_board, cli_export, cli_inspect  # noqa: E402,F401  (register `export`, `import`, `ls`, `plan`,
+#   `submit`, `leaderboard`)
 
 if __name__ == "__main__":
     app()

@@ -137,7 +137,9 @@ def evaluate(bdir: Path, name: str, params: dict[str, str] | None = None, protoc
         check_weights(bdir, manifest)
     full = load_build(bdir)
     data = full.public()  # what the estimator sees: no reference values (only the evaluator reads them)
+    t0 = time.perf_counter()
     est.prepare(data, console)
+    _record_prepare(bdir / "timings" / f"{key}.json", time.perf_counter() - t0)
     if ray is not None and entry(name).needs_training:
         # a trained estimator fits one model per build: per-group actors would each train it again
         console.print(f"{name}: trains one model per build, so it runs here rather than on Ray actors")
@@ -165,6 +167,12 @@ def evaluate(bdir: Path, name: str, params: dict[str, str] | None = None, protoc
     store.write_shard(est_path, pa.Table.from_pylist(est_rows, schema=schema.ESTIMATES), fp)
     ident = {"estimator": name, "params_fp": pfp, "params": pj, "protocol": protocol}
     return _write_scores(score_path, sfp, manifest, ident, est_rows, full, n_boot, seed, seconds)
+
+
+def _record_prepare(path: Path, seconds: float) -> None:
+    """prepare()'s wall time (training, for an estimator that trains there): a cost a result bundle reports."""
+    import json
+    store.atomic_write_bytes(path, json.dumps({"prepare_seconds": seconds}).encode())
 
 
 def _write_scores(score_path: Path, sfp: str, manifest: dict, ident: dict, est_rows: list[dict], data: BuildData,

@@ -1,0 +1,286 @@
+"""A leaderboard of result bundles, every score recomputed here from the estimates and the build's references.
+
+A board is a folder:
+  board.json             the builds it scores against (content hash -> folder), besides any under builds/
+  builds/<name>/         exports placed in the board (found by their manifest's content hash)
+  bundles/<key>/         accepted bundles, as submitted (bundle.json, estimates.parquet)
+  scored/<key>.json      the board's score rows of each bundle (never the submitter's)
+  scores.parquet, .csv   every row, with paired Δ vs grpo and Holm verdicts per (build, protocol) table
+A bundle's key hashes its estimates and identity, so adding it twice changes nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from sveb import scoring, store
+from sveb.bundle import BundleError, build_identity, estimates_key, read_bundle, unpack
+from sveb.errors import SvebError
+
+PROTOCOLS = ("held-out", "in-group")
+TOL = 1e-9  # the evaluator's own tolerance on [0, 1] (float noise at the ends)
+N_BOOT, SEED = 2000, 0  # `sveb eval`'s defaults: a board row equals the eval row of the same estimates
+
+
+class BoardError(SvebError, ValueError):
+    pass
+
+
+def _read_json(path: Path, default):
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        return default
+    except json.JSONDecodeError as e:
+        raise BoardError(f"{path}: corrupt JSON ({e.msg}); restore it or start a new board") from None
+
+
+def _write_json(path: Path, obj) -> None:
+    store.atomic_write_bytes(path, json.dumps(obj, indent=2, sort_keys=True, default=_jsonable).encode())
+
+
+def _jsonable(x):
+    return str(x)
+
+
+def _clean(x):
+    """NaN -> None for JSON (strict JSON has no NaN)."""
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    if isinstance(x, (np.floating, np.integer)):
+        return _clean(x.item())
+    return x
+
+
+_idents: dict[tuple, dict] = {}
+
+
+def _identity(bdir: Path) -> dict:
+    key = (str(Path(bdir).resolve()), (Path(bdir) / "manifest.json").stat().st_mtime_ns)
+    if key not in _idents:
+        _idents[key] = build_identity(Path(bdir))
+    return _idents[key]
+
+
+def register(board: Path, bdirs: list[Path]) -> dict[str, Path]:
+    """Record builds (complete builds or exports) the board scores against; their content hash is the key."""
+    from sveb.builds import open_build
+    conf = _read_json(board / "board.json", {"format": "sveb-board", "builds": {}})
+    for b in bdirs:
+        bdir = open_build(str(b), board)  # an export's tables are checked against their hashes here
+        conf["builds"][_identity(bdir)["content_hash"]] = str(Path(bdir).resolve())
+    board.mkdir(parents=True, exist_ok=True)
+    _write_json(board / "board.json", conf)
+    return known_builds(board)
+
+
+def known_builds(board: Path) -> dict[str, Path]:
+    """content hash -> build folder: the registered ones and the exports under builds/."""
+    conf = _read_json(board / "board.json", {"builds": {}})
+    out = {h: Path(p) for h, p in conf.get("builds", {}).items() if (Path(p) / "manifest.json").exists()}
+    for m in sorted((board / "builds").glob("*/manifest.json")):
+        out.setdefault(_identity(m.parent)["content_hash"], m.parent)
+    return out
+
+
+def validate(meta: dict, table: pa.Table, data) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """protocol -> (values, own shifts) in the build's state order; a BundleError names the first problem."""
+    want = meta["build"]["content_hash"]
+    ident = _identity(data.bdir)
+    for t, h in (meta["build"].get("tables") or {}).items():
+        if ident["tables"].get(t) != h:
+            raise BundleError(f"table {t} hash {str(h)[:16]} differs from build {want}'s {ident['tables'].get(t, '')[:16]}")
+    order = {s["state_id"]: i for i, s in enumerate(data.states)}
+    n = len(order)
+    sids, protos, vals, shifts = (table.column(c).to_pylist() for c in ("state_id", "protocol", "value", "own_shift"))
+    out: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    seen: set[tuple[str, str]] = set()
+    for sid, proto, v, d in zip(sids, protos, vals, shifts):
+        if proto not in PROTOCOLS:
+            raise BundleError(f"state {sid}: unknown protocol '{proto}' (known: {', '.join(PROTOCOLS)})")
+        if sid not in order:
+            raise BundleError(f"state {sid} ({proto}) is not a state of build {want}")
+        if (sid, proto) in seen:
+            raise BundleError(f"state {sid} appears twice under protocol {proto}")
+        seen.add((sid, proto))
+        if v is None or not math.isfinite(v) or not -TOL <= v <= 1 + TOL:
+            raise BundleError(f"value {v} at state {sid} ({proto}) is not a finite number in [0, 1]")
+        if d is not None and not math.isnan(d) and not (math.isfinite(d) and -TOL <= d <= 1 + TOL):
+            raise BundleError(f"own_shift {d} at state {sid} ({proto}) is not in [0, 1] (or NaN: not measured)")
+        arrs = out.setdefault(proto, (np.full(n, np.nan), np.full(n, np.nan)))
+        arrs[0][order[sid]] = v
+        arrs[1][order[sid]] = np.nan if d is None else d
+    if not out:
+        raise BundleError("the bundle holds no estimates")
+    for proto, (v, _) in out.items():
+        if np.isnan(v).any():
+            raise BundleError(f"missing state {data.states[int(np.flatnonzero(np.isnan(v))[0])]['state_id']} "
+                              f"under protocol {proto} ({int(np.isnan(v).sum())} of {n} missing)")
+    return out
+
+
+def _reported(cost: dict, key: str) -> float | None:
+    """A self-reported cost figure (seconds, training): a non-negative number or None; anything else refused."""
+    x = (cost or {}).get(key)
+    if x is None:
+        return None
+    if not isinstance(x, (int, float)) or isinstance(x, bool) or not math.isfinite(x) or x < 0:
+        raise BundleError(f"cost.{key} = {x!r}: expected a non-negative number or null")
+    return float(x)
+
+
+def score_rows(meta: dict, values: dict, data) -> list[dict]:
+    """The board's own score rows, one per protocol: sveb.scoring on the estimates and the build's references
+    (the same call as `sveb eval`), with the cost figures recomputed from the build where it can be."""
+    from sveb.cost import cost_figures
+    states = data.states
+    ref = np.array([data.references[s["state_id"]]["value"] for s in states], dtype=float)
+    n_ref = int(data.references[states[0]["state_id"]]["n_ref"]) if states else 20
+    pids = np.array([s["problem_id"] for s in states])
+    est = meta["estimator"]
+    prov = est.get("provenance") or {}
+    out = []
+    for proto, (v, shift) in sorted(values.items(), key=lambda kv: PROTOCOLS.index(kv[0])):
+        cost = (meta.get("cost") or {}).get(proto) or {}
+        seconds = _reported(cost, "seconds")
+        train = _reported(cost, "train_tokens")
+        row = {"model": data.manifest.get("model"), "domain": data.manifest.get("domain"),
+               "build_fp": data.manifest.get("build_fp"), "content_hash": meta["build"]["content_hash"],
+               "estimator": est["name"], "params_fp": est.get("params_fp") or "",
+               "params": json.dumps(est["params"], sort_keys=True), "protocol": proto,
+               **scoring.score(v, ref, n_ref, pids, N_BOOT, SEED, rollouts=np.array([s["rollout_idx"] for s in states]),
+                               t=np.array([s["t"] for s in states])),
+               **scoring.own_shift_stats(shift), "seconds": seconds if seconds is not None else float("nan"),
+               **cost_figures(target=est.get("target") or "", params=est["params"],
+                              needs_hidden=bool(est.get("needs_hidden")), states=states, rollouts=data.rollouts,
+                              seconds=seconds if seconds is not None else float("nan"),
+                              prepare_seconds=_reported(cost, "prepare_seconds"),
+                              train_tokens=int(train) if train is not None else None),
+               "provenance": prov.get("kind"), "distribution": prov.get("distribution"),
+               "version": prov.get("version"), "target": est.get("target"), "sveb_version": meta.get("sveb_version"),
+               "machine": json.dumps(meta.get("machine") or {}, sort_keys=True), "bundle": meta["key"]}
+        out.append({k: _clean(x) for k, x in row.items()})
+    return out
+
+
+def _conflict(board: Path, meta: dict, protocols) -> str | None:
+    """The bundle already on the board with the same estimator, settings and build under one of `protocols`."""
+    for path in sorted((board / "scored").glob("*.json")):
+        for r in _read_json(path, []):
+            if (r["estimator"], r["params"], r["content_hash"]) == (
+                    meta["estimator"]["name"], json.dumps(meta["estimator"]["params"], sort_keys=True),
+                    meta["build"]["content_hash"]) and r["protocol"] in protocols:
+                return f"{r['bundle']} ({r['protocol']})"
+    return None
+
+
+def add(board: Path, bundle: Path, builds: list[Path] = ()) -> tuple[str, str]:
+    """Validate, score and store one bundle; (key, "added" | "unchanged"). Nothing is written on refusal."""
+    from sveb.builds import load_build
+    board = Path(board)
+    known = register(board, list(builds)) if builds else known_builds(board)
+    with tempfile.TemporaryDirectory(prefix=".sveb-bundle-") as tmp:
+        folder = unpack(Path(bundle), Path(tmp))
+        meta, table = read_bundle(folder)
+        key = estimates_key(meta, table)  # recomputed: a bundle's own "key" is not trusted either
+        meta = {**meta, "key": key}
+        if (board / "bundles" / key / "bundle.json").exists():
+            return key, "unchanged"
+        want = meta["build"]["content_hash"]
+        if want not in known:
+            have = ", ".join(sorted(known)) or "none"
+            raise BundleError(f"foreign build hash {want}: the board knows {have}; pass the build with --build DIR")
+        data = load_build(known[want])
+        values = validate(meta, table, data)
+        clash = _conflict(board, meta, values)
+        if clash:
+            raise BundleError(f"the board already holds {meta['estimator']['name']} with these parameters on build "
+                              f"{want} (bundle {clash}); one result per estimator, setting and build")
+        rows = score_rows(meta, values, data)
+        _write_json(board / "scored" / f"{key}.json", rows)
+        dest = board / "bundles" / key
+        staged = Path(tempfile.mkdtemp(dir=dest.parent if dest.parent.exists() else _mk(dest.parent),
+                                       prefix=f".{key}.tmp-"))
+        for name in ("bundle.json", "estimates.parquet"):
+            shutil.copy2(folder / name, staged / name)
+        staged.rename(dest)  # the bundle is on the board once this folder exists whole
+    rebuild(board)
+    return key, "added"
+
+
+def _mk(p: Path) -> Path:
+    p.mkdir(parents=True, exist_ok=True)
+    return p
+
+
+def bundles(board: Path) -> list[tuple[dict, pa.Table]]:
+    return [read_bundle(p.parent) for p in sorted((Path(board) / "bundles").glob("*/bundle.json"))]
+
+
+def rebuild(board: Path) -> list[dict]:
+    """Every accepted bundle's rows with paired Δ of squared error vs grpo and Holm verdicts per (build, protocol)
+    table (pooling.paired: the leaderboard's own families); written to scores.parquet and scores.csv."""
+    from sveb.builds import load_build
+    from sveb.pooling import View, paired
+    board = Path(board)
+    rows = [r for p in sorted((board / "scored").glob("*.json")) if (board / "bundles" / p.stem).is_dir()
+            for r in _read_json(p, [])]
+    known = known_builds(board)
+    for h in sorted({r["content_hash"] for r in rows}):
+        if h not in known:
+            continue  # the build went away: rows stay, unpaired
+        data = load_build(known[h])
+        order = {s["state_id"]: i for i, s in enumerate(data.states)}
+        ref = np.array([data.references[s]["value"] for s in order], dtype=float)
+        pids = np.array([s["problem_id"] for s in data.states], dtype=object)
+        view = View(known[h], "", "", "", [], pids, ref, np.zeros(len(ref)))
+        for meta, table in bundles(board):
+            if meta["build"]["content_hash"] != h:
+                continue
+            e = meta["estimator"]
+            for sid, proto, v in zip(*(table.column(c).to_pylist() for c in ("state_id", "protocol", "value"))):
+                view.est.setdefault((e["name"], e.get("params_fp") or "", proto), np.full(len(ref), np.nan))[order[sid]] = v
+        for proto in PROTOCOLS:
+            cmp = paired(view, proto)
+            for r in rows:
+                if r["content_hash"] == h and r["protocol"] == proto:
+                    c = cmp.get((r["estimator"], r["params_fp"]), {})
+                    r.update({k: _clean(c.get(k)) for k in ("delta_sq", "delta_sq_ci_low", "delta_sq_ci_high",
+                                                            "p_delta", "p_holm")},
+                             verdict=c.get("verdict") or ("baseline" if r["estimator"] == "grpo" else "n/a"))
+    _write_table(board, rows)
+    return rows
+
+
+def _write_table(board: Path, rows: list[dict]) -> None:
+    import csv
+    import io
+
+    import pyarrow.parquet as pq
+    if not rows:
+        return
+    cols = list(dict.fromkeys(k for r in rows for k in r))
+    buf = pa.BufferOutputStream()
+    pq.write_table(pa.Table.from_pylist([{c: r.get(c) for c in cols} for r in rows]), buf)
+    store.atomic_write_bytes(board / "scores.parquet", buf.getvalue().to_pybytes())
+    s = io.StringIO()
+    w = csv.DictWriter(s, fieldnames=cols)
+    w.writeheader()
+    w.writerows(rows)
+    store.atomic_write_bytes(board / "scores.csv", s.getvalue().encode())
+
+
+def rows(board: Path) -> list[dict]:
+    """The board's scores table (recomputed when missing)."""
+    import pyarrow.parquet as pq
+    path = Path(board) / "scores.parquet"
+    if not path.exists():
+        return rebuild(board) if (Path(board) / "scored").exists() else []
+    return pq.read_table(path).to_pylist()

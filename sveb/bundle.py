@@ -1,0 +1,202 @@
+"""Result bundles: one estimator's per-state estimates on one frozen build, with who made them and how.
+
+A bundle is a folder (optionally a .tar.gz or .zip of it) holding
+- estimates.parquet: state_id, protocol, value, own_shift (one row per state and protocol);
+- bundle.json: the estimator (name, target, resolved parameters, provenance), the build's content hash and
+  per-table hashes, SVEB's version, the machine, wall time and the cost figures measured where it ran.
+It carries no scores: a board recomputes every score from the estimates and the build's references.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import shutil
+import tarfile
+import tempfile
+import time
+import zipfile
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from sveb import store
+from sveb.errors import SvebError
+
+FORMAT = "sveb-bundle"
+FORMAT_VERSION = 1
+ESTIMATES = pa.schema([("state_id", pa.string()), ("protocol", pa.string()), ("value", pa.float64()),
+                       ("own_shift", pa.float64())])
+ARCHIVES = ("tar.gz", "zip")
+
+
+class BundleError(SvebError, ValueError):
+    pass
+
+
+def _dist_version(dist: str) -> str | None:
+    from importlib.metadata import PackageNotFoundError, version
+    try:
+        return version(dist)
+    except PackageNotFoundError:
+        return None
+
+
+def provenance(entry) -> dict:
+    """Where an estimator comes from: builtin (SVEB's version), the plugin distribution (name and version) whose
+    entry point registered it, or an import path (with the distribution that ships its module, if any)."""
+    if entry.origin == "sveb":
+        return {"kind": "builtin", "distribution": "sveb", "version": _dist_version("sveb"), "target": entry.target}
+    if entry.origin == "import path":
+        from importlib.metadata import packages_distributions
+        dists = packages_distributions().get(entry.target.split(".")[0].split(":")[0], [])
+        return {"kind": "import path", "distribution": dists[0] if dists else None,
+                "version": _dist_version(dists[0]) if dists else None, "target": entry.target}
+    return {"kind": "plugin", "distribution": entry.origin, "version": _dist_version(entry.origin),
+            "target": entry.target}
+
+
+def machine() -> dict:
+    """CPU flags that decide speed and dtype, and the GPU's name where there is one."""
+    import platform
+    import subprocess
+
+    from sveb import hardware
+    gpu = None
+    if hardware.nvidia_gpus():
+        try:
+            gpu = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
+                                 text=True, timeout=20, check=True).stdout.strip().splitlines()[0]
+        except (subprocess.SubprocessError, OSError, IndexError):
+            gpu = "unknown"
+    return {"cpu_flags": hardware.describe(), "cpu": platform.processor() or platform.machine(), "gpu": gpu}
+
+
+def build_identity(bdir: Path) -> dict:
+    """The build a bundle's estimates belong to: content hash, per-table hashes and what it is."""
+    m = store.read_manifest(bdir)
+    ex = m.get("export")
+    tables = ({t: v["sha256"] for t, v in ex["tables"].items() if t in store.CONTENT_TABLES} if ex
+              else {t: store.table_hash(bdir / t) for t in store.CONTENT_TABLES})
+    return {"content_hash": ex["content_hash"] if ex else store.content_hash(bdir), "tables": tables,
+            "build_fp": m.get("build_fp", bdir.name), "model": m.get("model"), "domain": m.get("domain"),
+            "n_states": m.get("n_states")}
+
+
+def estimates_key(meta: dict, table: pa.Table) -> str:
+    """The bundle's identity on a board: its estimates and who made them, not when or where."""
+    est = meta["estimator"]
+    ident = {"name": est["name"], "params": est["params"], "target": est.get("target"),
+             "provenance": {k: est.get("provenance", {}).get(k) for k in ("kind", "distribution", "version")},
+             "build": meta["build"]["content_hash"]}
+    rows = sorted(zip(*(table.column(c).to_pylist() for c in ESTIMATES.names)), key=lambda r: (r[1], r[0]))
+    h = hashlib.sha256(json.dumps(ident, sort_keys=True).encode())
+    for sid, proto, v, d in rows:
+        h.update(json.dumps([sid, proto, repr(v), repr(d)]).encode() + b"\n")
+    return h.hexdigest()[:16]
+
+
+def check_out(out: Path, archive: str | None = None) -> Path:
+    """Refuse a bundle destination before any work: an existing non-empty folder, or an unknown archive kind."""
+    out = Path(out)
+    if archive is not None and archive not in ARCHIVES:
+        raise BundleError(f"--archive {archive}: expected one of {', '.join(ARCHIVES)}")
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise BundleError(f"--out {out}: exists and is not an empty folder; pass a new folder")
+    return out
+
+
+def write_bundle(out: Path, meta: dict, rows: list[dict], archive: str | None = None) -> Path:
+    """A new bundle folder `out` (appearing whole or not at all), and `out.<archive>` beside it when asked."""
+    out = check_out(out, archive)
+    table = pa.Table.from_pylist([{c: r[c] for c in ESTIMATES.names} for r in rows], schema=ESTIMATES)
+    meta = {"format": FORMAT, "format_version": FORMAT_VERSION, **meta, "key": estimates_key(meta, table)}
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.tmp-"))
+    try:
+        pq.write_table(table, tmp / "estimates.parquet", compression="zstd")
+        (tmp / "bundle.json").write_text(json.dumps(meta, indent=2, sort_keys=True, default=_nan_none))
+        if out.exists():
+            out.rmdir()
+        tmp.rename(out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    if archive:
+        fmt = "gztar" if archive == "tar.gz" else "zip"
+        shutil.make_archive(str(out), fmt, root_dir=out.parent, base_dir=out.name)
+    return out
+
+
+def _nan_none(x):
+    return None if isinstance(x, float) and math.isnan(x) else str(x)
+
+
+def unpack(path: Path, into: Path) -> Path:
+    """A bundle folder: `path` itself, or the one folder a .tar.gz / .zip archive holds, extracted into `into`."""
+    path = Path(path)
+    if path.is_dir():
+        return path
+    if not path.exists():
+        raise BundleError(f"{path}: no such bundle (a folder, .tar.gz or .zip)")
+    try:
+        if path.name.endswith((".tar.gz", ".tgz")):
+            with tarfile.open(path) as tf:
+                tf.extractall(into, filter="data")  # refuses absolute paths, links out and devices
+        elif path.suffix == ".zip":
+            with zipfile.ZipFile(path) as zf:
+                for name in zf.namelist():
+                    if name.startswith("/") or ".." in Path(name).parts:
+                        raise BundleError(f"{path}: archive member {name} points outside the bundle")
+                zf.extractall(into)
+        else:
+            raise BundleError(f"{path}: not a bundle folder, .tar.gz or .zip")
+    except (tarfile.TarError, zipfile.BadZipFile, OSError) as e:
+        raise BundleError(f"{path}: unreadable archive ({e})") from None
+    found = [p.parent for p in Path(into).rglob("bundle.json")]
+    if len(found) != 1:
+        raise BundleError(f"{path}: the archive holds {len(found)} bundle.json files; expected one")
+    return found[0]
+
+
+REQUIRED = {"estimator": ("name", "params", "provenance"), "build": ("content_hash",)}
+
+
+def read_bundle(folder: Path) -> tuple[dict, pa.Table]:
+    """bundle.json and the estimates of a bundle folder, their form checked (not yet against a build)."""
+    folder = Path(folder)
+    try:
+        meta = json.loads((folder / "bundle.json").read_text())
+    except FileNotFoundError:
+        raise BundleError(f"{folder}: no bundle.json (not a result bundle)") from None
+    except json.JSONDecodeError as e:
+        raise BundleError(f"{folder}/bundle.json: not JSON ({e.msg}, line {e.lineno})") from None
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+        raise BundleError(f"{folder}/bundle.json: format is not '{FORMAT}'")
+    if meta.get("format_version") != FORMAT_VERSION:
+        raise BundleError(f"{folder}/bundle.json: format_version {meta.get('format_version')} (this SVEB reads "
+                          f"{FORMAT_VERSION})")
+    for part, keys in REQUIRED.items():
+        for k in keys:
+            if not isinstance(meta.get(part), dict) or k not in meta[part]:
+                raise BundleError(f"{folder}/bundle.json: no {part}.{k}")
+    try:
+        table = pq.read_table(folder / "estimates.parquet")
+    except FileNotFoundError:
+        raise BundleError(f"{folder}: no estimates.parquet") from None
+    except (OSError, pa.ArrowInvalid) as e:
+        raise BundleError(f"{folder}/estimates.parquet: unreadable ({e})") from None
+    missing = [c for c in ESTIMATES.names if c not in table.column_names]
+    if missing:
+        raise BundleError(f"{folder}/estimates.parquet: no column {missing[0]}")
+    try:
+        table = table.select(ESTIMATES.names).cast(ESTIMATES)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+        raise BundleError(f"{folder}/estimates.parquet: wrong column types ({e})") from None
+    return meta, table
+
+
+def now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S%z")

@@ -1,0 +1,108 @@
+"""`sveb submit` and `sveb leaderboard [add | html]`: result bundles, boards that rescore them, a static site.
+
+`sveb leaderboard --root ...` (no subcommand) is the local CSV leaderboard it always was."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from sveb.cli_common import BUILD_DIR, DOMAIN, MODEL, ROOT, _build_root, _fail, _known, app, console, out
+
+board_app = typer.Typer(add_completion=False, invoke_without_command=True, no_args_is_help=False,
+                        help="Gather every score under ROOT into one CSV (no subcommand), or manage a shared board.")
+app.add_typer(board_app, name="leaderboard")
+
+BOARD = typer.Option(..., "--board", help="The board folder (created on first add).")
+
+
+@board_app.callback()
+def leaderboard(ctx: typer.Context, root: Path = ROOT,
+                out_csv: Path = typer.Option(Path("leaderboard.csv"), "--out"),
+                wide: bool = typer.Option(False, "--wide", help="Also bias, calibration slope, ranking metrics and "
+                                          "own-outcome shift, CIs as [low, high] (needs a wide terminal)."),
+                build_id: Optional[str] = BUILD_DIR):
+    """Gather every score under ROOT into one CSV and print one table per domain and protocol
+    (subcommands: `add` bundles to a shared board, `html` its static site)."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from sveb.leaderboard import print_pivot, rows, write_csv
+    root = _build_root(root, build_id)
+    r = rows(root)
+    if not r:
+        from sveb.errors import UsageError
+        _fail(UsageError(f"no scores under {root}; run `sveb eval` first"))
+    write_csv(r, out_csv)
+    print_pivot(r, out, wide=wide)
+    out.print(f"wrote {out_csv} ({len(r)} rows)")
+
+
+@app.command()
+def submit(
+    estimator: str = typer.Option(..., "--estimator", "-e", help="Estimator name (`sveb ls estimators`) or "
+                                  "module:Class."),
+    param: List[str] = typer.Option([], "--param", "-P", help="Estimator parameter key=value; repeatable."),
+    protocol: List[str] = typer.Option(["held-out", "in-group"], help="Protocols to include (repeatable)."),
+    domain: str = DOMAIN, model: str = MODEL, root: Path = ROOT,
+    build_id: Optional[str] = typer.Option(None, "--build", help="Build fingerprint (prefix), build or export "
+                                           "folder, or hub:ID."),
+    out_dir: Path = typer.Option(..., "--out", help="A new folder for the bundle."),
+    archive: Optional[str] = typer.Option(None, "--archive", help="Also write OUT.tar.gz or OUT.zip: tar.gz | zip."),
+    force: bool = typer.Option(False, help="Re-run the estimator even if its estimates are stored."),
+):
+    """Run (or reuse) an estimator's evaluation and write a result bundle anyone can verify on a board."""
+    from sveb.builds import find_build
+    from sveb.evaluate import params_dict
+    from sveb.models import check_model, model_slug
+    from sveb.submit import submit as run
+    try:
+        model = check_model(model, weights=False)
+        bdir = find_build(root, model_slug(model), domain, build_id, console)
+        path = run(bdir, estimator, params_dict(param), list(protocol), out_dir, archive, force=force,
+                   console=console)
+    except _known() as e:
+        _fail(e)
+    out.print(f"bundle {path}" + (f" (and {path}.{archive})" if archive else ""))
+
+
+@board_app.command("add")
+def add(
+    bundles: List[Path] = typer.Argument(None, help="Bundle folders, .tar.gz or .zip files."),
+    board: Path = BOARD,
+    build: List[Path] = typer.Option([], "--build", help="A build or export folder the board scores against "
+                                     "(recorded in the board; repeatable)."),
+    from_root: Optional[Path] = typer.Option(None, "--from-root", help="Bundle every evaluated estimator of every "
+                                             "complete build under this data root and add them."),
+):
+    """Validate bundles against a known build, recompute their scores, and add them to the board."""
+    from sveb.board import add as add_one
+    if not bundles and from_root is None:
+        _fail(_usage("give bundles to add, or --from-root ROOT"))
+    try:
+        if from_root is not None:
+            from sveb.board_root import add_root
+            for line in add_root(from_root, board, console):
+                out.print(line)
+        for b in bundles or []:
+            key, status = add_one(board, b, build)
+            out.print(f"{status}: {b} (bundle {key})")
+    except _known() as e:
+        _fail(e)
+
+
+@board_app.command("html")
+def html(board: Path = BOARD, out_dir: Path = typer.Option(..., "--out", help="Folder for the site.")):
+    """One static page (no server, no network): sortable tables, verdicts, cost, provenance, the cost plot."""
+    from sveb.site import write_site
+    try:
+        index = write_site(board, out_dir)
+    except _known() as e:
+        _fail(e)
+    out.print(f"site: {index}")
+
+
+def _usage(msg: str):
+    from sveb.errors import UsageError
+    return UsageError(msg)
