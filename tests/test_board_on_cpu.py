@@ -161,3 +161,33 @@ def test_board_cost_columns_come_from_the_build(bundled, tmp_path):
         2 * np.mean([s["T"] - s["t"] for s in st]))
     assert got[("grpo", "held-out")]["extra_tokens_per_state"] == 0
     assert got[("grpo", "held-out")]["seconds_per_state"] >= 0
+
+
+def test_from_root_bundles_every_evaluated_estimator(scripted_build, tmp_path):
+    root, bdir = scripted_build
+    r = cli("eval", "--root", root, "-e", "grpo", "-e", "mcs-2", "-e", "numca", "--protocol", "held-out",
+            "--protocol", "in-group")
+    assert r.exit_code == 0, r.output
+    lb = tmp_path / "board"
+    r = cli("leaderboard", "add", "--from-root", root, "--board", lb)
+    assert r.exit_code == 0, r.output
+    assert r.output.count("added:") == 3
+    got = {(x["estimator"], x["protocol"]): x for x in board.rows(lb)}
+    stored = {(x["estimator"], x["protocol"]): x for x in store.read_table(bdir / "scores", schema.SCORES).to_pylist()}
+    assert set(got) == set(stored)
+    for key in got:
+        assert got[key]["mae"] == pytest.approx(stored[key]["mae"])
+    r = cli("leaderboard", "add", "--from-root", root, "--board", lb)  # again: nothing new
+    assert r.exit_code == 0 and r.output.count("unchanged:") == 3
+
+
+def test_submit_refuses_a_used_out_folder_before_any_work(scripted_build, tmp_path):
+    root, bdir = scripted_build
+    (tmp_path / "used").mkdir()
+    (tmp_path / "used" / "x").write_text("keep me")
+    r = cli("submit", "-e", "numca", "--root", root, "--build", bdir.name, "--out", tmp_path / "used")
+    assert r.exit_code == 1 and "exists and is not an empty folder" in r.output
+    assert not (bdir / "estimates").exists() or not list((bdir / "estimates").glob("part-numca-*"))
+    assert (tmp_path / "used" / "x").read_text() == "keep me"
+    r = cli("leaderboard", "add", "--board", tmp_path / "b")
+    assert r.exit_code == 1 and "--from-root" in r.output
