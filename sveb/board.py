@@ -197,6 +197,9 @@ def add(board: Path, bundle: Path, builds: list[Path] = ()) -> tuple[str, str]:
         if want not in known:
             have = ", ".join(sorted(known)) or "none"
             raise BundleError(f"foreign build hash {want}: the board knows {have}; pass the build with --build DIR")
+        if _identity(known[want])["content_hash"] != want:
+            raise BoardError(f"build folder {known[want]} no longer has content hash {want} (it was changed); "
+                             f"register the original build with --build DIR")
         data = load_build(known[want])
         values = validate(meta, table, data)
         clash = _conflict(board, meta, values)

@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from sveb import board, schema, store
-from sveb.bundle import BundleError, read_bundle
+from sveb.bundle import read_bundle
 from sveb.cli import app
 from sveb.cost import continuation_tokens, cost_figures, rollout_tokens
 
