@@ -13,6 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
 
+from real_data import BOTH, FILES, ROWS, folder
 from sveb import schema, store
 from sveb.cli import app
 from sveb.config import BuildConfig, SamplingConfig, fingerprint
@@ -20,7 +21,6 @@ from sveb.data_builders import load_problems
 from sveb.sources import registry
 from sveb.sources.load import scan
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "datasets"
 
 
 def ls(*args):
@@ -41,18 +41,23 @@ def test_ls_sources_lists_every_source():
     assert "math" in gsm and "openai/gsm8k (main, test)" in gsm and "MIT" in gsm
 
 
-def test_ls_problems_text_on_real_gsm8k():
-    if not DATA.exists():
-        pytest.fail(f"the real datasets are missing: expected them in {DATA}")
-    code, out = ls("problems", "--source", f"gsm8k={DATA / 'gsm8k/test.jsonl'}", "-n", "2")
+@BOTH
+def test_ls_problems_text_on_real_gsm8k(kind):
+    path = folder(kind) / FILES["gsm8k"]
+    got = scan("math", f"gsm8k={path}")
+    n, n_test = got.rows, len(got.of_split("test"))
+    assert (n, n_test) == ((1319, 653) if kind == "full" else (len(ROWS["gsm8k"]), n_test))
+    code, out = ls("problems", "--source", f"gsm8k={path}", "-n", "2")
     assert code == 0, out
-    assert "domain: math" in out and "rows read: 1319   loaded: 1319 (test 653, train 666)" in out
-    assert "skipped: none" in out and "first 2 of 653 problems in split test" in out
+    assert "domain: math" in out and f"rows read: {n}   loaded: {n} (test {n_test}, train {n - n_test})" in out
+    assert "skipped: none" in out and f"first 2 of {n_test} problems in split test" in out
     assert "[1] A robe takes 2 bolts" in out and 'gold: 3 (math)   {"row": 2}' in out
 
 
-def test_ls_problems_json_on_real_files():
-    code, out = ls("problems", "--source", f"mbpp={DATA / 'mbpp'}", "--json", "-n", "2", "--split", "all")
+@BOTH
+def test_ls_problems_json_on_real_files(kind):
+    data = folder(kind)
+    code, out = ls("problems", "--source", f"mbpp={data / 'mbpp'}", "--json", "-n", "2", "--split", "all")
     assert code == 0, out
     rows = [json.loads(line) for line in out.splitlines()]
     assert len(rows) == 2
@@ -62,9 +67,11 @@ def test_ls_problems_json_on_real_files():
         assert r["answer_type"] == "code" and r["domain"] == "programming"
         assert all(t["type"] == "assert" for t in r["tests"]) and len(r["tests"]) == 3
     assert [r["meta"]["task_id"] for r in rows] == [1, 2]
-    code, out = ls("problems", "--source", f"arc-challenge={DATA / 'arc_challenge/test.jsonl'}", "--json")
+    arc = data / FILES["arc-challenge"]
+    code, out = ls("problems", "--source", f"arc-challenge={arc}", "--json")
     rows = [json.loads(line) for line in out.splitlines()]
-    assert code == 0 and len(rows) == 599  # all of the test split
+    n_test = 599 if kind == "full" else len(scan("science", f"arc-challenge={arc}").of_split("test"))
+    assert code == 0 and len(rows) == n_test  # all of the test split
     first = next(r for r in rows if r["meta"]["id"] == "Mercury_7175875")
     assert first["answer"] == "C" and first["meta"]["options"]["C"] == "Planetary days will become shorter."
 
