@@ -7,8 +7,7 @@ from typing import List, Optional
 
 import typer
 
-from sveb.cli_common import (DOMAIN, MODEL, RAY, ROOT, WORKERS, OptionalRayValue, _fail, _interrupted, _known,
-                             app, console, out)
+from sveb.cli_common import DOMAIN, MODEL, RAY, ROOT, WORKERS, OptionalRayValue, app, console, out
 
 __all__ = ["app"]
 
@@ -60,10 +59,7 @@ def build(
     from sveb.config import validate
     from sveb.sources.fields import parse as parse_fields
     from sveb.sources.look import resolve_domain
-    try:
-        domain, fields = resolve_domain(domain, source), parse_fields(field)
-    except _known() as e:
-        _fail(e)
+    domain, fields = resolve_domain(domain, source), parse_fields(field)
     cfg = BuildConfig(domain=domain, model=model, source=source, split=split, problems=problems, oversample=oversample,
                       rollouts=rollouts, states_per_problem=states_per_problem, mc=mc, mc_extra=mc_extra,
                       min_acc=min_acc, max_acc=max_acc, screen=screen, min_novel_numbers=min_novel_numbers, seed=seed,
@@ -73,15 +69,10 @@ def build(
                       gpu_memory_utilization=gpu_memory_utilization,
                       workers=workers if workers is not None and ray is None else 4)
     from sveb import procs
-    try:
-        validate(cfg)  # every flag checked before a model or an engine is touched
-        opts = ray_options(ray, workers, gpus_per_worker, cpus_per_worker, tp)
-        procs.install()  # Ctrl-C / SIGTERM stop within seconds; no engine process outlives this one
-        bdir = run_build(cfg, root, console=console, ray=opts)
-    except _known() as e:
-        _fail(e)
-    except KeyboardInterrupt:
-        _interrupted()
+    validate(cfg)  # every flag checked before a model or an engine is touched
+    opts = ray_options(ray, workers, gpus_per_worker, cpus_per_worker, tp)
+    procs.install()  # Ctrl-C / SIGTERM stop within seconds; no engine process outlives this one
+    bdir = run_build(cfg, root, console=console, ray=opts)
     out.print(describe(bdir))
     out.print(str(bdir))
 
@@ -111,27 +102,24 @@ def eval_(
     from sveb.leaderboard import print_pivot
     from sveb.models import check_model, model_slug
     estimator = estimator or [BASELINE]
-    try:
-        model = check_model(model, weights=False)  # a short name finds the build made with its hub id
-        params = params_dict(param)
-        for p in protocol:
-            check_protocol(p)
-        for e in estimator:  # a typo fails here, before any build is looked for
-            make(e, params)
-        if bootstrap < 1:
-            raise UsageError(f"--bootstrap {bootstrap}: must be at least 1")
-        if workers is not None and ray is None:
-            raise UsageError("--workers: only with --ray for eval")
-        opts = ray_options(ray, workers, gpus_per_worker, cpus_per_worker, 1)
-        bdir = find_build(root, model_slug(model), domain, build_id, console)
-        print_build_info(bdir, console)
-        if opts is not None:
-            from sveb.distributed import connect
-            connect(opts)  # one cluster for every estimator; it stops with this process
-        rows = [evaluate(bdir, e, params, p, bootstrap, seed, force, console, ray=opts)
-                for e in estimator for p in protocol]
-    except _known() as e:
-        _fail(e)
+    model = check_model(model, weights=False)  # a short name finds the build made with its hub id
+    params = params_dict(param)
+    for p in protocol:
+        check_protocol(p)
+    for e in estimator:  # a typo fails here, before any build is looked for
+        make(e, params)
+    if bootstrap < 1:
+        raise UsageError(f"--bootstrap {bootstrap}: must be at least 1")
+    if workers is not None and ray is None:
+        raise UsageError("--workers: only with --ray for eval")
+    opts = ray_options(ray, workers, gpus_per_worker, cpus_per_worker, 1)
+    bdir = find_build(root, model_slug(model), domain, build_id, console)
+    print_build_info(bdir, console)
+    if opts is not None:
+        from sveb.distributed import connect
+        connect(opts)  # one cluster for every estimator; it stops with this process
+    rows = [evaluate(bdir, e, params, p, bootstrap, seed, force, console, ray=opts)
+            for e in estimator for p in protocol]
     print_pivot(rows, out)
 
 
@@ -142,7 +130,7 @@ def leaderboard(root: Path = ROOT, out_csv: Path = typer.Option(Path("leaderboar
     r = rows(root)
     if not r:
         from sveb.errors import UsageError
-        _fail(UsageError(f"no scores under {root}; run `sveb eval` first"))
+        raise UsageError(f"no scores under {root}; run `sveb eval` first")
     write_csv(r, out_csv)
     print_pivot(r, out)
     out.print(f"wrote {out_csv} ({len(r)} rows)")
@@ -161,12 +149,9 @@ def ablate(
     from sveb.ablate import ablate as run, default_grid, parse_grid, print_ablation
     from sveb.evaluate import find_build
     from sveb.models import model_slug
-    try:
-        g = parse_grid(grid) if grid else default_grid(estimator)
-        bdir = find_build(root, model_slug(model), domain, build_id, console)
-        print_ablation(estimator, run(bdir, estimator, g, protocol, full, console), out)
-    except _known() as e:
-        _fail(e)
+    g = parse_grid(grid) if grid else default_grid(estimator)
+    bdir = find_build(root, model_slug(model), domain, build_id, console)
+    print_ablation(estimator, run(bdir, estimator, g, protocol, full, console), out)
 
 
 @app.command()
@@ -181,11 +166,8 @@ def collapse(
     from sveb.collapse import collapse_report
     from sveb.evaluate import find_build
     from sveb.models import model_slug
-    try:
-        bdir = find_build(root, model_slug(model), domain, build_id, console)
-        paths = collapse_report(bdir, out_dir)
-    except _known() as e:
-        _fail(e)
+    bdir = find_build(root, model_slug(model), domain, build_id, console)
+    paths = collapse_report(bdir, out_dir)
     t = Table(title="V_est - V_grpo per state (collapse to the group mean: mean ~ 0, std ~ 0)")
     from sveb.leaderboard import labels
     for c in ("estimator", "protocol", "n", "mean", "std", "within +-0.05"):
@@ -206,10 +188,7 @@ def report(root: Path = ROOT, out_dir: Path = typer.Option(Path("report"), "--ou
                                         "subject); repeatable. Writes by_KEY.csv and tables.")):
     """Tables, plots and one static index.html from every build under ROOT."""
     from sveb.report import write_report
-    try:
-        index = write_report(root, out_dir, all_settings=all_settings, by=tuple(by))
-    except _known() as e:
-        _fail(e)
+    index = write_report(root, out_dir, all_settings=all_settings, by=tuple(by))
     out.print(f"report: {index}")
 
 
@@ -228,19 +207,14 @@ def demo(
     """The embedded default end to end: build, evaluate every estimator, write the leaderboard."""
     from sveb import procs
     from sveb.demo import run_demo
-    try:
-        procs.install()
-        names = [e.strip() for e in estimators.split(",") if e.strip()] or None
-        from sveb.demo import PRESETS
-        preset = "quick" if quick else preset
-        if preset not in PRESETS:
-            raise typer.BadParameter(f"unknown preset '{preset}'; known: {', '.join(PRESETS)}", param_hint="--preset")
-        results = results or (Path("results") if preset == "demo" else Path("results") / preset)
-        run_demo(root, results, domains.replace(",", " ").split(), engine, console, out, names, preset)
-    except _known() as e:
-        _fail(e)
-    except KeyboardInterrupt:
-        _interrupted()
+    procs.install()
+    names = [e.strip() for e in estimators.split(",") if e.strip()] or None
+    from sveb.demo import PRESETS
+    preset = "quick" if quick else preset
+    if preset not in PRESETS:
+        raise typer.BadParameter(f"unknown preset '{preset}'; known: {', '.join(PRESETS)}", param_hint="--preset")
+    results = results or (Path("results") if preset == "demo" else Path("results") / preset)
+    run_demo(root, results, domains.replace(",", " ").split(), engine, console, out, names, preset)
 
 
 from sveb import cli_inspect  # noqa: E402,F401  (registers `ls` and `plan` after the commands above)

@@ -7,7 +7,7 @@ from typing import List, Optional
 
 import typer
 
-from sveb.cli_common import MODEL, ROOT, _fail, _known, app, console, out
+from sveb.cli_common import MODEL, ROOT, app, console, out
 
 
 @app.command()
@@ -27,20 +27,14 @@ def ls(what: str = typer.Argument(..., help="estimators | domains | models | bui
     elif what == "problems":
         from sveb.sources.fields import parse as parse_fields
         from sveb.sources.look import problem_lines, resolve_domain
-        try:
-            d = resolve_domain(domain, source)
-            lines, warnings = problem_lines(d, source, split, parse_fields(field), min_tests, n, as_json)
-        except _known() as e:
-            _fail(e)
+        d = resolve_domain(domain, source)
+        lines, warnings = problem_lines(d, source, split, parse_fields(field), min_tests, n, as_json)
         for w in warnings:
             console.print(f"warning: {w}", style="yellow", markup=False, highlight=False, soft_wrap=True)
         typer.echo("\n".join(lines))
     elif what == "estimators":
         from sveb.estimators import entries, entry
-        try:
-            rows = [entry(n) for n in entries()]
-        except _known() as e:
-            _fail(e)
+        rows = [entry(n) for n in entries()]
         for e in rows:
             flags = [e.role] + ["hidden states"] * e.needs_hidden + ["trains"] * e.needs_training + \
                 ["train build"] * e.train_split + [f"grid: {','.join(e.grid)}"] * bool(e.grid) + \
@@ -65,7 +59,7 @@ def ls(what: str = typer.Argument(..., help="estimators | domains | models | bui
             out.print(f"{b}  {m.get('status')}  problems={m.get('n_problems')} states={m.get('n_states')}  {cut}")
     else:
         from sveb.errors import UsageError
-        _fail(UsageError(f"ls {what}: expected estimators, domains, models, builds, sources or problems"))
+        raise UsageError(f"ls {what}: expected estimators, domains, models, builds, sources or problems")
 
 
 @app.command()
@@ -89,20 +83,17 @@ def plan(
     from sveb.models import architecture, check_model, model_slug
     from sveb.errors import UsageError
     from sveb.plan import Settings, assumed_lengths, check, make_plan, measured_lengths
-    try:
-        spec = check_model(model, weights=False)
-        names = list(DOMAINS) if domains == "all" else domains.replace(",", " ").split()
-        for d in names:
-            if d not in DOMAINS:
-                raise UsageError(f"--domains {d}: unknown domain (known: {', '.join(DOMAINS)}, or all)")
-        if not names:
-            raise UsageError("--domains: none given")
-        s = Settings(problems, oversample, rollouts, screen, states_per_problem, mc, mc_extra, max_tokens, gpus)
-        check(s)
-        lengths = {d: measured_lengths(root, model_slug(spec), d) or assumed_lengths(d, max_tokens) for d in names}
-        p = {"model_spec": spec, **make_plan(s, lengths, architecture(spec), tok_per_s)}
-    except _known() as e:
-        _fail(e)
+    spec = check_model(model, weights=False)
+    names = list(DOMAINS) if domains == "all" else domains.replace(",", " ").split()
+    for d in names:
+        if d not in DOMAINS:
+            raise UsageError(f"--domains {d}: unknown domain (known: {', '.join(DOMAINS)}, or all)")
+    if not names:
+        raise UsageError("--domains: none given")
+    s = Settings(problems, oversample, rollouts, screen, states_per_problem, mc, mc_extra, max_tokens, gpus)
+    check(s)
+    lengths = {d: measured_lengths(root, model_slug(spec), d) or assumed_lengths(d, max_tokens) for d in names}
+    p = {"model_spec": spec, **make_plan(s, lengths, architecture(spec), tok_per_s)}
     if json_out:
         print(_json.dumps(p, indent=2))
     else:
