@@ -171,7 +171,7 @@ def collapse(
     t = Table(title="V_est - V_grpo per state (collapse to the group mean: mean ~ 0, std ~ 0)")
     from sveb.leaderboard import labels
     for c in ("estimator", "protocol", "n", "mean", "std", "within +-0.05"):
-        t.add_column(c)
+        t.add_column(c, no_wrap=c != "estimator")  # at 80 columns the labels wrap, never the numbers
     stats = [_json.loads(p.read_text()) for p in sorted(x for x in paths if x.suffix == ".json")]
     names = labels({(st["estimator"], st["params_fp"]): _json.dumps(st["params"]) for st in stats})
     for st in stats:
