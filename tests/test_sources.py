@@ -64,10 +64,11 @@ def test_named_source_counts(name):
 @pytest.mark.parametrize("name", sorted(COUNTS))
 def test_excerpt_counts(name):
     got, rows = load(name), len(ROWS[name])
+    assert rows <= 30  # an excerpt, not a copy
     skipped = EXCERPT_SKIPS.get(name, {})
     assert (got.rows, len(got.problems), dict(got.skipped)) == (rows, rows - sum(skipped.values()), skipped)
     n_test = len(got.of_split("test"))
-    assert 0 < n_test < len(got.problems) and got.warnings == []
+    assert n_test > 0 and n_test + len(got.of_split("train")) == len(got.problems) and got.warnings == []
     src = registry()[name]
     for p in got.problems:
         assert p["source"] == str(EXCERPTS / FILES[name]) and p["domain"] == src.domain
