@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.sveb-installed
 DOMAINS ?= number
 
-.PHONY: setup model demo powered test test-fast clean
+.PHONY: setup model demo powered table4 test test-fast clean
 
 $(STAMP): pyproject.toml Makefile
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -32,6 +32,11 @@ demo: model
 # 100 problems x 4 states, every estimator, both protocols (~2 h on 2 cores; resumable: rerun to continue)
 powered: model
 	$(VENV)/bin/sveb demo --preset powered
+
+# Table 4: the five domains (50 problems x 4 states each, every estimator, both protocols) -> results/table4/.
+# Hours on 2 cores; resumable domain by domain: a domain whose export is in results/table4/exports is not re-sampled.
+table4: model
+	$(PY) benchmarks/table4.py
 
 test: model
 	$(PY) -m pytest -q -ra

@@ -1,7 +1,7 @@
 """Estimator cost: seconds per state for each estimator, next to the cost of sampling MCS@2.
 
     python benchmarks/estimators.py [--root ./sveb_data --model smollm2-135m --domain number]
-        [--estimators grpo numca hista shear hidden-align pacs] [--G 40 --T 1000 --d 576 --states 8] [--seed 0]
+        [--estimators grpo numca hista shear hidden-align pacs probe] [--G 40 --T 1000 --d 576 --states 8] [--seed 0]
         [--mcs --mcs-states 8] [--no-build]
 
 1. build: on the newest complete build of --model/--domain, estimate_all per estimator under
@@ -187,7 +187,7 @@ def main() -> None:
     ap.add_argument("--root", default="./sveb_data")
     ap.add_argument("--model", default="smollm2-135m")
     ap.add_argument("--domain", default="number")
-    ap.add_argument("--estimators", nargs="+", default=["grpo", "numca", "hista", "shear", "hidden-align", "pacs"])
+    ap.add_argument("--estimators", nargs="+", default=["grpo", "numca", "hista", "shear", "hidden-align", "pacs", "probe"])
     ap.add_argument("--G", type=int, default=40, help="synthetic group size")
     ap.add_argument("--T", type=int, default=1000, help="synthetic response tokens per rollout")
     ap.add_argument("--d", type=int, default=576, help="synthetic hidden size (576: the default model's)")

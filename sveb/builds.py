@@ -7,7 +7,7 @@ goes through here; only `sveb.pipeline` writes builds.
 from __future__ import annotations
 
 import shlex
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from rich.console import Console
@@ -35,8 +35,10 @@ def complete(bdir: Path) -> bool:
 
 def find_build(root: str | Path, model_slug: str | None, domain: str | None, build: str | None = None,
                console: Console | None = None) -> Path:
-    """The build to evaluate: `--build` if given, else the newest complete test-split build of the model
-    and domain."""
+    """The build to evaluate: `--build` if given (a fingerprint prefix under root, a build or export folder, or
+    hub:ID), else the newest complete test-split build of the model and domain."""
+    if build is not None and (build.startswith("hub:") or (Path(build).expanduser() / "manifest.json").exists()):
+        return open_build(build, root)
     builds = [b for b in store.list_builds(root)
               if (model_slug is None or b.parent.parent.name == model_slug)
               and (domain is None or b.parent.name == domain)
@@ -50,6 +52,46 @@ def find_build(root: str | Path, model_slug: str | None, domain: str | None, bui
     if len(done) > 1 and console is not None and build is None:
         console.print(f"[dim]using the newest build {done[-1].name} of {len(done)}; pass --build to choose[/]")
     return done[-1]
+
+
+def open_build(spec: str, root: str | Path) -> Path:
+    """A build named by a folder (a build made here, or an export: its tables checked against their hashes) or
+    by hub:ID (an export published on the Hugging Face hub, imported once under ROOT/hub/)."""
+    from sveb.export import is_export, verify
+    if spec.startswith("hub:"):
+        from sveb.hub import import_build, local_name
+        bdir = Path(root) / "hub" / local_name(spec[4:]) / "build"
+        if not (bdir / "manifest.json").exists():
+            import_build(spec[4:], bdir)
+    else:
+        bdir = Path(spec).expanduser()
+    if not (bdir / "manifest.json").exists():
+        raise EvalError(f"--build {spec}: {bdir} holds no manifest.json (not a build or an export folder)")
+    if is_export(bdir):
+        verify(bdir)
+    elif not complete(bdir):
+        raise EvalError(f"--build {spec}: the build is not complete; rerun its `sveb build`")
+    return bdir
+
+
+def find_seed_builds(root: str | Path, model_slug: str | None, domain: str | None, seeds: list[int],
+                     build: str | None = None) -> list[Path]:
+    """The newest complete test-split build of each seed (`--seeds`), all of one config but the seed."""
+    from sveb.pooling import pool_key
+    found = []
+    for seed in seeds:
+        done = [b for b in store.list_builds(root)
+                if (model_slug is None or b.parent.parent.name == model_slug) and (domain is None or b.parent.name == domain)
+                and (build is None or b.name.startswith(build)) and complete(b)
+                and (m := store.read_manifest(b).get("config", {})).get("split", "test") == "test" and m.get("seed") == seed]
+        if not done:
+            raise EvalError(f"no complete build of seed {seed} under {root} for model={model_slug} domain={domain}; "
+                            f"run `sveb build --seeds ...` first")
+        found.append(done[-1])
+    if len({pool_key(b) for b in found}) > 1:
+        raise EvalError(f"--seeds: the newest builds of seeds {seeds} differ in more than their seed "
+                        f"({', '.join(b.name for b in found)}); pass --build or clean the root")
+    return found
 
 
 def train_build_command(manifest: dict, root: Path) -> str:
@@ -109,12 +151,20 @@ class BuildData:
     problems: dict[str, dict]
     rollouts: dict[str, list[dict]]
     states: list[dict]
-    references: dict[str, dict] = field(default_factory=dict)
+    references: dict[str, dict] = field(default_factory=dict)  # the evaluator's alone: estimators get public()
+    extras: dict[str, tuple[float, ...]] = field(default_factory=dict)  # independent draws (MCS@k baselines)
+
+    def public(self) -> "BuildData":
+        """What an estimator's prepare() receives: everything but the reference values."""
+        return replace(self, references={})
 
 
 def load_build(bdir: Path, references: bool = True) -> BuildData:
     """A build's tables in memory; references=False for a training build (no reference needed)."""
     manifest = store.read_manifest(bdir)
+    if "export" in manifest:  # a frozen export: its rows must be the ones its card hashed
+        from sveb.export import verify
+        verify(bdir)
     problems = {p["problem_id"]: p for p in store.read_table(bdir / "problems", schema.PROBLEMS).to_pylist()}
     states = store.read_table(bdir / "states", schema.STATES).to_pylist()
     refs = {}
@@ -123,7 +173,8 @@ def load_build(bdir: Path, references: bool = True) -> BuildData:
         missing = [s["state_id"] for s in states if s["state_id"] not in refs]
         if missing:
             raise EvalError(f"{bdir}: {len(missing)} states have no reference (build incomplete; rerun `sveb build`)")
-    return BuildData(bdir, manifest, problems, load_rollouts(bdir, set(problems)), states, refs)
+    extras = {sid: tuple(float(x) for x in r["extra_rewards"]) for sid, r in refs.items()}
+    return BuildData(bdir, manifest, problems, load_rollouts(bdir, set(problems)), states, refs, extras)
 
 
 def group_for(data: BuildData, pid: str, hidden_fn=None) -> ProblemGroup:
@@ -133,9 +184,8 @@ def group_for(data: BuildData, pid: str, hidden_fn=None) -> ProblemGroup:
 
 
 def state_for(data: BuildData, s: dict) -> State:
-    ref = data.references.get(s["state_id"])
-    extra = tuple(float(x) for x in ref["extra_rewards"]) if ref else ()
-    return State(s["state_id"], s["problem_id"], s["rollout_idx"], s["t"], s["prefix_text"], extra)
+    return State(s["state_id"], s["problem_id"], s["rollout_idx"], s["t"], s["prefix_text"],
+                 data.extras.get(s["state_id"], ()))
 
 
 def load_scores(root: str | Path) -> list[dict]:

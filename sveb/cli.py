@@ -7,7 +7,8 @@ from typing import List, Optional
 
 import typer
 
-from sveb.cli_common import DOMAIN, MODEL, RAY, ROOT, WORKERS, OptionalRayValue, app, console, out
+from sveb.cli_common import (BUILD_DIR, DOMAIN, MODEL, RAY, ROOT, SEEDS, WORKERS, OptionalRayValue, _build_root, app,
+                             console, out, parse_seeds)
 
 __all__ = ["app"]
 
@@ -28,17 +29,20 @@ def build(
     oversample: int = typer.Option(4, help="Candidates drawn per kept problem."),
     rollouts: int = typer.Option(40, help="G: rollouts per problem."),
     states_per_problem: int = typer.Option(2, help="S: states cut per problem."),
+    step_pairs: bool = typer.Option(False, "--step-pairs", help="Cut states in pairs t1 < t2 of one rollout, so the "
+                                    "scores include step-advantage sign agreement."),
     mc: int = typer.Option(20, help="n_ref: continuations per state for the reference value."),
     mc_extra: int = typer.Option(4, help="Independent continuations per state for the MCS@k baselines."),
     min_acc: float = typer.Option(0.1, help="Difficulty filter: lowest rollout accuracy kept."),
     max_acc: float = typer.Option(0.8, help="Difficulty filter: highest rollout accuracy kept."),
-    screen: int = typer.Option(8, help="The filter decides on each candidate's first SCREEN rollouts; only kept "
-                               "problems get the rest of their G (same seeds as a full draw). 0: all G."),
+    screen: int = typer.Option(8, help="The filter decides on SCREEN screening rollouts per candidate (seeds of "
+                               "their own); a kept problem then gets G fresh rollouts. None with --min-acc 0 --max-acc 1."),
     min_novel_numbers: int = typer.Option(-1, help="number domain: a correct response must hold this many numbers "
                                           "absent from question and answer (-1: 4 for hub/file sources, 0 for builtin)."),
     temperature: float = typer.Option(0.7), top_p: float = typer.Option(1.0),
     max_tokens: int = typer.Option(512, help="Max new tokens per rollout/continuation."),
     seed: int = typer.Option(0),
+    seeds: Optional[str] = SEEDS,
     dtype: str = typer.Option("auto", help="auto (bf16 on a GPU or a CPU with native bf16, else fp32) | bfloat16 | "
                               "float32. Changes samples, so it is part of the fingerprint."),
     engine: str = typer.Option("vllm", help="vllm | hf"),
@@ -53,6 +57,7 @@ def build(
     cpus_per_worker: float = typer.Option(1, help="--ray: CPUs per actor (a CPU engine uses as many threads)."),
 ):
     """Sample rollouts, cut states, compute Monte-Carlo reference values."""
+    from dataclasses import replace
     from sveb.config import BuildConfig, SamplingConfig
     from sveb.distributed import ray_options
     from sveb.pipeline import build as run_build, describe
@@ -61,7 +66,8 @@ def build(
     from sveb.sources.look import resolve_domain
     domain, fields = resolve_domain(domain, source), parse_fields(field)
     cfg = BuildConfig(domain=domain, model=model, source=source, split=split, problems=problems, oversample=oversample,
-                      rollouts=rollouts, states_per_problem=states_per_problem, mc=mc, mc_extra=mc_extra,
+                      rollouts=rollouts, states_per_problem=states_per_problem, step_pairs=step_pairs, mc=mc,
+                      mc_extra=mc_extra,
                       min_acc=min_acc, max_acc=max_acc, screen=screen, min_novel_numbers=min_novel_numbers, seed=seed,
                       fields=fields, min_tests=min_tests,
                       sampling=SamplingConfig(temperature=temperature, top_p=top_p, max_tokens=max_tokens),
@@ -71,10 +77,12 @@ def build(
     from sveb import procs
     validate(cfg)  # every flag checked before a model or an engine is touched
     opts = ray_options(ray, workers, gpus_per_worker, cpus_per_worker, tp)
+    cfgs = [replace(cfg, seed=s) for s in parse_seeds(seeds, seed)]
     procs.install()  # Ctrl-C / SIGTERM stop within seconds; no engine process outlives this one
-    bdir = run_build(cfg, root, console=console, ray=opts)
-    out.print(describe(bdir))
-    out.print(str(bdir))
+    bdirs = [run_build(c, root, console=console, ray=opts) for c in cfgs]  # independent builds, one per seed
+    for bdir in bdirs:
+        out.print(describe(bdir))
+        out.print(str(bdir))
 
 
 @app.command("eval", cls=OptionalRayValue)
@@ -85,9 +93,13 @@ def eval_(
     protocol: List[str] = typer.Option(["held-out"], help="held-out (the headline: the state's own rollout is "
                                        "not in the group) | in-group (the paper's); repeat for both."),
     domain: str = DOMAIN, model: str = MODEL, root: Path = ROOT,
-    build_id: Optional[str] = typer.Option(None, "--build", help="Build fingerprint (prefix) to evaluate."),
+    build_id: Optional[str] = typer.Option(None, "--build", help="Build fingerprint (prefix), build or export folder "
+                                           "(`sveb export`), or hub:ID (an export on the Hugging Face hub)."),
     bootstrap: int = typer.Option(2000, help="Bootstrap resamples for the CI."),
-    seed: int = typer.Option(0), force: bool = typer.Option(False, help="Recompute even if stored."),
+    seed: int = typer.Option(0, help="Bootstrap seed."),
+    seeds: Optional[str] = typer.Option(None, "--seeds", help="Build seeds, e.g. 0,1,2: score the newest complete "
+                                        "build of each seed (`sveb build --seeds`); the leaderboard pools them."),
+    force: bool = typer.Option(False, help="Recompute even if stored."),
     ray: Optional[str] = RAY,
     workers: Optional[int] = typer.Option(None, "--workers", help="--ray: actors, each extracting hidden states "
                                           "and running the estimator per problem group (default as for build)."),
@@ -113,26 +125,35 @@ def eval_(
     if workers is not None and ray is None:
         raise UsageError("--workers: only with --ray for eval")
     opts = ray_options(ray, workers, gpus_per_worker, cpus_per_worker, 1)
-    bdir = find_build(root, model_slug(model), domain, build_id, console)
-    print_build_info(bdir, console)
+    if seeds is not None:
+        from sveb.builds import find_seed_builds
+        bdirs = find_seed_builds(root, model_slug(model), domain, parse_seeds(seeds, 0), build_id)
+    else:
+        bdirs = [find_build(root, model_slug(model), domain, build_id, console)]
+    for bdir in bdirs:
+        print_build_info(bdir, console)
     if opts is not None:
         from sveb.distributed import connect
         connect(opts)  # one cluster for every estimator; it stops with this process
     rows = [evaluate(bdir, e, params, p, bootstrap, seed, force, console, ray=opts)
-            for e in estimator for p in protocol]
+            for bdir in bdirs for e in estimator for p in protocol]
     print_pivot(rows, out)
 
 
 @app.command()
-def leaderboard(root: Path = ROOT, out_csv: Path = typer.Option(Path("leaderboard.csv"), "--out")):
-    """Gather every score under ROOT into one CSV and print the pivot."""
+def leaderboard(root: Path = ROOT, out_csv: Path = typer.Option(Path("leaderboard.csv"), "--out"),
+                wide: bool = typer.Option(False, "--wide", help="Also bias, calibration slope, ranking metrics and "
+                                          "own-outcome shift, CIs as [low, high] (needs a wide terminal)."),
+                build_id: Optional[str] = BUILD_DIR):
+    """Gather every score under ROOT into one CSV and print one table per domain and protocol."""
     from sveb.leaderboard import print_pivot, rows, write_csv
+    root = _build_root(root, build_id)
     r = rows(root)
     if not r:
         from sveb.errors import UsageError
         raise UsageError(f"no scores under {root}; run `sveb eval` first")
     write_csv(r, out_csv)
-    print_pivot(r, out)
+    print_pivot(r, out, wide=wide)
     out.print(f"wrote {out_csv} ({len(r)} rows)")
 
 
@@ -185,9 +206,11 @@ def collapse(
 def report(root: Path = ROOT, out_dir: Path = typer.Option(Path("report"), "--out", help="Output directory."),
            all_settings: bool = typer.Option(False, help="Also plot ablation settings next to the defaults."),
            by: List[str] = typer.Option([], "--by", help="Also break MAE down by this problem meta key (e.g. level, "
-                                        "subject); repeatable. Writes by_KEY.csv and tables.")):
+                                        "subject); repeatable. Writes by_KEY.csv and tables."),
+           build_id: Optional[str] = BUILD_DIR):
     """Tables, plots and one static index.html from every build under ROOT."""
     from sveb.report import write_report
+    root = _build_root(root, build_id)
     index = write_report(root, out_dir, all_settings=all_settings, by=tuple(by))
     out.print(f"report: {index}")
 
@@ -203,6 +226,7 @@ def demo(
     preset: str = typer.Option("demo", help="demo: 8 problems x 16 rollouts x 3 states (~10 min on 2 cores); quick: "
                                "6 x 16 x 2 per domain; powered: 100 x 16 x 4 (400 states, ~2 h)."),
     quick: bool = typer.Option(False, help="Same as --preset quick."),
+    seeds: Optional[str] = SEEDS,
 ):
     """The embedded default end to end: build, evaluate every estimator, write the leaderboard."""
     from sveb import procs
@@ -214,10 +238,11 @@ def demo(
     if preset not in PRESETS:
         raise typer.BadParameter(f"unknown preset '{preset}'; known: {', '.join(PRESETS)}", param_hint="--preset")
     results = results or (Path("results") if preset == "demo" else Path("results") / preset)
-    run_demo(root, results, domains.replace(",", " ").split(), engine, console, out, names, preset)
+    run_demo(root, results, domains.replace(",", " ").split(), engine, console, out, names, preset,
+             parse_seeds(seeds, 0))
 
 
-from sveb import cli_inspect  # noqa: E402,F401  (registers `ls` and `plan` after the commands above)
+from sveb import cli_export, cli_inspect  # noqa: E402,F401  (register `export`, `import`, `ls`, `plan`)
 
 if __name__ == "__main__":
     app()

@@ -66,3 +66,32 @@ RAY = typer.Option(None, "--ray", metavar="[ADDRESS]", help="Run on a Ray cluste
                    "must be a path every node sees. Needs `pip install 'sveb\\[ray]'`.")
 WORKERS = typer.Option(None, "--workers", help="Without --ray: parallel reward workers (default 4). With --ray: "
                        "Ray actors, each with its own engine (default: one per --gpus-per-worker GPUs, else 1).")
+
+BUILD_DIR = typer.Option(None, "--build", help="One build or export folder (or hub:ID) instead of every build under "
+                         "ROOT.")
+
+
+def _build_root(root, build):
+    """A --build folder (or hub:ID) stands in for ROOT: the store lists a root that is itself a build."""
+    if build is None:
+        return root
+    from sveb.builds import open_build
+    return open_build(build, root)
+
+
+SEEDS = typer.Option(None, "--seeds", help="Build seeds, e.g. 0,1,2: one independent build per seed (instead of "
+                     "--seed); reports and the leaderboard pool them.")
+
+
+def parse_seeds(seeds: str | None, default: int) -> list[int]:
+    """`--seeds 0,1,2` -> [0, 1, 2] (distinct, each >= 0); without it, [default]."""
+    from sveb.errors import UsageError
+    if seeds is None:
+        return [default]
+    try:
+        out = [int(x) for x in seeds.replace(" ", ",").split(",") if x.strip()]
+    except ValueError:
+        raise UsageError(f"--seeds {seeds}: expected comma-separated integers, e.g. 0,1,2") from None
+    if not out or min(out) < 0 or len(set(out)) != len(out):
+        raise UsageError(f"--seeds {seeds}: expected distinct integers >= 0, e.g. 0,1,2")
+    return out

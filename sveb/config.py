@@ -28,11 +28,12 @@ class BuildConfig:
     oversample: int = 4            # candidates drawn = problems * oversample
     rollouts: int = 40             # G
     states_per_problem: int = 2    # S
+    step_pairs: bool = False       # cut states in pairs t1 < t2 of one rollout (step-advantage sign agreement)
     mc: int = 20                   # n_ref continuations per state
     mc_extra: int = 4              # independent continuations for MCS@k baselines
     min_acc: float = 0.1
     max_acc: float = 0.8
-    screen: int = 8                # the filter decides on each candidate's first `screen` rollouts (0: all G)
+    screen: int = 8                # screening rollouts per candidate, apart from the G (none when the filter is open)
     min_novel_numbers: int = -1    # number domain: -1 = 4 for hub/file sources (the paper), 0 for builtin
     fields: tuple[tuple[str, str], ...] = ()  # --field KEY=COLUMN mappings for a file with its own columns
     min_tests: int = -1            # code problems: fewest tests kept; -1 = 6 for verifiable-coding, else 1
@@ -99,8 +100,7 @@ def validate(cfg: BuildConfig) -> None:
         (cfg.workers >= 1, "--workers", cfg.workers, "at least 1"),
         (cfg.tensor_parallel_size >= 1, "--tp", cfg.tensor_parallel_size, "at least 1"),
         (0 < cfg.gpu_memory_utilization <= 1, "--gpu-memory-utilization", cfg.gpu_memory_utilization, "in (0, 1]"),
-        (cfg.screen >= 0, "--screen", cfg.screen, "at least 0 (0: the filter sees all G rollouts)"),
-        (cfg.screen <= 0 or cfg.screen >= 2, "--screen", cfg.screen, "0 or at least 2"),
+        (cfg.screen >= 0, "--screen", cfg.screen, "at least 0"),
         (cfg.dtype in ("auto", "bfloat16", "float32"), "--dtype", cfg.dtype, "auto, bfloat16 or float32"),
     ]
     for ok, flag, value, need in checks:

@@ -30,7 +30,9 @@ def available_estimators() -> list[str]:
 
 
 def run_demo(root: Path, results: Path, domains: list[str], engine: str, console: Console, out: Console,
-             estimators: list[str] | None = None, preset: str = "demo") -> None:
+             estimators: list[str] | None = None, preset: str = "demo", seeds: list[int] | None = None) -> None:
+    """Every domain's benchmark build for each seed (independent draws the leaderboard pools), one `train` build
+    per domain (seed 0) that every trained row of the result learns on, then every estimator on every build."""
     from sveb.evaluate import evaluate
     from sveb.leaderboard import print_pivot, rows, write_csv
     from sveb import store
@@ -48,8 +50,8 @@ def run_demo(root: Path, results: Path, domains: list[str], engine: str, console
     config = {**BASE, **size}
     benchmark = {}
     for domain in domains:
-        # the benchmark build, and a disjoint `train` build for the estimators that train on one
-        cfgs = [BuildConfig(domain=domain, engine=engine, **config)]
+        # the benchmark builds, and one disjoint `train` build for the estimators that train on one
+        cfgs = [BuildConfig(domain=domain, engine=engine, **{**config, "seed": s}) for s in seeds or [0]]
         if any(entry(n).train_split for n in names):
             cfgs.append(BuildConfig(domain=domain, engine=engine, split="train", **{**config, **train}))
         for cfg in cfgs:
@@ -63,16 +65,16 @@ def run_demo(root: Path, results: Path, domains: list[str], engine: str, console
                 procs.reinstall()
             built = build(cfg, root, engine=shared, console=console)
             if cfg.split == "test":
-                benchmark[domain] = built
+                benchmark[(domain, cfg.seed)] = built
     if shared is not None and hasattr(shared, "close"):
         shared.close()  # free the engine's memory before hidden states and critics
-    for domain, bdir in benchmark.items():
+    for (domain, _), bdir in benchmark.items():
         for name in names:
             for protocol in PROTOCOLS:
                 console.print(f"eval {name} ({protocol}) on {domain}")
                 evaluate(bdir, name, {}, protocol, console=console)
     fps = {b.name for b in benchmark.values()}
-    board = [r for r in rows(root) if r["build_fp"] in fps]
+    board = rows(root, builds=fps)  # seeds of one config are pooled
     path = write_csv(board, results / "leaderboard.csv")
     print_pivot(board, out)
     out.print(f"wrote {path}")

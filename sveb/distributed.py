@@ -191,7 +191,7 @@ def estimate_on_ray(est, data, protocol: str, own: bool, hidden_factory, opts: R
                 continue
             states = [data.states[i] for i in idx]
             sub = BuildData(data.bdir, data.manifest, {pid: data.problems[pid]}, {pid: data.rollouts[pid]}, states,
-                            {s["state_id"]: data.references[s["state_id"]] for s in states})
+                            {}, {s["state_id"]: data.extras.get(s["state_id"], ()) for s in states})
             jobs.append((idx, runner.submit(eval_group, est, sub, protocol, own)))
         values, shift = np.full(len(data.states), np.nan), np.full(len(data.states), np.nan)
         seconds = 0.0

@@ -72,11 +72,10 @@ def estimate_all(est: Estimator, data: BuildData, protocol: str, hidden_provider
         else:
             for i, s in zip(idx, states):
                 t0 = time.perf_counter()
-                values[i] = est.estimate(group.without(s.rollout_idx), [s])[0]
+                values[i] = est.estimate(group.held_out(s), [s])[0]
                 seconds += time.perf_counter() - t0
                 if own:
-                    shift[i] = abs(est.estimate(flip_own(group, s.rollout_idx).without(s.rollout_idx), [s])[0]
-                                   - values[i])
+                    shift[i] = abs(est.estimate(flip_own(group, s.rollout_idx).held_out(s), [s])[0] - values[i])
     bad = ~np.isfinite(values) | (values < -1e-9) | (values > 1 + 1e-9)
     if bad.any():  # the contract: a value is a probability of success
         raise EvalError(f"estimator {est.name} returned {int(bad.sum())} values that are not finite numbers in "
@@ -115,14 +114,28 @@ def evaluate(bdir: Path, name: str, params: dict[str, str] | None = None, protoc
     manifest = store.read_manifest(bdir)
     extra = est.cache_key(bdir, manifest)  # e.g. ppo-1's training build
     fp = fingerprint(manifest["build_fp"], name, pfp, protocol, n_boot, seed, extra, schema.SCHEMA_VERSION)
+    sfp = fingerprint(fp, schema.SCORES_VERSION)  # a new scores version recomputes rows, not estimates
     key = f"{name}-{pfp}-{protocol}"
     score_path = store.shard_path(bdir / "scores", key)
+    est_path = store.shard_path(bdir / "estimates", key)
     diag_path = bdir / "diagnostics" / f"{key}.json"
-    if not force and store.shard_done(score_path, fp):
+    if not force and store.shard_done(score_path, sfp):
         if diag_path.exists():
-            console.print(f"{name} ({protocol}) diagnostics: {diag_path.read_text().strip()}", soft_wrap=True)
+            import json
+            console.print(f"{name} ({protocol}) diagnostics: {diagnostics_line(json.loads(diag_path.read_text()))}",
+                          soft_wrap=True)
         return store.read_shard(score_path).to_pylist()[0]
-    data = load_build(bdir)
+    if not force and store.shard_done(est_path, fp):  # estimates current, score row from an older version
+        est_rows = store.read_shard(est_path).to_pylist()
+        old = store.read_shard(score_path).to_pylist() if score_path.exists() else []
+        seconds = old[0].get("seconds", float("nan")) if old else float("nan")
+        ident = {"estimator": name, "params_fp": pfp, "params": params_json(est), "protocol": protocol}
+        return _write_scores(score_path, sfp, manifest, ident, est_rows, load_build(bdir), n_boot, seed, seconds)
+    if est.needs_hidden or entry(name).needs_training:  # it reads the model: the export's weights, or refused
+        from sveb.export import check_weights
+        check_weights(bdir, manifest)
+    full = load_build(bdir)
+    data = full.public()  # what the estimator sees: no reference values (only the evaluator reads them)
     est.prepare(data, console)
     if ray is not None and entry(name).needs_training:
         # a trained estimator fits one model per build: per-group actors would each train it again
@@ -143,23 +156,45 @@ def evaluate(bdir: Path, name: str, params: dict[str, str] | None = None, protoc
     if diag:  # per-build numbers an estimator reports beside its scores (e.g. hidden-align's anchor similarity)
         import json
         store.atomic_write_bytes(diag_path, json.dumps(diag, indent=2).encode())
-        console.print(f"{name} ({protocol}) diagnostics: " + ", ".join(f"{k}={v:.4g}" if isinstance(v, float)
-                                                                      else f"{k}={v}" for k, v in diag.items()))
-    ref = np.array([data.references[s["state_id"]]["value"] for s in data.states])
-    n_ref = int(data.references[data.states[0]["state_id"]]["n_ref"]) if data.states else 20
-    groups = np.array([s["problem_id"] for s in data.states])
+        console.print(f"{name} ({protocol}) diagnostics: {diagnostics_line(diag)}", soft_wrap=True)
     pj = params_json(est)
     est_rows = [{"state_id": s["state_id"], "problem_id": s["problem_id"], "estimator": name, "params_fp": pfp,
                  "params": pj, "protocol": protocol, "value": float(v), "own_shift": float(d)}
                 for s, v, d in zip(data.states, values, shift)]
-    store.write_shard(store.shard_path(bdir / "estimates", key), pa.Table.from_pylist(est_rows, schema=schema.ESTIMATES), fp)
-    row = {"model": manifest["model"], "domain": manifest["domain"], "build_fp": manifest["build_fp"],
-           "estimator": name, "params_fp": pfp, "params": pj, "protocol": protocol,
-           **scoring.score(values, ref, n_ref, groups, n_boot, seed),
-           "own_share": float(shift.mean()) if len(shift) and not np.isnan(shift).any() else float("nan"),
-           "seconds": seconds}
-    store.write_shard(score_path, pa.Table.from_pylist([row], schema=schema.SCORES), fp)
+    store.write_shard(est_path, pa.Table.from_pylist(est_rows, schema=schema.ESTIMATES), fp)
+    ident = {"estimator": name, "params_fp": pfp, "params": pj, "protocol": protocol}
+    return _write_scores(score_path, sfp, manifest, ident, est_rows, full, n_boot, seed, seconds)
+
+
+def _write_scores(score_path: Path, sfp: str, manifest: dict, ident: dict, est_rows: list[dict], data: BuildData,
+                  n_boot: int, seed: int, seconds: float) -> dict:
+    """The score row of one estimator's stored estimates (in any order) against the build's references."""
+    by_id = {r["state_id"]: r for r in est_rows}
+    missing = [s["state_id"] for s in data.states if s["state_id"] not in by_id]
+    if missing:
+        raise EvalError(f"{score_path.parent.parent}: {len(missing)} states have no stored estimate (e.g. "
+                        f"{missing[0]}); rerun `sveb eval` with --force")
+    states = data.states
+    values = np.array([by_id[s["state_id"]]["value"] for s in states], dtype=float)
+    shift = np.array([by_id[s["state_id"]]["own_shift"] for s in states], dtype=float)
+    ref = np.array([data.references[s["state_id"]]["value"] for s in states])
+    n_ref = int(data.references[states[0]["state_id"]]["n_ref"]) if states else 20
+    row = {"model": manifest["model"], "domain": manifest["domain"], "build_fp": manifest["build_fp"], **ident,
+           **scoring.score(values, ref, n_ref, np.array([s["problem_id"] for s in states]), n_boot, seed,
+                           rollouts=np.array([s["rollout_idx"] for s in states]),
+                           t=np.array([s["t"] for s in states])),
+           **scoring.own_shift_stats(shift), "seconds": seconds}
+    store.write_shard(score_path, pa.Table.from_pylist([row], schema=schema.SCORES), sfp)
     return row
+
+
+def diagnostics_line(diag: dict) -> str:
+    """Diagnostics for the console; a per-state mapping is counted, not listed (it stays in the JSON file)."""
+    def show(v):
+        if isinstance(v, float):
+            return f"{v:.4g}"
+        return f"<{len(v)} per-state entries>" if isinstance(v, dict) else str(v)
+    return ", ".join(f"{k}={show(v)}" for k, v in diag.items())
 
 
 def print_build_info(bdir: Path, console: Console) -> None:

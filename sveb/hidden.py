@@ -139,6 +139,16 @@ class HiddenStates:
             return arrays.__getitem__
         return for_problem
 
+    def fulls(self, pid: str, rollouts: list[dict], layers: list[int]) -> dict[int, dict[int, np.ndarray]]:
+        """{layer: {rollout_idx: [P + T, d] float16}} for several layers, the uncached ones in one pass
+        (the probe reads its layer and the last one, for the next-token entropy)."""
+        path = lambda k: self._full_dir(k) / f"{pid}.npz"  # noqa: E731
+        missing = [k for k in layers if not path(k).exists()]
+        res = self._forward(rollouts, [], missing) if missing else {}
+        for k in missing:
+            _save(path(k), res[("full", k)])
+        return {k: res[("full", k)] if k in missing else _load(path(k)) for k in layers}
+
 
 def is_policy(path: str, model: str) -> bool:
     """Whether the model at `path` is the build's policy `model`, whose shared pass has a critic's

@@ -1,4 +1,10 @@
-"""All scores under a root -> one CSV (one row per model x domain x estimator x params x protocol)."""
+"""All scores under a root -> one CSV and readable terminal tables.
+
+One row per model x domain x estimator x params x protocol x build. Builds that differ only in their seed are
+pooled: each seed's row (kind `seed`) and one row over all of them (kind `pooled`, clusters = (build, problem));
+a build without siblings has one row (kind `build`). Every row carries its paired Δ of squared error against grpo
+(same states), the CI, the cluster-robust p, the Holm-adjusted p over its table and the verdict.
+"""
 
 from __future__ import annotations
 
@@ -6,16 +12,21 @@ import csv
 import json
 from pathlib import Path
 
+import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-from sveb.builds import load_scores
-from sveb.estimators import rank
+from sveb import store
+from sveb.errors import SvebError
+from sveb.estimators import BASELINE, rank
 from sveb.evaluate import PROTOCOLS
+from sveb.pooling import PAIRED, load_view, merge, paired, pools, read_scores
 
-COLUMNS = ["model", "domain", "estimator", "params", "protocol", "n_states", "n_problems", "mae", "mae_ci_low",
-           "mae_ci_high", "rmse", "debiased_mse", "ref_noise", "oracle_floor", "own_share", "seconds", "build_fp",
-           "params_fp"]
+COLUMNS = ["model", "domain", "estimator", "params", "protocol", "kind", "seeds", "n_builds", "n_states",
+           "n_problems", "mae", "mae_ci_low", "mae_ci_high", *PAIRED, "bias", "bias_ci_low", "bias_ci_high",
+           "calib_slope", "concordance", "sign_agreement", "sign_pairs", "rmse", "debiased_mse", "ref_noise",
+           "oracle_floor", "own_share", "own_shift_p95", "own_shift_max", "seconds", "build_fp", "params_fp"]
+KINDS = ("build", "pooled", "seed")
 
 
 def _proto(p: str) -> int:
@@ -27,29 +38,56 @@ def _order(name: str) -> tuple:
     return (*rank(name), name)
 
 
-def rows(root: str | Path) -> list[dict]:
-    out = [{c: r.get(c) for c in COLUMNS} for r in load_scores(root)]
-    return sorted(out, key=lambda r: (r["model"], r["domain"], _proto(r["protocol"]), _order(r["estimator"]),
-                                      r["params"]))
+def _rows_of(view, kind: str) -> list[dict]:
+    cmp = {p: paired(view, p) for p in {r["protocol"] for r in view.scores}}
+    out = []
+    for r in view.scores:
+        c = cmp[r["protocol"]].get((r["estimator"], r["params_fp"]), {})
+        row = {col: r.get(col) for col in COLUMNS}
+        row.update({k: c.get(k) for k in PAIRED}, kind=kind, n_builds=r.get("n_builds", 1),
+                   seeds=",".join(str(s) for s in view.seeds))
+        out.append(row)
+    return out
+
+
+def rows(root: str | Path, builds: set | None = None) -> list[dict]:
+    """Every score row under root (only the builds named in `builds` when given), pooled over seeds."""
+    views = []
+    for bdir in store.list_builds(root):
+        if (builds is None or bdir.name in builds) and (bdir / "scores").exists():
+            scores = read_scores(bdir)
+            views += [load_view(bdir, scores)] if scores else []
+    out = []
+    for group in pools(views):
+        if len(group) == 1:
+            out += _rows_of(group[0], "build")
+        else:
+            out += _rows_of(merge(group), "pooled")
+            for v in group:
+                out += _rows_of(v, "seed")
+    return sorted(out, key=lambda r: (r["model"], r["domain"], _proto(r["protocol"]), KINDS.index(r["kind"]),
+                                      r["seeds"], _order(r["estimator"]), r["params"] or ""))
 
 
 def write_csv(rows_: list[dict], out: str | Path) -> Path:
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     with open(out, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=COLUMNS)
+        w = csv.DictWriter(f, fieldnames=COLUMNS, extrasaction="ignore")
         w.writeheader()
         for r in rows_:
-            w.writerow({k: (f"{v:.4f}" if isinstance(v, float) else v) for k, v in r.items()})
+            w.writerow({k: (f"{v:.4f}" if isinstance(v, float) and k not in ("p_delta", "p_holm")
+                            else f"{v:.4g}" if isinstance(v, float) else v) for k, v in r.items()})
     return out
 
 
 def _default_params(name: str) -> dict | None:
-    """The estimator's default parameters, or None when it cannot be built here (e.g. needs torch)."""
+    """The estimator's default parameters, or None when it cannot be built here: an estimator that is not
+    installed (unknown name) or whose import fails (e.g. needs torch). Any other error is a bug and raises."""
+    from sveb.estimators import make, params_json
     try:
-        from sveb.estimators import make, params_json
         return json.loads(params_json(make(name)))
-    except Exception:
+    except (SvebError, ImportError):
         return None
 
 
@@ -76,36 +114,97 @@ def labels(params: dict[tuple[str, str], str]) -> dict[tuple[str, str], str]:
     return out
 
 
-def print_pivot(rows_: list[dict], console: Console) -> None:
-    """Estimators as rows, (domain, protocol) as columns, MAE [95% CI] in cells (held-out first), and
-    under in-group the own-outcome share: how far the estimate moves when the state's own reward flips."""
-    cols = sorted({(r["model"], r["domain"], r["protocol"]) for r in rows_}, key=lambda c: (c[0], c[1], _proto(c[2])))
-    keys = []
-    for r in rows_:
-        k = (r["estimator"], r["params_fp"])
-        if k not in keys:
-            keys.append(k)
-    keys.sort(key=lambda k: _order(k[0]))
+def _ok(x) -> bool:
+    return x is not None and isinstance(x, (int, float)) and bool(np.isfinite(x))
+
+
+def _f(x, nd: int = 3, signed: bool = False) -> str:
+    return f"{x:+.{nd}f}" if _ok(x) and signed else f"{x:.{nd}f}" if _ok(x) else "–"
+
+
+def _ci(r: dict, name: str, nd: int, wide: bool, signed: bool = False) -> str:
+    """value ± half-width of the 95% CI (wide: value [low, high])."""
+    x, lo, hi = r.get(name), r.get(f"{name}_ci_low"), r.get(f"{name}_ci_high")
+    if not _ok(x):
+        return "–"
+    if not (_ok(lo) and _ok(hi)):
+        return _f(x, nd, signed)
+    if wide:
+        return f"{_f(x, nd, signed)} [{_f(lo, nd, signed)}, {_f(hi, nd, signed)}]"
+    return f"{_f(x, nd, signed)} ± {(hi - lo) / 2:.{nd}f}"
+
+
+def _verdict(v: str | None, wide: bool) -> str:
+    return "–" if not v else v if wide or v != "no difference" else "no diff"  # 80 columns: the CSV says it whole
+
+
+def _p(x) -> str:
+    return "–" if not _ok(x) else "<0.001" if x < 0.001 else f"{x:.3f}"
+
+
+def _table(title: str, caption: str | None, headers: list[str]) -> Table:
+    t = Table(title=title, caption=caption, title_justify="left", caption_justify="left", show_edge=False)
+    t.add_column(headers[0], overflow="fold", min_width=12)  # long names fold; numbers never wrap or cut
+    for h in headers[1:]:
+        t.add_column(h, justify="left" if h == "verdict" else "right", no_wrap=True)
+    return t
+
+
+def print_pivot(rows_: list[dict], console: Console, wide: bool = False) -> None:
+    """One table per model, domain, build (or pool) and protocol, estimators as rows: MAE ± half-width of
+    its 95% CI, the paired Δ of squared error against grpo ± half-width, the Holm-adjusted p and the verdict
+    (fits 80 columns). `wide`: CIs as [low, high] and a second table with bias, calibration slope, ranking
+    metrics and the own-outcome shift (about 110 columns). Pooled builds get a table of the paired Δ per seed."""
+    shown = [r for r in rows_ if r.get("kind", "build") in ("build", "pooled")]
     names = labels({(r["estimator"], r["params_fp"]): r["params"] for r in rows_})
-    t = Table(title="MAE against the MC reference (lower is better), 95% bootstrap CI; own = own-outcome share")
-    t.add_column("estimator")
-    for m, d, p in cols:
-        t.add_column(f"{m}\n{d} / {p}" + (" (paper)" if p == "in-group" else ""), justify="right")
-    floors, noise = {}, {}
-    for name, pfp in keys:
-        cells = []
-        for m, d, p in cols:
-            hit = [r for r in rows_ if (r["estimator"], r["params_fp"], r["model"], r["domain"], r["protocol"]) == (name, pfp, m, d, p)]
-            if hit:
-                r = hit[0]
-                floors[(m, d, p)], noise[(m, d, p)] = r.get("oracle_floor"), r.get("ref_noise")
-                own = r.get("own_share")
-                tail = "" if own is None else " own n/a" if own != own else f" own {own:.3f}" if own > 5e-4 else ""
-                cells.append(f"{r['mae']:.3f} [{r['mae_ci_low']:.3f}, {r['mae_ci_high']:.3f}]{tail}")
-            else:
-                cells.append("-")
-        t.add_row(names[(name, pfp)], *cells)
-    fmt = lambda x: "-" if x is None or x != x else f"{x:.3f}"  # noqa: E731
-    t.add_row("[dim]oracle floor (knows V)[/]", *[f"[dim]{fmt(floors.get(c))}[/]" for c in cols])
-    t.add_row("[dim]ref noise (not a bound)[/]", *[f"[dim]{fmt(noise.get(c))}[/]" for c in cols])
+    tables: dict[tuple, list[dict]] = {}
+    for r in sorted(shown, key=lambda r: (r["model"], r["domain"], r["build_fp"], _proto(r["protocol"]))):
+        tables.setdefault((r["model"], r["domain"], r["build_fp"], r["protocol"]), []).append(r)
+    for (model, domain, fp, proto), rs in tables.items():
+        rs.sort(key=lambda r: (_order(r["estimator"]), r["params"] or ""))
+        seeds = rs[0].get("seeds") or ""
+        what = f"{rs[0].get('n_states')} states, {rs[0].get('n_problems')} problems" + (
+            f", seeds {seeds}" if rs[0].get("kind") == "pooled" else "")
+        title = f"{model} · {domain} · {proto}" + (" (paper)" if proto == "in-group" else "") + f"\n{what}"
+        own = proto == "in-group" and not wide
+        t = _table(title, f"Δ sq err: paired vs {BASELINE}, < 0 better; p: Holm-adjusted; "
+                   + ("[95% CI]" if wide else "± 95% CI half-width") + ("; own: own-outcome share" if own else ""),
+                   ["estimator", "MAE", f"Δ sq err vs {BASELINE}", "p", "verdict", *(["own"] if own else [])])
+        for r in rs:
+            t.add_row(names[(r["estimator"], r["params_fp"])], _ci(r, "mae", 3, wide),
+                      _ci(r, "delta_sq", 4, wide, True), _p(r.get("p_holm")), _verdict(r.get("verdict"), wide),
+                      *([_f(r.get("own_share"))] if own else []))
+        pad = [""] * (3 + own)
+        t.add_row("[dim]oracle floor[/]", f"[dim]{_f(rs[0].get('oracle_floor'))}[/]", *pad)
+        t.add_row("[dim]ref noise[/]", f"[dim]{_f(rs[0].get('ref_noise'))}[/]", *pad)
+        console.print(t)
+        if wide:
+            t = _table(f"{model} · {domain} · {proto}: bias, calibration, ranking, own-outcome shift",
+                       "bias: estimate − reference; slope: reference on estimate (1: calibrated); concord: "
+                       "within-problem pairs; sign: same-rollout step advantage (pairs); own: |Δ| when the "
+                       "state's own reward flips", ["estimator", "bias", "slope", "concord", "sign", "pairs",
+                                                    "own", "own p95", "own max"])
+            for r in rs:
+                t.add_row(names[(r["estimator"], r["params_fp"])], _ci(r, "bias", 3, True, True),
+                          _f(r.get("calib_slope"), 2), _f(r.get("concordance")), _f(r.get("sign_agreement")),
+                          str(r.get("sign_pairs") if r.get("sign_pairs") is not None else "–"),
+                          *(_f(r.get(k)) for k in ("own_share", "own_shift_p95", "own_shift_max")))
+            console.print(t)
+        if rs[0].get("kind") == "pooled":
+            _print_seeds(rows_, rs, names, console)
+
+
+def _print_seeds(rows_: list[dict], pooled: list[dict], names: dict, console: Console) -> None:
+    """The paired Δ of each seed's build alone: the spread over seeds behind the pooled row."""
+    key = {(r["model"], r["domain"], r["protocol"]) for r in pooled}
+    fps = set(pooled[0]["build_fp"].split("+"))
+    seed_rows = [r for r in rows_ if r.get("kind") == "seed" and r["build_fp"] in fps
+                 and (r["model"], r["domain"], r["protocol"]) in key]
+    seeds = sorted({r["seeds"] for r in seed_rows}, key=lambda s: (len(s), s))
+    t = _table(f"Δ sq err vs {BASELINE} per seed", None, ["estimator", *(f"seed {s}" for s in seeds)])
+    for r in pooled:
+        if r["estimator"] == BASELINE:
+            continue
+        by = {x["seeds"]: x for x in seed_rows if (x["estimator"], x["params_fp"]) == (r["estimator"], r["params_fp"])}
+        t.add_row(names[(r["estimator"], r["params_fp"])], *(_f(by.get(s, {}).get("delta_sq"), 4, True) for s in seeds))
     console.print(t)

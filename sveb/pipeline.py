@@ -37,11 +37,19 @@ def stage_fps(cfg: BuildConfig) -> dict[str, str]:
     if cfg.fields or cfg.min_tests >= 0:  # only when set, so builds made before these knobs keep their fingerprints
         parts.append({"fields": sorted(map(list, cfg.fields)), "min_tests": cfg.min_tests})
     problems = fingerprint(*parts)
-    rollouts = fingerprint("rollouts", problems, cfg.model, cfg.sampling, cfg.rollouts, cfg.seed, dtype_of(cfg), v)
+    rollouts = fingerprint("rollouts", problems, cfg.model, cfg.sampling, cfg.rollouts, cfg.seed, dtype_of(cfg), v,
+                           "fresh groups after a separate screen", engine_key(cfg))
     states = fingerprint("states", rollouts, cfg.problems, cfg.min_acc, cfg.max_acc, min_novel(cfg),
-                         cfg.states_per_problem, screen_size(cfg), v)
+                         cfg.states_per_problem, screen_size(cfg), v, *(["step pairs"] if cfg.step_pairs else []))
     references = fingerprint("references", states, cfg.mc, cfg.mc_extra, v)
     return {"problems": problems, "rollouts": rollouts, "states": states, "references": references}
+
+
+def engine_key(cfg: BuildConfig) -> str:
+    """What of the engine decides the samples: vLLM and transformers draw different tokens for one seed, and
+    transformers' padded batches change its numerics, so its batch size counts too. A resume with another engine
+    is then another build, never a mix of two engines' samples under one fingerprint."""
+    return f"hf/batch={cfg.batch_size}" if cfg.engine == "hf" else cfg.engine
 
 
 def min_novel(cfg: BuildConfig) -> int:
@@ -78,12 +86,20 @@ def build(cfg: BuildConfig, root: str | Path, engine: Engine | None = None, cons
         from sveb.distributed import require_ray
         require_ray()  # before any work: a missing extra is a one-line error
         root = Path(root).absolute()  # workers may start elsewhere; the root must be a path they all see
+    if not filter_open(cfg) and cfg.screen < 2:
+        raise BuildError(f"--screen {cfg.screen}: the difficulty filter [{cfg.min_acc}, {cfg.max_acc}] decides on "
+                         f"at least 2 screening rollouts per candidate (or open it: --min-acc 0 --max-acc 1)")
     fps = stage_fps(cfg)
     bdir = locate(cfg, root)
     from sveb.hardware import describe as cpu
     base = {"config": dataclasses.asdict(cfg), "fingerprints": fps, "build_fp": fps["references"],
             "model": cfg.model, "domain": cfg.domain, "versions": _versions(), "dtype": dtype_of(cfg),
-            "cpu_flags": cpu()}
+            "cpu_flags": cpu(),
+            "screening": {"rollouts_per_candidate": screen_size(cfg), "table": "screens",
+                          "separate_from_group": True,
+                          "note": "the difficulty filter decides on screening rollouts with seeds of their own; a "
+                                  "kept problem then gets G fresh rollouts, so the group is not selected on its "
+                                  "own accuracy"}}
     console.print(f"compute dtype {dtype_of(cfg)} (--dtype {cfg.dtype}; CPU flags: {cpu()})")
     old = store.read_manifest(bdir) if (bdir / "manifest.json").exists() else {}
     store.write_manifest(bdir, {**old, **base, "status": "running"})
@@ -168,9 +184,14 @@ def _stage_candidates(cfg, bdir: Path, fp: str, console) -> tuple[list[dict], di
     return problems, skipped
 
 
+def filter_open(cfg: BuildConfig) -> bool:
+    """No difficulty filter at all: every candidate is kept in order, and nothing is screened."""
+    return cfg.min_acc <= 0 and cfg.max_acc >= 1 and not min_novel(cfg)
+
+
 def screen_size(cfg: BuildConfig) -> int:
-    """Rollouts that decide the difficulty filter (all G when --screen is 0 or >= G)."""
-    return cfg.rollouts if cfg.screen <= 0 else min(cfg.screen, cfg.rollouts)
+    """Screening rollouts per candidate, drawn apart from the G rollouts estimators see (0: no filter)."""
+    return 0 if filter_open(cfg) else cfg.screen
 
 
 def _passes(cfg, p: dict, rows: list[dict]) -> tuple[bool, float]:
@@ -184,63 +205,95 @@ def _passes(cfg, p: dict, rows: list[dict]) -> tuple[bool, float]:
 
 
 def _stage_rollouts(cfg, bdir, fp, candidates, runner, console) -> tuple[list[dict], dict]:
-    """Roll out candidates shard by shard until enough pass the filter (in candidate order).
+    """Screen candidates shard by shard until enough pass the filter (in candidate order), then roll out G fresh
+    rollouts of each kept problem.
 
-    Screening: the filter decides on each candidate's first `screen_size` rollouts; only problems it
-    keeps (while fewer than --problems are kept) get the rest of their G, with the seeds a full draw
-    would have used, so a kept problem's rollouts do not depend on the screen size. The screens of the
-    next `runner.slots` shards run ahead (the filter's decisions are then made here, in order); a
-    worker finishes and writes each shard."""
+    The filter decides on `screen_size` screening rollouts per candidate (table `screens`, seeds of their own),
+    never on the G rollouts estimators see (table `rollouts`): a group chosen on its own accuracy would be a
+    biased sample of the policy while the references are fresh draws. The screens of the next `runner.slots`
+    shards run ahead (decisions are made here, in order); a worker draws and writes each shard."""
     kept: list[dict] = []
     accuracy: dict[str, float] = {}
     n_screen = screen_size(cfg)
-    per_shard = max(1, ROLLOUT_BATCH // n_screen)
+    per_shard = max(1, ROLLOUT_BATCH // (n_screen or cfg.rollouts))
     shards = [candidates[i:i + per_shard] for i in range(0, len(candidates), per_shard)]
     paths = [store.shard_path(bdir / "rollouts", k) for k in range(len(shards))]
-    sfps = [fingerprint(fp, [p["problem_id"] for p in shard]) for shard in shards]
+    spaths = [store.shard_path(bdir / "screens", k) for k in range(len(shards))]
+    sfps = [fingerprint(fp, "screen", n_screen, [p["problem_id"] for p in shard]) for shard in shards]
     screens: dict[int, int] = {}
     writes = []
 
     def screen(k):
-        return runner.submit(jobs.rollout_rows, cfg, [(p, range(n_screen)) for p in shards[k]], sfps[k])
+        return runner.submit(jobs.screen_shard, cfg, spaths[k], shards[k], n_screen, fp, sfps[k])
 
     for k, shard in enumerate(shards):
-        done_fp = sfps[k] if n_screen == cfg.rollouts else fingerprint(
-            sfps[k], "screen", n_screen, cfg.problems - len(kept), cfg.min_acc, cfg.max_acc, min_novel(cfg))
-        if store.shard_done(paths[k], done_fp):
-            rows = store.read_shard(paths[k]).to_pylist()
+        room = cfg.problems - len(kept)
+        done_fp = fingerprint(sfps[k], "groups", cfg.rollouts, room, cfg.min_acc, cfg.max_acc, min_novel(cfg))
+        if not n_screen:
+            rows = []
+        elif store.shard_done(spaths[k], sfps[k]):
+            rows = store.read_shard(spaths[k]).to_pylist()
             screens.pop(k, None)
         else:
-            console.print(f"rollouts: shard {k + 1}/{len(shards)} ({len(shard)} problems x {n_screen}"
-                          + (f", then up to {cfg.rollouts} for the problems kept)" if n_screen < cfg.rollouts else ")"))
+            console.print(f"screening: shard {k + 1}/{len(shards)} ({len(shard)} candidates x {n_screen})")
             screens[k] = screens.get(k) if k in screens else screen(k)
             for j in range(k + 1, min(k + runner.slots, len(shards))):  # keep the other workers busy
-                if j not in screens and not paths[j].exists():  # a stale shard is redone when reached
+                if j not in screens and not store.shard_done(spaths[j], sfps[j]):
                     screens[j] = screen(j)
             rows = runner.result(screens.pop(k))
-            room = cfg.problems - len(kept)
-            rest = []
-            for p in shard:
-                if room and n_screen < cfg.rollouts and _passes(cfg, p, [r for r in rows if r["problem_id"] == p["problem_id"]])[0]:
-                    rest.append((p, range(n_screen, cfg.rollouts)))
-                    room -= 1
-            writes.append(runner.submit(jobs.finish_rollouts, cfg, paths[k], rows, rest, sfps[k], done_fp))
+        chosen = []
         for p in shard:
-            mine = [r for r in rows if r["problem_id"] == p["problem_id"] and r["rollout_idx"] < n_screen]
-            ok, accuracy[p["problem_id"]] = _passes(cfg, p, mine)
-            if ok and len(kept) < cfg.problems:
-                kept.append(p)
+            mine = [r for r in rows if r["problem_id"] == p["problem_id"]]
+            ok, acc = _passes(cfg, p, mine) if n_screen else (True, None)
+            if acc is not None:
+                accuracy[p["problem_id"]] = acc
+            if ok and len(chosen) < room:
+                chosen.append(p)
+        if not store.shard_done(paths[k], done_fp):
+            console.print(f"rollouts: shard {k + 1}/{len(shards)} ({len(chosen)} kept problems x {cfg.rollouts})")
+            writes.append(runner.submit(jobs.group_shard, cfg, paths[k], chosen, fp, done_fp))
+        kept += chosen
         if len(kept) >= cfg.problems:
             break
     for h in writes:  # screens run ahead past the last shard needed are dropped unwritten
         runner.result(h)
-    used = set(paths[:k + 1]) if shards else set()
-    for path in (bdir / "rollouts").glob("part-*.parquet"):  # left by another shard layout: not this build's
-        if path not in used:
+    used = set(paths[:k + 1] + spaths[:k + 1]) if shards else set()
+    for path in [*(bdir / "rollouts").glob("part-*.parquet"), *(bdir / "screens").glob("part-*.parquet")]:
+        if path not in used:  # left by another shard layout, or screened ahead past the last shard needed
             path.unlink()
+    if not n_screen:  # open filter: candidate accuracy from the group itself (nothing was selected on it)
+        for pid, rows in load_rollouts(bdir, {p["problem_id"] for p in kept}).items():
+            accuracy[pid] = sum(r["reward"] for r in rows) / len(rows)
     store.write_shard(store.shard_path(bdir / "problems", 0),
                       pa.Table.from_pylist(kept, schema=schema.PROBLEMS), fp)
     return kept, accuracy
+
+
+def _single_cuts(rng: random.Random, usable: list[dict], n: int):
+    """n distinct (rollout, t) cuts: a rollout uniformly, t uniform in [1, T-1]."""
+    seen: set[tuple[int, int]] = set()
+    for _ in range(n * 20):
+        if len(seen) == n or not usable:
+            return
+        r = rng.choice(usable)
+        t = rng.randint(1, len(r["response_token_ids"]) - 1)
+        if (r["rollout_idx"], t) not in seen:
+            seen.add((r["rollout_idx"], t))
+            yield r, t
+
+
+def _pair_cuts(rng: random.Random, usable: list[dict], n: int):
+    """n // 2 pairs of cuts t1 < t2 of one rollout each (for step-advantage sign agreement: sign(V(s2) - V(s1))
+    is what an advantage uses), distinct rollouts while there are enough; an odd n adds one single cut."""
+    pool = [r for r in usable if len(r["response_token_ids"]) >= 3]  # two distinct cuts in [1, T-1]
+    order = rng.sample(pool, len(pool))
+    for k in range(min(n // 2, len(order))):
+        r = order[k]
+        t1, t2 = sorted(rng.sample(range(1, len(r["response_token_ids"])), 2))
+        yield r, t1
+        yield r, t2
+    if n % 2:
+        yield from _single_cuts(rng, usable, 1)
 
 
 def _stage_states(cfg, bdir, fp, kept, lazy: LazyEngine) -> list[dict]:
@@ -254,11 +307,7 @@ def _stage_states(cfg, bdir, fp, kept, lazy: LazyEngine) -> list[dict]:
         usable = [r for r in rollouts[pid] if len(r["response_token_ids"]) >= 2]
         rng = random.Random(derive_seed(cfg.seed, fp, pid))
         chosen: set[tuple[int, int]] = set()
-        for _ in range(cfg.states_per_problem * 20):
-            if len(chosen) == cfg.states_per_problem or not usable:
-                break
-            r = rng.choice(usable)                              # rollout uniformly
-            t = rng.randint(1, len(r["response_token_ids"]) - 1)  # t uniform in [1, T-1]
+        for r, t in (_pair_cuts if cfg.step_pairs else _single_cuts)(rng, usable, cfg.states_per_problem):
             if (r["rollout_idx"], t) not in chosen:
                 chosen.add((r["rollout_idx"], t))
                 states.append({"state_id": f"{pid}-{r['rollout_idx']}-{t}", "problem_id": pid,

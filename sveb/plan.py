@@ -43,7 +43,7 @@ class Settings:
     problems: int = 3000          # kept per domain
     oversample: int = 4           # candidates per kept problem
     rollouts: int = 40            # G per kept problem
-    screen: int = 8               # rollouts a discarded candidate gets before the filter drops it
+    screen: int = 8               # screening rollouts per candidate, apart from the G of a kept one
     states_per_problem: int = 2
     mc: int = 20
     mc_extra: int = 4
@@ -85,7 +85,7 @@ def domain_work(s: Settings, L: Lengths, hidden_size: int | None) -> dict:
     candidates = s.problems * s.oversample
     discarded = candidates - s.problems
     kept_rollouts = s.problems * s.rollouts
-    screening = discarded * s.screen
+    screening = candidates * s.screen  # every candidate is screened apart from the G a kept problem then gets
     states = s.problems * s.states_per_problem
     continuations = states * (s.mc + s.mc_extra)
     rollout_tokens = (kept_rollouts + screening) * L.response

@@ -1,5 +1,6 @@
 """Static report of a root: Table-4 style MAE tables, paired tests against GRPO, plots, one index.html.
-Only the paired bootstraps are recomputed: they need per-state errors, which the scores table does not keep."""
+Builds that differ only in their seed are pooled (one column; clusters = (build, problem)) with a per-seed
+table of the paired Δ. The paired comparisons are recomputed: they need every estimator's per-state estimates."""
 
 from __future__ import annotations
 
@@ -7,85 +8,35 @@ import csv
 import html
 import re
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from sveb import leaderboard, plots, schema, scoring, store
+from sveb import leaderboard, plots, pooling, store
 from sveb.data_builders import DOMAINS
-from sveb.estimators import BASELINE, rank, role_of
+from sveb.estimators import BASELINE, CONSTRUCTED, rank, role_of
 from sveb.evaluate import PROTOCOL_LABELS, PROTOCOLS
 from sveb.errors import SvebError
+from sveb.pooling import View  # noqa: F401  (report.View: the per-state view of a build or pool)
 
-PAIRED_COLUMNS = ["model", "domain", "build_fp", "protocol", "estimator", "params", "n_states", "n_problems",
-                  "mae", "mae_grpo", "mae_diff", "diff_ci_low", "diff_ci_high", "p_better"]
+PAIRED_COLUMNS = ["model", "domain", "build_fp", "kind", "seeds", "protocol", "estimator", "params", "n_states",
+                  "n_problems", "mae", "mae_grpo", *pooling.PAIRED]
 NOTE = ("Cells: MAE against the MC reference ± half-width of the 95% problem-clustered bootstrap CI (lower is "
         "better). Bold: best estimator per column (scale rows excluded). oracle floor: expected MAE of the best "
         "predictor that knows each state's true value (a lower bound in expectation, under the prior fitted to the "
         "references); ref noise: expected |V − reference| (not a bound). Scale rows (MCS@k, mean of k fresh "
         "continuations) are shown for scale. held-out is the headline protocol; in-group is the paper's, where an "
-        "estimate may see the state's own outcome (its own-outcome share is in the table below it).")
+        "estimate may see the state's own outcome (its own-outcome share is in the table below it). "
+        f"{', '.join(CONSTRUCTED)}: their V(s) is SVEB's construction from those papers' signals (the papers define "
+        "no state-value estimator), not the papers' own estimators.")
 
 
 class ReportError(SvebError, RuntimeError):
     pass
 
 
-@dataclass
-class View:
-    """One build: per-state arrays plus every stored estimate, keyed (estimator, params_fp, protocol)."""
-    bdir: Path
-    model: str
-    domain: str
-    status: str
-    scores: list[dict]
-    problem: np.ndarray  # per state, in states-table order
-    ref: np.ndarray
-    pos: np.ndarray      # t / T
-    est: dict = field(default_factory=dict)
-    params: dict = field(default_factory=dict)  # (estimator, params_fp) -> params JSON
-    col: str = ""
-
-    @property
-    def fp(self) -> str:
-        return self.bdir.name
-
-    def key(self) -> tuple:  # paper order of domains (Table 4), unknown ones last
-        return (self.model, DOMAINS.index(self.domain) if self.domain in DOMAINS else len(DOMAINS), self.col)
-
-    def protocols(self) -> list[str]:
-        return _proto_sorted({k[2] for k in self.est} | {r["protocol"] for r in self.scores})
-
-
 def _proto_sorted(protos) -> list[str]:
     return sorted(protos, key=lambda p: (PROTOCOLS.index(p) if p in PROTOCOLS else len(PROTOCOLS), p))
-
-
-def _load(bdir: Path, scores: list[dict]) -> View:
-    st = store.read_table(bdir / "states", schema.STATES)
-    index = {s: i for i, s in enumerate(st.column("state_id").to_pylist())}
-    n, ref = len(index), np.full(len(index), np.nan)
-    refs = store.read_table(bdir / "references", schema.REFERENCES)
-    for sid, v in zip(*(refs.column(c).to_pylist() for c in ("state_id", "value"))):
-        if sid in index:
-            ref[index[sid]] = np.nan if v is None else v
-    t, T = (np.array(st.column(c).to_pylist(), dtype=float) for c in ("t", "T"))
-    pos = np.divide(t, T, out=np.full(n, np.nan), where=T > 0)
-    m = store.read_manifest(bdir)
-    view = View(bdir, str(m.get("model", bdir.parent.parent.name)), str(m.get("domain", bdir.parent.name)),
-                str(m.get("status", "?")), scores, np.array(st.column("problem_id").to_pylist()), ref, pos)
-    if (bdir / "estimates").exists():
-        e = store.read_table(bdir / "estimates", schema.ESTIMATES)
-        cols = ("state_id", "estimator", "params_fp", "params", "protocol", "value")
-        for sid, name, pfp, pj, proto, v in zip(*(e.column(c).to_pylist() for c in cols)):
-            if sid in index:
-                arr = view.est.setdefault((name, pfp, proto), np.full(n, np.nan))
-                arr[index[sid]] = np.nan if v is None else v
-                view.params[(name, pfp)] = pj
-    for r in scores:
-        view.params.setdefault((r["estimator"], r["params_fp"]), r["params"])
-    return view
 
 
 def _labels(views: list[View]) -> dict[tuple[str, str], str]:
@@ -169,31 +120,31 @@ def _html_table(header: list[str], rows: list[list[str]], classes: list[str] | N
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
 
-def _paired(v: View, protocol: str, labels: dict, n_boot: int, notes: list[str]) -> tuple[list[dict], list]:
-    """Each estimator against the baseline on the same states: P(lower MAE) and the mean error difference."""
-    base = sorted(k for k in v.est if k[0] == BASELINE and k[2] == protocol)
-    if not base:
+def _paired(v: View, protocol: str, labels: dict, notes: list[str], cmp: dict, kind: str = "") -> tuple[list[dict], list]:
+    """Each estimator against the baseline on the same states: paired Δ of squared error, its CI, the
+    cluster-robust p, Holm over the table, the verdict; and the per-state differences for the histograms."""
+    if not any(k[0] == BASELINE and k[2] == protocol for k in v.est):
         notes.append(f"{v.model}/{v.domain} [{v.fp}] {protocol}: no {BASELINE} estimates, "
                      "so no paired comparison or difference histograms")
         return [], []
-    b = v.est[base[0]]
+    b = v.est[sorted(k for k in v.est if k[0] == BASELINE and k[2] == protocol)[0]]
+    cmp = cmp[(v.fp, protocol)]
     rows, diffs = [], []
     for k in sorted((k for k in v.est if k[2] == protocol and k[0] != BASELINE), key=lambda k: _order(k, labels)):
         ok = np.isfinite(v.est[k]) & np.isfinite(b) & np.isfinite(v.ref)
-        ea, eb, g = np.abs(v.est[k][ok] - v.ref[ok]), np.abs(b[ok] - v.ref[ok]), v.problem[ok]
         diffs.append((labels.get(k[:2], k[0]), v.est[k][ok] - b[ok]))
         if not ok.any():
             continue
-        boots = scoring.bootstrap_means(ea - eb, g, n_boot, 0)
-        rows.append(dict(zip(PAIRED_COLUMNS, (
-            v.model, v.domain, v.fp, protocol, labels.get(k[:2], k[0]), v.params.get(k[:2], ""), int(ok.sum()),
-            len(set(g)), ea.mean(), eb.mean(), (ea - eb).mean(), *np.quantile(boots, [0.025, 0.975]),
-            scoring.paired_better(ea, eb, g, n_boot, 0)))))
+        c = cmp[k[:2]]
+        rows.append({"model": v.model, "domain": v.domain, "build_fp": v.fp,
+                     "kind": kind or ("pooled" if v.pooled else "build"), "seeds": ",".join(map(str, v.seeds)),
+                     "protocol": protocol, "estimator": labels.get(k[:2], k[0]), "params": v.params.get(k[:2], ""),
+                     **{c_: c[c_] for c_ in ("n_states", "n_problems", "mae", "mae_grpo", *pooling.PAIRED)}})
     return rows, diffs
 
 
-PAIRED_HEADER = ["model", "domain", "protocol", "estimator", "states", "MAE", f"MAE {BASELINE}", "Δ MAE [95% CI]",
-                 f"P(lower MAE than {BASELINE})"]
+PAIRED_HEADER = ["model", "domain", "protocol", "estimator", "states", "MAE", f"MAE {BASELINE}",
+                 "Δ sq err [95% CI]", "p", "p (Holm)", "verdict"]
 BUILD_HEADER = ["model", "domain", "build", "status", "states", "estimators", "rollouts cut off",
                 "reference draws cut off"]
 CSS = ("body{font-family:system-ui,sans-serif;margin:2em;max-width:1400px;color:#222}"
@@ -203,24 +154,36 @@ CSS = ("body{font-family:system-ui,sans-serif;margin:2em;max-width:1400px;color:
        ".note{color:#555;font-size:0.9em}li.warn,p.warn{color:#a35b00}")
 
 
-def _collect(root: Path, only: set | None = None) -> tuple[list[View], list[str]]:
+def _collect(root: Path, only: set | None = None) -> tuple[list[View], list[list[View]], list[str]]:
+    """The views the tables show (a pooled view per group of seeds, else the build) sorted, the groups of
+    seeds behind each pooled view, and notes."""
     builds = [b for b in store.list_builds(root) if only is None or b.name in only]
     if not builds:
         raise ReportError(f"{root}: no builds found (run `sveb build` first)")
     views, notes = [], []
     for bdir in builds:
         try:
-            scores = store.read_table(bdir / "scores", schema.SCORES).to_pylist() if (bdir / "scores").exists() else []
-            views += [_load(bdir, scores)] if scores else []
+            scores = pooling.read_scores(bdir) if (bdir / "scores").exists() else []
+            views += [pooling.load_view(bdir, scores)] if scores else []
             notes += [] if scores else [f"build {bdir.relative_to(root)}: no scores yet (run `sveb eval`); skipped"]
         except store.StoreError as e:
             notes.append(f"build {bdir.relative_to(root)}: unreadable ({e}); skipped")
     if not views:
         raise ReportError(f"{root}: none of the {len(builds)} builds has scores; run `sveb eval` on a build first")
-    for v in views:  # a model with two builds of one domain gets one column per build
-        twins = sum(w.model == v.model and w.domain == v.domain for w in views)
+    groups = pooling.pools(views)
+    shown = [pooling.merge(g) for g in groups]
+    for v in shown:  # a model with two builds (or pools) of one domain gets one column per build
+        twins = sum(w.model == v.model and w.domain == v.domain for w in shown)
         v.col = v.domain if twins == 1 else f"{v.domain} ({v.fp[:8]})"
-    return sorted(views, key=View.key), notes
+    return sorted(shown, key=_key), [g for g in groups if len(g) > 1], notes
+
+
+def _key(v: View) -> tuple:  # paper order of domains (Table 4), unknown ones last
+    return (v.model, DOMAINS.index(v.domain) if v.domain in DOMAINS else len(DOMAINS), v.col)
+
+
+def _protocols(v: View) -> list[str]:
+    return _proto_sorted({k[2] for k in v.est} | {r["protocol"] for r in v.scores})
 
 
 def _truncated(bdir: Path) -> list[str]:
@@ -233,10 +196,10 @@ def _img(png: Path) -> str:
     return f"<img src='{png.name}' alt='{png.name}'>"
 
 
-def _figures(v: View, proto: str, labels: dict, colors: dict, out: Path, n_boot: int, notes: list[str]):
+def _figures(v: View, proto: str, labels: dict, colors: dict, out: Path, cmp: dict, notes: list[str]):
     """Paired rows and HTML for one build and protocol: difference histograms, calibration, error by position."""
     what = f"{v.model} — {v.col} — {proto}"
-    paired, diffs = _paired(v, proto, labels, n_boot, notes)
+    paired, diffs = _paired(v, proto, labels, notes, cmp)
     keys = sorted((k for k in v.est if k[2] == proto), key=lambda k: _order(k, labels))
     html_ = [f"<h3>{html.escape(what)}</h3>"]
     name = lambda kind: out / f"{_slug(kind, v.model, v.domain, v.fp, proto)}.png"  # noqa: E731
@@ -275,13 +238,15 @@ def write_report(root: Path, out: Path, n_boot: int = 2000, all_settings: bool =
     unless `all_settings`. Each key of `by` adds MAE per value of that problem property (by_KEY.csv).
     `builds`: only these build fingerprints (e.g. one preset's builds in a shared root)."""
     root, out = Path(root), Path(out)
-    views, notes = _collect(root, builds)
+    views, seed_groups, notes = _collect(root, builds)
+    seed_views = [v for g in seed_groups for v in g]
     out.mkdir(parents=True, exist_ok=True)
-    leaderboard.write_csv([r for r in leaderboard.rows(root) if builds is None or r["build_fp"] in builds],
-                          out / "leaderboard.csv")
+    leaderboard.write_csv(leaderboard.rows(root, builds), out / "leaderboard.csv")
+    # paired tests before hiding ablation settings: the Holm family is every setting, as in leaderboard.csv
+    cmp = {(v.fp, p): pooling.paired(v, p) for v in views + seed_views for p in _protocols(v)}
     labels = _labels(views)
     if not all_settings:
-        _drop_variants(views, labels)
+        _drop_variants(views + seed_views, labels)
         labels = _labels(views)
     colors = plots.palette(sorted(set(labels.values()), key=lambda s: (plots.is_scale(s), s)))
     models = sorted({v.model for v in views})
@@ -290,7 +255,7 @@ def write_report(root: Path, out: Path, n_boot: int = 2000, all_settings: bool =
     md, body = [], []
     for m in models:
         mine = [v for v in views if v.model == m]
-        for proto in _proto_sorted({p for v in mine for p in v.protocols()}):
+        for proto in _proto_sorted({p for v in mine for p in _protocols(v)}):
             cols = [v for v in mine if any(r["protocol"] == proto for r in v.scores)]
             if not cols:
                 continue
@@ -312,10 +277,22 @@ def write_report(root: Path, out: Path, n_boot: int = 2000, all_settings: bool =
                      _img(png)]
     all_paired, figs = [], []
     for v in views:
-        for proto in v.protocols():
-            paired, html_ = _figures(v, proto, labels, colors, out, n_boot, notes)
+        for proto in _protocols(v):
+            paired, html_ = _figures(v, proto, labels, colors, out, cmp, notes)
             all_paired += paired
             figs += html_
+    seed_md, seed_html = [], []
+    for g in seed_groups:  # the spread over seeds behind each pooled column
+        for proto in _proto_sorted({p for v in g for p in _protocols(v)}):
+            per = [_paired(v, proto, labels, [], cmp, "seed")[0] for v in g]
+            all_paired += [r for rs in per for r in rs]
+            ests = list(dict.fromkeys(r["estimator"] for rs in per for r in rs))
+            cells = [[e, *(next((_f(r["delta_sq"], 4) for r in rs if r["estimator"] == e), "–") for rs in per)]
+                     for e in ests]
+            header = ["estimator", *(f"seed {v.seeds[0]}" for v in g)]
+            title = f"{g[0].model} — {g[0].domain} — {proto}: Δ sq err vs {BASELINE} per seed"
+            seed_md += [f"### {title}\n", _md_table(header, cells), ""]
+            seed_html += [f"<h3>{html.escape(title)}</h3>", _html_table(header, cells)]
 
     for key in by:  # MAE per value of a problem property (meta key), as tables and by_KEY.csv
         from sveb import report_by
@@ -329,19 +306,24 @@ def write_report(root: Path, out: Path, n_boot: int = 2000, all_settings: bool =
     with open(out / "paired.csv", "w", newline="", encoding="utf-8") as f:
         w = csv.DictWriter(f, fieldnames=PAIRED_COLUMNS)
         w.writeheader()
-        w.writerows({k: (f"{x:.4f}" if isinstance(x, float) else x) for k, x in r.items()} for r in all_paired)
-    pnote = (f"Paired on the same states: Δ MAE = MAE(estimator) − MAE({BASELINE}) with its 95% problem-clustered "
-             f"bootstrap CI; P = bootstrap probability (n_boot={n_boot}) that the estimator has the lower MAE.")
+        w.writerows({k: (f"{x:.4g}" if isinstance(x, float) and k.startswith("p_") else f"{x:.4f}"
+                         if isinstance(x, float) else x) for k, x in r.items()} for r in all_paired)
+    pnote = (f"Paired on the same states: Δ sq err = mean of (estimate − ref)² − ({BASELINE} − ref)² (< 0: closer "
+             "than grpo; the reference's noise cancels, so it estimates the difference of true MSEs), with its 95% "
+             "problem-clustered bootstrap CI; p: cluster-robust paired t-test (clusters = problems, or (build, "
+             "problem) for pooled seeds); p (Holm): Holm-adjusted over every estimator compared with grpo in the "
+             "table (MCS@k scale rows: a family of their own); verdict: Holm p < 0.05 and the sign of Δ.")
     prow = [[*(r[c] for c in ("model", "domain", "protocol", "estimator")), str(r["n_states"]), _f(r["mae"]),
-             _f(r["mae_grpo"]), f"{_f(r['mae_diff'])} [{_f(r['diff_ci_low'])}, {_f(r['diff_ci_high'])}]",
-             _f(r["p_better"], 2)] for r in all_paired]
+             _f(r["mae_grpo"]), f"{_f(r['delta_sq'], 4)} [{_f(r['delta_sq_ci_low'], 4)}, "
+             f"{_f(r['delta_sq_ci_high'], 4)}]", leaderboard._p(r["p_delta"]), leaderboard._p(r["p_holm"]),
+             r["verdict"]] for r in all_paired if r["kind"] != "seed"]
     brow = [[v.model, v.domain, v.fp, v.status, str(len(v.ref)), str(len({k[:2] for k in v.est})),
-             *_truncated(v.bdir)] for v in views]
+             *_truncated(v.bdir)] for v in sorted([v for v in views if not v.pooled] + seed_views, key=_key)]
     pngs = re.findall(r"<img src='([^']+)'", "".join(body + figs))
     md = [f"# SVEB report\n\nroot: `{root}`  \nmodels: {', '.join(models)}  \ndomains: {', '.join(domains)}\n",
           "## Builds\n", _md_table(BUILD_HEADER, brow, 4), "", *md,
           f"## Paired comparison against {BASELINE}\n", _md_table(PAIRED_HEADER, prow, 4) if prow else "(none)",
-          f"\n{pnote}\n", *(["## Notes\n", *(f"- {n}" for n in notes), ""] if notes else []),
+          f"\n{pnote}\n", *seed_md, *(["## Notes\n", *(f"- {n}" for n in notes), ""] if notes else []),
           "## Figures\n", *(f"- ![{p}]({p})" for p in pngs)]
     (out / "table.md").write_text("\n".join(md) + "\n", encoding="utf-8")
 
@@ -354,6 +336,7 @@ def write_report(root: Path, out: Path, n_boot: int = 2000, all_settings: bool =
         page.append("<h2>Notes</h2><ul>" + "".join(f"<li class='warn'>{html.escape(n)}</li>" for n in notes) + "</ul>")
     page += body + [f"<h2>Paired comparison against {BASELINE}</h2>",
                     _html_table(PAIRED_HEADER, prow) if prow else "<p>(none)</p>", f"<p class='note'>{pnote}</p>",
+                    *seed_html,
                     "<h2>Per-build figures</h2>", *figs, "</body></html>"]
     (out / "index.html").write_text("\n".join(page), encoding="utf-8")
     return out / "index.html"

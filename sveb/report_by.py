@@ -46,9 +46,12 @@ def rows(views, key: str, labels: dict, n_boot: int) -> list[dict]:
     """One row per build x protocol x estimator x value of key. `views` are report.View objects."""
     out, seen = [], False
     for v in views:
-        values = problem_values(v.bdir, key)
-        seen = seen or any(x != NONE for x in values.values())
-        per_state = np.array([values.get(pid, NONE) for pid in v.problem])
+        bdirs = v.bdirs or [v.bdir]  # a pooled view: the seeds' builds, each state's build in v.bidx
+        values = [problem_values(b, key) for b in bdirs]
+        seen = seen or any(x != NONE for vals in values for x in vals.values())
+        pids = v.pid if v.pid is not None else v.problem
+        bidx = v.bidx if v.bidx is not None else np.zeros(len(pids), int)
+        per_state = np.array([values[b].get(pid, NONE) for b, pid in zip(bidx, pids)])
         for (name, pfp, proto), est in sorted(v.est.items()):
             ok = np.isfinite(est) & np.isfinite(v.ref)
             for value in sorted(set(per_state[ok]), key=_sort_key):

@@ -5,6 +5,9 @@ from __future__ import annotations
 import pyarrow as pa
 
 SCHEMA_VERSION = 2
+# Bumped when the scores computed from stored estimates change (new columns): evaluate recomputes score rows
+# (from the stored estimates, without rerunning the estimator) while builds keep their fingerprints.
+SCORES_VERSION = 2
 
 PROBLEMS = pa.schema([
     ("problem_id", pa.string()),
@@ -76,4 +79,13 @@ SCORES = pa.schema([
     ("oracle_floor", pa.float64()),  # E MAE of the best predictor that knows V (a bound in expectation)
     ("own_share", pa.float64()),     # mean |change| of the estimate when the state's own reward flips
     ("seconds", pa.float64()),
+    ("bias", pa.float64()),          # mean of estimate - reference, with its clustered CI
+    ("bias_ci_low", pa.float64()),
+    ("bias_ci_high", pa.float64()),
+    ("calib_slope", pa.float64()),   # OLS slope of the reference on the estimate (1: calibrated)
+    ("concordance", pa.float64()),   # within-problem pairwise ranking agreement (ties 1/2)
+    ("sign_agreement", pa.float64()),  # step advantage sign agreement on same-rollout pairs
+    ("sign_pairs", pa.int32()),      # same-rollout pairs it rests on (0: NaN)
+    ("own_shift_p95", pa.float64()),
+    ("own_shift_max", pa.float64()),
 ])

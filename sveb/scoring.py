@@ -1,7 +1,7 @@
 """Scores of an estimator against the Monte-Carlo reference. Pure numpy.
 
-Bootstraps resample problems (clusters), not states: states of one problem share
-their group and are not independent.
+Bootstraps and tests resample or sum over problems (clusters), not states: states of one problem share
+their group and are not independent. When several builds (seeds) are pooled, a cluster is (build, problem).
 """
 
 from __future__ import annotations
@@ -10,6 +10,9 @@ from functools import lru_cache
 
 import numpy as np
 from scipy.stats import binom
+from scipy.stats import t as student_t
+
+ALPHA = 0.05  # verdicts: Holm-adjusted p below this
 
 
 def _clusters(groups: np.ndarray | None, n: int) -> list[np.ndarray]:
@@ -30,14 +33,39 @@ def bootstrap_means(x: np.ndarray, groups: np.ndarray | None, n_boot: int, seed:
     return sums[pick].sum(1) / sizes[pick].sum(1)
 
 
+def mean_ci(x: np.ndarray, groups=None, n_boot: int = 2000, seed: int = 0,
+            level: float = 0.95) -> tuple[float, float, float]:
+    """Mean of x and its percentile cluster-bootstrap CI (NaN for no data)."""
+    x = np.asarray(x, float)
+    if len(x) == 0:
+        return float("nan"), float("nan"), float("nan")
+    boots = bootstrap_means(x, groups, n_boot, seed)
+    lo, hi = np.quantile(boots, [(1 - level) / 2, 1 - (1 - level) / 2])
+    return float(x.mean()), float(lo), float(hi)
+
+
 def mae_ci(est: np.ndarray, ref: np.ndarray, groups=None, n_boot: int = 2000, seed: int = 0,
            level: float = 0.95) -> tuple[float, float, float]:
-    err = np.abs(np.asarray(est, float) - np.asarray(ref, float))
-    if len(err) == 0:
-        return float("nan"), float("nan"), float("nan")
-    boots = bootstrap_means(err, groups, n_boot, seed)
-    lo, hi = np.quantile(boots, [(1 - level) / 2, 1 - (1 - level) / 2])
-    return float(err.mean()), float(lo), float(hi)
+    return mean_ci(np.abs(np.asarray(est, float) - np.asarray(ref, float)), groups, n_boot, seed, level)
+
+
+def bias_ci(est: np.ndarray, ref: np.ndarray, groups=None, n_boot: int = 2000, seed: int = 0,
+            level: float = 0.95) -> tuple[float, float, float]:
+    """Mean signed error (estimate - reference) with its clustered CI: > 0 means the estimator over-predicts.
+    Unbiased for E[f - V] since the reference is an unbiased draw of V."""
+    return mean_ci(np.asarray(est, float) - np.asarray(ref, float), groups, n_boot, seed, level)
+
+
+def calibration_slope(est: np.ndarray, ref: np.ndarray) -> float:
+    """OLS slope of the reference on the estimate: 1 for a calibrated estimator, < 1 when its values spread
+    too far (over-confident), > 1 when too little. NaN when the estimates do not vary. Reference noise is
+    in the response, so it does not bias the slope."""
+    est, ref = np.asarray(est, float), np.asarray(ref, float)
+    if len(est) < 2:
+        return float("nan")
+    dx = est - est.mean()
+    var = float(dx @ dx)
+    return float(dx @ (ref - ref.mean()) / var) if var > 1e-12 * len(est) else float("nan")
 
 
 def rmse(est: np.ndarray, ref: np.ndarray) -> float:
@@ -107,23 +135,127 @@ def oracle_floor(ref: np.ndarray, n_ref: int) -> float:
     return float(w @ _oracle_table(n_ref, tuple(grid)))
 
 
-def paired_better(err_a: np.ndarray, err_b: np.ndarray, groups=None, n_boot: int = 2000, seed: int = 0) -> float:
-    """Bootstrap probability that estimator A has lower MAE than B on the same states."""
-    diff = np.abs(np.asarray(err_a, float)) - np.abs(np.asarray(err_b, float))
-    if len(diff) == 0:
+def cluster_t_test(x: np.ndarray, groups=None) -> float:
+    """Two-sided p-value for "the mean of x is 0", cluster-robust: with cluster sums S_g, sizes n_g, N states,
+    G clusters and mean m = sum S_g / N, Var(m) = G/(G-1) * sum (S_g - m n_g)^2 / N^2 (the CR1 sandwich of an
+    intercept-only regression), t = m / sqrt(Var), Student t with G-1 degrees of freedom. With one state per
+    cluster it is the paired t-test. NaN with fewer than 2 clusters."""
+    x = np.asarray(x, float)
+    clusters = _clusters(groups, len(x))
+    if len(clusters) < 2:
         return float("nan")
-    boots = bootstrap_means(diff, groups, n_boot, seed)
-    return float(np.mean(boots < 0) + 0.5 * np.mean(boots == 0))
+    sums = np.array([x[c].sum() for c in clusters])
+    sizes = np.array([len(c) for c in clusters], dtype=float)
+    n, g = sizes.sum(), len(clusters)
+    m = sums.sum() / n
+    var = g / (g - 1) * float(((sums - m * sizes) ** 2).sum()) / n ** 2
+    if var <= 1e-30:  # every cluster has the same mean: the difference is exact, or exactly nothing
+        return 1.0 if abs(m) <= 1e-15 else 0.0
+    return float(2 * student_t.sf(abs(m) / np.sqrt(var), g - 1))
 
 
-def score(est: np.ndarray, ref: np.ndarray, n_ref: int, groups=None, n_boot: int = 2000, seed: int = 0) -> dict:
+def paired_sq_diff(est_a: np.ndarray, est_b: np.ndarray, ref: np.ndarray, groups=None, n_boot: int = 2000,
+                   seed: int = 0) -> dict:
+    """Paired difference of squared error of A against B on the same states:
+    d_i = (a_i - ref_i)^2 - (b_i - ref_i)^2; < 0 means A is closer. Against an unbiased reference independent
+    of both estimates, E[d_i] = (a_i - V_i)^2 - (b_i - V_i)^2: the reference's noise cancels, so the mean
+    estimates the difference of true MSEs and cannot be won by shrinking toward a noisy reference's median
+    (as MAE can). Returns the mean, its percentile cluster-bootstrap 95% CI and the cluster-robust t-test's p."""
+    a, b, r = (np.asarray(x, float) for x in (est_a, est_b, ref))
+    d = (a - r) ** 2 - (b - r) ** 2
+    delta, lo, hi = mean_ci(d, groups, n_boot, seed)
+    return {"delta_sq": delta, "delta_sq_ci_low": lo, "delta_sq_ci_high": hi,
+            "p_delta": cluster_t_test(d, groups) if len(d) else float("nan")}
+
+
+def holm(pvals) -> np.ndarray:
+    """Holm's step-down adjusted p-values (family-wise error control): sorted ascending p_(1..m),
+    adj_(i) = max_{j<=i} min(1, (m - j + 1) p_(j)). NaN entries are not in the family and stay NaN."""
+    p = np.asarray(pvals, float)
+    out = np.full(len(p), np.nan)
+    ok = np.flatnonzero(np.isfinite(p))
+    order = ok[np.argsort(p[ok], kind="stable")]
+    m = len(order)
+    out[order] = np.minimum(1.0, np.maximum.accumulate((m - np.arange(m)) * p[order]))
+    return out
+
+
+def verdict(delta: float, p_adj: float, alpha: float = ALPHA) -> str:
+    """better / worse / no difference from the Holm-adjusted p and the sign of the paired Δ (n/a: untested)."""
+    if not (np.isfinite(delta) and np.isfinite(p_adj)):
+        return "n/a"
+    if p_adj >= alpha or delta == 0:
+        return "no difference"
+    return "better" if delta < 0 else "worse"
+
+
+def concordance(est: np.ndarray, ref: np.ndarray, problems: np.ndarray) -> float:
+    """Within-problem pairwise concordance: over pairs of states of one problem whose references differ, the
+    share where sign(est_a - est_b) matches sign(ref_a - ref_b), ties of the estimates counting 1/2; averaged
+    over problems (each problem weighs the same). Pairs whose references tie are skipped (no order to get
+    right). Independent of calibration: any increasing map of the estimates scores the same. NaN: no pair."""
+    est, ref = np.asarray(est, float), np.asarray(ref, float)
+    per_problem = []
+    for idx in _clusters(np.asarray(problems), len(est)):
+        i, j = np.triu_indices(len(idx), 1)
+        dr = np.sign(ref[idx[i]] - ref[idx[j]])
+        de = np.sign(est[idx[i]] - est[idx[j]])
+        keep = dr != 0
+        if keep.any():
+            per_problem.append(np.where(de[keep] == 0, 0.5, de[keep] == dr[keep]).mean())
+    return float(np.mean(per_problem)) if per_problem else float("nan")
+
+
+def step_sign_agreement(est: np.ndarray, ref: np.ndarray, problems: np.ndarray, rollouts: np.ndarray,
+                        t: np.ndarray) -> tuple[float, int]:
+    """Step advantage sign agreement: over pairs of states cut from the same rollout (same problem and
+    rollout index, t1 < t2), the share where sign(est(s2) - est(s1)) matches sign(ref(s2) - ref(s1)); pairs
+    whose references tie are left out, ties of the estimates count 1/2 (chance level). Returns the share
+    (NaN when no pair) and the number of pairs used."""
+    est, ref, t = (np.asarray(x, float) for x in (est, ref, t))
+    codes: dict = {}
+    keys = np.array([codes.setdefault((p, r), len(codes)) for p, r in zip(problems, rollouts)], dtype=int)
+    scores = []
+    for idx in _clusters(keys, len(est)) if len(est) else []:
+        i, j = np.triu_indices(len(idx), 1)
+        early = t[idx[i]] < t[idx[j]]
+        first, second = np.where(early, idx[i], idx[j]), np.where(early, idx[j], idx[i])
+        dr = np.sign(ref[second] - ref[first])
+        de = np.sign(est[second] - est[first])
+        keep = (dr != 0) & (t[idx[i]] != t[idx[j]])
+        scores += list(np.where(de[keep] == 0, 0.5, de[keep] == dr[keep]))
+    return (float(np.mean(scores)) if scores else float("nan")), len(scores)
+
+
+def own_shift_stats(shift: np.ndarray) -> dict:
+    """The own-outcome shift as a distribution (mean, 95th percentile, max over measured states), so that
+    "bounded" can be checked; NaN where nothing was measured."""
+    s = np.asarray(shift, float)
+    s = s[np.isfinite(s)]
+    if len(s) == 0:
+        return {"own_share": float("nan"), "own_shift_p95": float("nan"), "own_shift_max": float("nan")}
+    return {"own_share": float(s.mean()), "own_shift_p95": float(np.quantile(s, 0.95)), "own_shift_max": float(s.max())}
+
+
+def score(est: np.ndarray, ref: np.ndarray, n_ref: int, groups=None, n_boot: int = 2000, seed: int = 0,
+          rollouts=None, t=None) -> dict:
+    """Every per-estimator score; `rollouts` and `t` (per state) give the step advantage sign agreement."""
+    est, ref = np.asarray(est, float), np.asarray(ref, float)
+    problems = np.asarray(groups) if groups is not None else np.arange(len(ref))
     mae, lo, hi = mae_ci(est, ref, groups, n_boot, seed)
+    bias, blo, bhi = bias_ci(est, ref, groups, n_boot, seed)
+    sign, pairs = (step_sign_agreement(est, ref, problems, rollouts, t) if rollouts is not None and t is not None
+                   else (float("nan"), 0))
     return {
         "n_states": int(len(ref)),
-        "n_problems": int(len(np.unique(groups))) if groups is not None else int(len(ref)),
+        "n_problems": int(len(np.unique(problems))),
         "mae": mae, "mae_ci_low": lo, "mae_ci_high": hi,
-        "rmse": rmse(est, ref),
-        "debiased_mse": debiased_mse(est, ref, n_ref),
+        "rmse": rmse(est, ref) if len(ref) else float("nan"),
+        "debiased_mse": debiased_mse(est, ref, n_ref) if len(ref) else float("nan"),
         "ref_noise": ref_noise(ref, n_ref),
         "oracle_floor": oracle_floor(ref, n_ref),
+        "bias": bias, "bias_ci_low": blo, "bias_ci_high": bhi,
+        "calib_slope": calibration_slope(est, ref),
+        "concordance": concordance(est, ref, problems),
+        "sign_agreement": sign, "sign_pairs": int(pairs),
     }

@@ -99,19 +99,35 @@ def rewards(texts: list[str], problems: list[dict], workers: int) -> list[float]
     return [reward(t, p) for t, p in zip(texts, problems)]
 
 
-def rollout_rows(engine: Callable[[], Engine], cfg: BuildConfig, shard: list[tuple[dict, range]],
-                 fp: str) -> list[dict]:
-    """Rollouts `idx` of each (problem, idx); sample j's seed depends on (seed, fp, problem, j) only, so a
-    problem's rollouts are the same whether drawn in one pass or in a screening slice and the rest."""
+def group_seed(cfg: BuildConfig, fp: str, pid: str, j: int) -> int:
+    """Seed of rollout j of a problem's group of G."""
+    return derive_seed(cfg.seed, fp, pid, j)
+
+
+def screen_seeds(cfg: BuildConfig, fp: str, pid: str, n: int) -> list[int]:
+    """Seeds of a candidate's n screening rollouts: their own namespace, and never one of the group's G seeds
+    (a clash is re-derived), so the G rollouts estimators see are fresh draws, not the ones the filter chose on."""
+    group = {group_seed(cfg, fp, pid, j) for j in range(cfg.rollouts)}
+    out = []
+    for j in range(n):
+        k, seed = 0, derive_seed(cfg.seed, fp, pid, "screen", j)
+        while seed in group or seed in out:
+            k += 1
+            seed = derive_seed(cfg.seed, fp, pid, "screen", j, k)
+        out.append(seed)
+    return out
+
+
+def rollout_rows(engine: Callable[[], Engine], cfg: BuildConfig, shard: list[tuple[dict, list[int]]]) -> list[dict]:
+    """One rollout per (problem, seed) pair of the shard: rollout_idx is the seed's position in its list."""
     if not shard:
         return []
     eng = engine()
     mod = domain_module(cfg.domain)
     reqs, rows = [], []
-    for p, idx in shard:
+    for p, seeds in shard:
         prompt = eng.tokenizer.encode_chat(mod.prompt(p))
-        for j in idx:
-            seed = derive_seed(cfg.seed, fp, p["problem_id"], j)
+        for j, seed in enumerate(seeds):
             reqs.append(Request(tuple(prompt), seed))
             rows.append((p, j, prompt, seed))
     outs = eng.generate(reqs, cfg.sampling, desc="rollouts")
@@ -123,10 +139,19 @@ def rollout_rows(engine: Callable[[], Engine], cfg: BuildConfig, shard: list[tup
             for (p, j, prompt, seed), o, text, rw in zip(rows, outs, texts, rws)]
 
 
-def finish_rollouts(engine, cfg: BuildConfig, path: Path, rows: list[dict], rest: list[tuple[dict, range]],
-                    fp: str, done_fp: str) -> None:
-    """The rest of the G rollouts of the problems the screen kept, then the whole shard to the store."""
-    rows = rows + rollout_rows(engine, cfg, rest, fp)
+def screen_shard(engine, cfg: BuildConfig, path: Path, problems: list[dict], n: int, seed_fp: str,
+                 fp: str) -> list[dict]:
+    """The screening rollouts of a shard's candidates (the filter's evidence), to the `screens` table. Seeds come
+    from the stage (`seed_fp`), never from the shard layout."""
+    rows = rollout_rows(engine, cfg, [(p, screen_seeds(cfg, seed_fp, p["problem_id"], n)) for p in problems])
+    store.write_shard(path, pa.Table.from_pylist(rows, schema=schema.ROLLOUTS), fp)
+    return rows
+
+
+def group_shard(engine, cfg: BuildConfig, path: Path, kept: list[dict], seed_fp: str, done_fp: str) -> None:
+    """G fresh rollouts of each problem the filter kept, to the `rollouts` table (written even when empty: done)."""
+    shard = [(p, [group_seed(cfg, seed_fp, p["problem_id"], j) for j in range(cfg.rollouts)]) for p in kept]
+    rows = rollout_rows(engine, cfg, shard)
     store.write_shard(path, pa.Table.from_pylist(rows, schema=schema.ROLLOUTS), done_fp)
 
 

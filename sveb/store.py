@@ -115,7 +115,10 @@ def read_manifest(bdir: Path) -> dict:
 
 
 def list_builds(root: str | Path) -> list[Path]:
-    """Every build directory under root (those holding a manifest.json), oldest first."""
+    """Every build directory under root (those holding a manifest.json), oldest first; a root that is itself
+    a build (e.g. an export folder) is that one build."""
+    if (Path(root) / "manifest.json").exists():
+        return [Path(root)]
     found = [p.parent for p in Path(root).glob("*/*/*/manifest.json")]
     return sorted(found, key=lambda p: (p / "manifest.json").stat().st_mtime)
 

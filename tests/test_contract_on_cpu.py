@@ -52,6 +52,7 @@ def data(tmp_path_factory):
 
 def run(name: str, protocol: str, data, params=None):
     est = reg.make(name, params if params is not None else CHEAP.get(name, {}))
+    data = data.public()  # as evaluate() passes it: no reference values
     est.prepare(data, None)
     return estimate_all(est, data, protocol, hidden_provider(est, data), own=protocol == "held-out")
 
@@ -80,11 +81,48 @@ class Leaky(Estimator):
         return np.array([group.rollout(s.rollout_idx).reward for s in states])
 
 
-def test_the_flip_check_catches_an_estimator_that_reads_its_own_outcome(data, monkeypatch):
-    import sys
+def test_held_out_gives_no_own_outcome_to_read(data, monkeypatch):
+    """Held-out by construction: the own rollout's reward is absent (NaN), so a leaky estimator gets nothing
+    usable (its values break the contract) rather than a value the flip check must catch afterwards."""
+    from sveb.errors import EvalError
     monkeypatch.setitem(sys.modules, "leaky_mod", sys.modules[__name__])
-    _, shift, _ = run("leaky_mod:Leaky", "held-out", data, {})
+    with pytest.raises(EvalError, match="not finite"):
+        run("leaky_mod:Leaky", "held-out", data, {})
+
+
+def test_the_flip_check_catches_an_estimator_that_reads_its_own_outcome_in_group(data, monkeypatch):
+    monkeypatch.setitem(sys.modules, "leaky_mod", sys.modules[__name__])
+    est = reg.make("leaky_mod:Leaky", {})
+    _, shift, _ = estimate_all(est, data.public(), "in-group", None, own=True)
     assert np.all(shift == 1)
+
+
+@dataclass
+class Peek(Estimator):
+    """Records what it is given of the state's own rollout and of the build."""
+    needs_hidden = True
+    seen = []
+
+    def prepare(self, build, console=None):
+        Peek.seen.append(("references", len(build.references)))
+
+    def estimate(self, group, states):
+        for s in states:
+            own = group.rollout(s.rollout_idx)
+            Peek.seen.append((s.t, len(own.response_token_ids), own.response_text == s.prefix_text,
+                              len(group.hidden(s.rollout_idx)), s.rollout_idx in {r.rollout_idx for r in group.rollouts}))
+        return np.full(len(states), 0.5)
+
+
+def test_held_out_cuts_the_own_rollout_at_the_prefix_and_prepare_gets_no_references(data, monkeypatch):
+    monkeypatch.setitem(sys.modules, "peek_mod", sys.modules[__name__])
+    Peek.seen = []
+    run("peek_mod:Peek", "held-out", data, {})
+    assert Peek.seen[0] == ("references", 0) and len(data.references) == len(data.states)
+    per_state = Peek.seen[1:]
+    assert len(per_state) >= len(data.states)
+    for t, n_tokens, text_is_prefix, n_hidden, member in per_state:
+        assert (n_tokens, n_hidden, text_is_prefix, member) == (t, t, True, False)
 
 
 def test_every_builtin_is_covered():

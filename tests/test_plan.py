@@ -17,13 +17,13 @@ L = Lengths(prompt=20, response=60, remaining=25, source="test")
 
 def test_domain_work_by_hand():
     w = domain_work(S, L, hidden_size=4)
-    assert (w["candidates"], w["discarded"], w["rollouts"], w["screening_rollouts"]) == (30, 20, 80, 40)
+    assert (w["candidates"], w["discarded"], w["rollouts"], w["screening_rollouts"]) == (30, 20, 80, 60)
     assert (w["states"], w["continuations"]) == (20, 120)            # 20 states x (5 + 1)
-    assert w["rollout_tokens"] == (80 + 40) * 60 == 7200
+    assert w["rollout_tokens"] == (80 + 60) * 60 == 8400  # every candidate's screen, then the kept groups
     assert w["continuation_tokens"] == 120 * 25 == 3000
-    assert w["generated_tokens"] == 10200
+    assert w["generated_tokens"] == 11400
     assert w["hidden_tokens"] == 80 * (20 + 60) == 6400              # kept rollouts only, prompt + response
-    assert w["rollouts_bytes"] == pytest.approx(120 * (41 + 2.85 * 60))  # 25,440
+    assert w["rollouts_bytes"] == pytest.approx(140 * (41 + 2.85 * 60))
     assert w["states_references_bytes"] == pytest.approx(20 * (4.8 * 35 + 290))  # prefix t = 60 - 25
     assert w["hidden_bytes"] == pytest.approx(80 * (2 * 60 + 20) * 4 * 2 * 0.93)  # last layer + critic input
     assert domain_work(S, L, None)["hidden_bytes"] is None
@@ -31,8 +31,8 @@ def test_domain_work_by_hand():
 
 def test_plan_totals_and_time():
     p = make_plan(S, {"number": L, "math": L}, {"hidden_size": 4, "params_b": 3.0}, tok_per_s=100)
-    assert p["total"]["generated_tokens"] == 20400 and p["total"]["candidates"] == 60
-    assert p["time"]["generation_s"] == pytest.approx(20400 / (100 * 2))   # 102 s on 2 GPUs
+    assert p["total"]["generated_tokens"] == 22800 and p["total"]["candidates"] == 60
+    assert p["time"]["generation_s"] == pytest.approx(22800 / (100 * 2))   # 114 s on 2 GPUs
     assert p["time"]["hidden_s"] == pytest.approx(12800 / (100 * 5 * 2))  # a forward pass 5x faster
     assert p["throughput"].startswith("given: 100")
     p = make_plan(S, {"number": L}, {"hidden_size": 4, "params_b": 3.09}, tok_per_s=None)
@@ -78,7 +78,7 @@ def test_lengths_measured_from_a_build(scripted_build):
     assert r.exit_code == 0, r.output
     p = json.loads(r.output)
     assert p["domains"]["number"]["lengths"] == m.source and p["domains"]["math"]["lengths"] == "assumed"
-    assert p["domains"]["number"]["rollout_tokens"] == pytest.approx((10 * 40 + 30 * 8) * m.response)
+    assert p["domains"]["number"]["rollout_tokens"] == pytest.approx((10 * 40 + 40 * 8) * m.response)  # groups + every candidate screened
     assert p["model"]["hidden_size"] == 576 and p["tok_per_s"] == 20000
 
 

@@ -14,7 +14,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.ray]
 # 5 problems x 4 rollouts (one rollout shard), 20 states: 2 reference shards (16 + 4), one per worker
 TINY = ["--problems", "5", "--oversample", "1", "--rollouts", "4", "--screen", "0", "--states-per-problem", "4",
         "--mc", "2", "--mc-extra", "0", "--max-tokens", "32", "--min-acc", "0", "--max-acc", "1", "--eager"]
-TABLES = ("candidates", "problems", "rollouts", "states", "references")
+TABLES = ("candidates", "problems", "screens", "rollouts", "states", "references")
 
 
 def ray_build(root, workers):

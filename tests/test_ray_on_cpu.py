@@ -18,7 +18,7 @@ from sveb.engines.scripted import Fault, ScriptedEngine
 from sveb.pipeline import build
 
 pytestmark = pytest.mark.ray
-TABLES = ("candidates", "problems", "rollouts", "states", "references")
+TABLES = ("candidates", "problems", "screens", "rollouts", "states", "references")
 
 
 @pytest.fixture(scope="module")
@@ -125,7 +125,7 @@ def test_killed_driver_rerun_does_only_the_missing_shards(cluster, tmp_path, cfg
     assert store.read_manifest(bdir)["status"] == "running"
     # every finished shard but the kept-problems list (rewritten whenever the rollouts stage runs)
     before = {p: p.stat().st_mtime_ns for p in bdir.rglob("part-*.parquet") if p.parent.name != "problems"}
-    assert {p.parent.name for p in before} == {"candidates", "rollouts", "states", "references"}
+    assert {p.parent.name for p in before} == {"candidates", "screens", "rollouts", "states", "references"}
     assert len(list((bdir / "references").glob("part-*"))) == 1  # the first of 3 reference shards
     trace = str(tmp_path / "trace")
     again = build(cfg, root, engine=ScriptedEngine(), ray=on_ray(2, partial(ScriptedEngine, trace=trace)))

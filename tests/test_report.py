@@ -119,9 +119,9 @@ def test_paired_csv(out):
     assert {r["estimator"] for r in rows} == {"mcs-1", "mcs-2", "mcs-3", "mcs-4", "numca"}
     assert len(rows) == 4 * 2 * 2 + 1
     for r in rows:
-        assert 0.0 <= float(r["p_better"]) <= 1.0
-        assert float(r["diff_ci_low"]) <= float(r["mae_diff"]) <= float(r["diff_ci_high"])
-        assert float(r["mae_diff"]) == pytest.approx(float(r["mae"]) - float(r["mae_grpo"]), abs=2e-4)
+        assert 0.0 <= float(r["p_delta"]) <= float(r["p_holm"]) <= 1.0
+        assert float(r["delta_sq_ci_low"]) <= float(r["delta_sq"]) <= float(r["delta_sq_ci_high"])
+        assert r["verdict"] in ("better", "worse", "no difference") and r["kind"] == "build"
         assert int(r["n_states"]) == 18
     assert "Paired comparison against grpo" in (out / "table.md").read_text(encoding="utf-8")
 

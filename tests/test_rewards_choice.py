@@ -157,3 +157,52 @@ def test_parse_options_skips_roman_numeral_statements():
     question = ("Which statements are true?\nI. Energy is conserved.\nII. Mass is conserved.\n"
                 "A. I only\nB. II only\nC. I and II\nD. neither")
     assert parse_options(question) == {"A": "I only", "B": "II only", "C": "I and II", "D": "neither"}
+
+
+# The option a response settles on after naming and dismissing others, or after retracting one (issue 17).
+@pytest.mark.parametrize("response,options,letter", [
+    ("A looks right, but B is wrong and C... no, I'll go with C", None, "C"),
+    ("A looks right, but B is wrong and D... no, I'll go with C", None, "C"),
+    ("It is not A. Not B either. The answer must be D", None, "D"),
+    ("It's not A. It's not B. Must be C.", None, "C"),
+    ("It's not A. Not B either. It has to be D.", None, "D"),
+    ("The answer can't be A, so it must be C.", None, "C"),
+    ("The answer is A. No wait, it's B.", None, "B"),
+    ("The answer is A... no wait, B", None, "B"),
+    ("The answer is (A)... wait, no, (D).", None, "D"),
+    ("Answer: A, no, B", None, "B"),
+    ("Answer: A, no, I mean B", None, "B"),
+    ("I'd say C... no, D.", None, "D"),
+    ("A is wrong. B is wrong. C is wrong. So D.", None, "D"),
+    ("A is out, B is out, so C.", None, "C"),
+    ("A? No. B? No. C it is.", None, "C"),
+    ("Hmm, A or B... B it is.", None, "B"),
+    ("I'm going with B.", None, "B"),
+    ("A seems plausible. B? Hmm. Actually, I'm going with (C).", None, "C"),
+    ("Option A is not correct. Neither is B. I will settle on C.", None, "C"),
+    ("My final choice is C", None, "C"),
+    ("Final: B", None, "B"),
+    ("Solid? No. Gas? No. I'll go with Liquid.", STATES, "B"),
+])
+def test_settled_choice_after_dismissals(response, options, letter):
+    assert extract_choice(response, options) == letter
+
+
+# Near misses: an option named as the subject of a clause, a negated anchor, a later box or Answer line.
+@pytest.mark.parametrize("response,letter", [
+    ("\\boxed{B}. No wait, let me double-check A... no, B is right.", "B"),
+    ("The answer is B. No, A is wrong because it is too small.", "B"),
+    ("I'll go with A.\nAnswer: C", "C"),
+    ("I'll go with C. Final answer: \\boxed{B}", "B"),
+    ("Actually, (A) is wrong. The answer is C.", "C"),
+    ("I'd say A is wrong, so the answer is C.", "C"),
+    ("The answer is B, no doubt.", "B"),
+    ("\\boxed{B}\n\nA is wrong. So D.", "B"),
+    ("Sorry, (B) is not right. The answer is A.", "A"),
+    ("It must be noted that A is small. The answer is B.", "B"),
+    ("The answer is C.\nWait, no doubt about it.", "C"),
+    ("Answer: B. Wait, A is also... no.", "B"),
+    ("I'll go with the first one.", None),
+])
+def test_settled_choice_near_misses(response, letter):
+    assert extract_choice(response) == letter

@@ -1,3 +1,4 @@
+import re
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -191,3 +192,66 @@ def test_non_main_thread_gives_same_rewards():
     assert got == expected
     with ThreadPoolExecutor(4) as pool:
         assert list(pool.map(lambda c: math_reward(*c), cases)) == expected
+
+
+# A value retracted and replaced in the answer's own sentence (issue 17): the replacement is the answer.
+RETRACTED = [
+    ("the answer is 12, no wait, 14", "14"),
+    ("The answer is 12, no wait, 14.", "14"),
+    ("So the answer is x = 5... actually x = 7.", "7"),
+    ("The answer is x = 5... actually x = 7. Check: 7 * 2 = 14.", "7"),
+    ("The answer is 12, sorry, 14.", "14"),
+    ("The answer is 12 \u2014 no, 14.", "14"),
+    ("The answer is 12, I mean 14.", "14"),
+    ("The answer is 12, no, I mean 14.", "14"),
+    ("The answer is 12, or rather 14.", "14"),
+    ("The answer is 12, no wait, it's 14.", "14"),
+    ("Answer: 12, no wait, 14", "14"),
+    ("The answer is 12... actually 14.", "14"),
+    ("The answer is 12. Actually, 14.", "14"),
+    ("The answer is 12. Wait, no, it's 14.", "14"),
+    ("The answer is 12, no, 14, sorry, 15.", "15"),
+    ("The answer is $12$, no wait, $14$.", "14"),
+    ("The answer is -3, no wait, 3.", "3"),
+    ("The answer is \\frac{1}{2}, no wait, \\frac{1}{3}.", "1/3"),
+    ("The answer is 12, no wait, 14 apples.", "14"),
+    ("Thus the final result is 20, oops, 21.", "21"),
+    ("#### 12, no wait, 14", "14"),
+]
+# Near misses: no retraction, or one whose "replacement" is not an answer, or a later box / Answer line.
+KEPT = [
+    ("The answer is 12, no doubt.", "12"),
+    ("The answer is 12, sorry for the confusion.", "12"),
+    ("The answer is 12 \u2014 no need to round.", "12"),
+    ("The final answer is 12 (no rounding needed).", "12"),
+    ("The answer is 12. Actually, let me verify: 3 * 4 = 12.", "12"),
+    ("The answer is 12. Actually, 3 of the apples were eaten earlier.", "12"),
+    ("The answer is 12; actually, 14 was my first guess.", "12"),
+    ("The answer is 12. No, wait. Let me recount: there are 14.", "12"),
+    ("The answer is 12.\nActually, 14.", "12"),  # another line: not the answer's sentence
+    ("The answer is 12, no wait, 14.\n\\boxed{12}", "12"),
+    ("The answer is 12, no wait, 14.\nAnswer: 12", "12"),
+    ("\\boxed{12}", "12"),
+    ("Answer: 12", "12"),
+]
+
+
+@pytest.mark.parametrize("response,gold", RETRACTED)
+def test_retracted_value_is_replaced(response, gold):
+    assert math_reward(response, gold) == 1.0
+    first = re.search(r"-?\d+", response).group(0)  # the retracted value no longer scores
+    assert math_reward(response, first) == 0.0
+
+
+@pytest.mark.parametrize("response,gold", KEPT)
+def test_near_misses_keep_their_answer(response, gold):
+    assert math_reward(response, gold) == 1.0
+    assert math_reward(response, "14") == 0.0
+
+
+def test_settle_on_pieces():
+    from sveb.rewards.final import answer_like, settle
+    assert settle("12, no wait, 14") == "14"
+    assert settle("12, no doubt") == "12, no doubt"
+    assert answer_like("14 apples") and answer_like("x = 7") and answer_like("$\\frac{1}{3}$")
+    assert not answer_like("3 of the apples were eaten") and not answer_like("let me check: 12")

@@ -16,18 +16,19 @@ from pathlib import Path
 import pytest
 
 from real_data import BOTH, EXCERPTS, FILES, ROWS, folder, full_data
-from sveb.data_builders import SourceError, domain_module, load_problems, split_of
+from sveb.data_builders import SourceError, domain_module, load_problems
 from sveb.data_builders.boxed import option_letters
 from sveb.sources import registry
 from sveb.sources.load import scan
 
-# name: (rows in the full file, problems loaded, skipped per reason, loaded in our test / train halves)
+# name: (rows in the full file, problems loaded, skipped per reason, loaded in the test / train split: the dataset's
+# own where it ships one, else the halves by id hash)
 COUNTS = {
-    "gsm8k": (1319, 1319, {}, 653, 666),
+    "gsm8k": (1319, 1319, {}, 1319, 0),         # its own split: the file is the test set
     "math500": (500, 500, {}, 250, 250),
     "humaneval": (164, 164, {}, 77, 87),
-    "mbpp": (974, 974, {}, 472, 502),           # the 4 repeated task texts differ in their tests, so stay distinct
-    "arc-challenge": (1172, 1172, {}, 599, 573),
+    "mbpp": (974, 974, {}, 500, 374),           # own splits by task_id; the 4 repeated task texts stay distinct
+    "arc-challenge": (1172, 1172, {}, 1172, 0),
     "mmlu-stem": (3018, 3006, {"duplicate question": 12}, 1505, 1501),  # 12 repeats: same question and options
 }
 EXCERPT_SKIPS = {"mmlu-stem": {"duplicate question": 1}}  # row 2212 repeats 2207
@@ -58,7 +59,8 @@ def test_named_source_counts(name):
         assert meta["dataset"] == name and 1 <= meta["row"] <= rows
     # what a build draws: the seeded shuffle of one split
     test, _ = load_problems(src.domain, f"{name}={full / FILES[name]}", 10, 0, "test")
-    assert len(test) == 10 and all(split_of(p["problem_id"]) == "test" for p in test)
+    assert len(test) == 10 and all(got.split(p) == "test" for p in test)
+    assert got.split_rule().startswith("the dataset's own" if src.own_splits else "halves by id hash")
 
 
 @pytest.mark.parametrize("name", sorted(COUNTS))
@@ -68,14 +70,16 @@ def test_excerpt_counts(name):
     skipped = EXCERPT_SKIPS.get(name, {})
     assert (got.rows, len(got.problems), dict(got.skipped)) == (rows, rows - sum(skipped.values()), skipped)
     n_test = len(got.of_split("test"))
-    assert n_test > 0 and n_test + len(got.of_split("train")) == len(got.problems) and got.warnings == []
+    # (MBPP's own split leaves its validation and few-shot rows in neither half)
+    assert n_test > 0 and n_test + len(got.of_split("train")) <= len(got.problems) and got.warnings == []
+    assert len(got.of_split("all")) == len(got.problems)
     src = registry()[name]
     for p in got.problems:
         assert p["source"] == str(EXCERPTS / FILES[name]) and p["domain"] == src.domain
         meta = json.loads(p["meta"])
         assert meta["dataset"] == name and 1 <= meta["row"] <= rows
     test, _ = load_problems(src.domain, f"{name}={EXCERPTS / FILES[name]}", n_test, 0, "test")
-    assert len(test) == n_test and all(split_of(p["problem_id"]) == "test" for p in test)
+    assert len(test) == n_test and all(got.split(p) == "test" for p in test)
 
 
 def _lines(path: Path) -> list[bytes]:

@@ -44,20 +44,18 @@ def test_ls_sources_lists_every_source():
     assert {"gsm8k", "math500", "humaneval", "mbpp", "arc-challenge", "mmlu-stem", "gpqa-diamond", "dapo-math",
             "openr1-math", "mot-science", "webinstruct", "verifiable-coding"} == set(registry())
     assert blocks["gsm8k"].startswith("gsm8k math (also fits number, science, general); licence: MIT hub: "
-                                      "openai/gsm8k (main, test) test.jsonl (1319 rows)")
+                                      "openai/gsm8k (main, test) --split test/train: own")
 
 
 @BOTH
 def test_ls_problems_text_on_real_gsm8k(kind):
     path = folder(kind) / FILES["gsm8k"]
-    got = scan("math", f"gsm8k={path}")
-    n, n_test = got.rows, len(got.of_split("test"))
-    assert (n, n_test) == ((1319, 653) if kind == "full" else (len(ROWS["gsm8k"]), n_test))
+    n = 1319 if kind == "full" else len(ROWS["gsm8k"])
     code, out = ls("problems", "--source", f"gsm8k={path}", "-n", "2")
     assert code == 0, out
-    assert "domain: math" in out and f"rows read: {n}   loaded: {n} (test {n_test}, train {n - n_test})" in out
-    assert "skipped: none" in out and f"first 2 of {n_test} problems in split test" in out
-    assert "[1] A robe takes 2 bolts" in out and 'gold: 3 (math)   {"row": 2}' in out
+    assert "domain: math" in out and f"rows read: {n}   loaded: {n} (test {n}, train 0; split: the dataset's own" in out
+    assert "skipped: none" in out and f"first 2 of {n} problems in split test" in out  # all of GSM8K test
+    assert "[2] A robe takes 2 bolts" in out and 'gold: 3 (math)   {"row": 2}' in out
 
 
 @BOTH
@@ -76,8 +74,8 @@ def test_ls_problems_json_on_real_files(kind):
     arc = data / FILES["arc-challenge"]
     code, out = ls("problems", "--source", f"arc-challenge={arc}", "--json")
     rows = [json.loads(line) for line in out.splitlines()]
-    n_test = 599 if kind == "full" else len(scan("science", f"arc-challenge={arc}").of_split("test"))
-    assert code == 0 and len(rows) == n_test  # all of the test split
+    n_test = 1172 if kind == "full" else len(ROWS["arc-challenge"])
+    assert code == 0 and len(rows) == n_test  # all of ARC-Challenge test
     first = next(r for r in rows if r["meta"]["id"] == "Mercury_7175875")
     assert first["answer"] == "C" and first["meta"]["options"]["C"] == "Planetary days will become shorter."
 

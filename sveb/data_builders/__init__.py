@@ -112,6 +112,10 @@ def load_problems(domain: str, source: str, n: int, seed: int, split: str, field
     for w in loaded.warnings:
         (warn or log.warning)(w)
     problems = loaded.of_split(split)
+    if not problems and loaded.splits:  # e.g. --split train on the test file of a dataset that ships both
+        have = sorted({loaded.split(p) for p in loaded.problems})
+        raise SourceError(f"--source {source}: holds no {split} rows (only {', '.join(have)}); pass the dataset's "
+                          f"{split} file (its name says {split}, e.g. {split}.jsonl)")
     problems.sort(key=lambda p: p["problem_id"])
     random.Random(seed).shuffle(problems)
     return problems[:n], dict(loaded.skipped)

@@ -35,6 +35,7 @@ class Entry:
     needs_hidden: bool = False              # reads hidden states (a forward pass over every rollout)
     needs_training: bool = False            # trains a model before estimating
     train_split: bool = False               # trains on a disjoint `--split train` build
+    constructed: bool = False               # its V(s) is SVEB's construction from a paper that defines none
     origin: str = "sveb"                    # sveb | the plugin's distribution | "import path"
 
     def load(self) -> type:
@@ -61,16 +62,26 @@ BUILTIN: tuple[Entry, ...] = (
           grid={"alpha": ["0", "0.5", "0.7", "0.9"], "phi": ["1", "5", "10"], "delta": ["25", "50", "100"],
                 "k": ["6", "20", "66"]}),
     Entry("shear", "sveb.estimators.shear:Shear",
-          "1/d-weighted rollouts by min span Wasserstein distance (SHEAR)", needs_hidden=True,
+          "SVEB's construction from SHEAR's signal (SHEAR defines no V(s)): 1/d-weighted mean reward of the "
+          "rollouts, d = min span Wasserstein distance", needs_hidden=True, constructed=True,
           grid={"w": ["25", "50", "100"], "s": ["10", "25"], "eps": ["0.01", "0.05", "0.2"]}),
     Entry("hidden-align", "sveb.estimators.hidden_align:HiddenAlign",
-          "similarity to the correct vs incorrect anchor-token centroids, calibrated (Hidden-Align)",
-          needs_hidden=True, grid={"layer": ["-1", "-2", "-4"], "calibration": ["auto", "fixed"]}),
+          "SVEB's construction from Hidden-Align's observation (the paper defines no V(s)): similarity to the "
+          "correct vs incorrect anchor-token centroids, calibrated", needs_hidden=True, constructed=True, grid={"layer": ["-1", "-2", "-4"], "calibration": ["auto", "fixed"],
+                                 "similarity": ["true", "false"]}),
     Entry("ppo-1", "sveb.estimators.ppo:PPO1", "PPO critic trained on a disjoint problem set",
           needs_training=True, train_split=True),
     Entry("pacs", "sveb.estimators.pacs:PACS",
-          "PACS implicit critic: sigmoid of the policy's RLOO-centred log-ratio, trained on a disjoint problem set",
-          needs_training=True, train_split=True, grid={"beta": ["0.1", "0.5", "1", "2", "10"], "lr": ["3e-5", "3e-4"]}),
+          "SVEB's construction from PACS's signal (PACS defines no V(s)): sigma(logit of the group's leave-one-out "
+          "success rate + the policy's RLOO-centred log-ratio), trained on a disjoint problem set",
+          needs_training=True, train_split=True, constructed=True, grid={"beta": ["0.1", "0.5", "1", "2", "10"], "lr": ["3e-5", "3e-4"]}),
+    *(Entry(f"probe{sfx}", "sveb.estimators.probe:Probe",
+            f"logistic value probe on the policy's hidden states, entropy, t and the group's mean, trained on "
+            f"a disjoint problem set ({what})", needs_training=True, train_split=True, preset={"regime": regime},
+            grid={"relative": ["0", "1"], "layer": ["-1", "-4", "-8"], "pool": ["last", "mean"],
+                  "max_train": ["250", "1000", "4000", "0"]})
+      for sfx, regime, what in (("", "outcome", "labels: each prefix's rollout reward"),
+                                ("-mc", "mc", "labels: the train build's Monte-Carlo references"))),
     Entry("ppo-n", "sveb.estimators.ppo:PPON", "PPO critic trained on the benchmark's own rollouts",
           needs_training=True),
 )
@@ -127,7 +138,9 @@ def names(role: str | None = None) -> list[str]:
     return [e.name for e in BUILTIN if role is None or e.role == role]
 
 
-BASELINE = next(e.name for e in BUILTIN if e.role == "baseline")  # what every estimator is paired against
+BASELINE = next(e.name for e in BUILTIN if e.role == "baseline")
+CONSTRUCTED = tuple(e.name for e in BUILTIN if e.constructed)  # their V(s) is SVEB's, not their papers'
+  # what every estimator is paired against
 
 
 def role_of(name: str) -> str:

@@ -47,6 +47,24 @@ HiddenFn = Callable[[int], np.ndarray]
 
 
 @dataclass(frozen=True)
+class PrefixHidden:
+    """A hidden-state source that stops one rollout at its first t positions (a held-out state's own rollout).
+    `source` is the shared source behind it, so a memo keyed on the source survives per-state subgroups."""
+    source: HiddenFn
+    own: int
+    t: int
+
+    def __call__(self, rollout_idx: int) -> np.ndarray:
+        h = self.source(rollout_idx)
+        return h[: self.t] if rollout_idx == self.own else h
+
+
+def hidden_source(fn: HiddenFn | None) -> HiddenFn | None:
+    """The shared source behind a (possibly per-state) hidden-state function."""
+    return fn.source if isinstance(fn, PrefixHidden) else fn
+
+
+@dataclass(frozen=True)
 class ProblemGroup:
     problem: dict[str, Any]
     rollouts: tuple[Rollout, ...]                        # the group members
@@ -71,8 +89,23 @@ class ProblemGroup:
         return self.hidden_fn(rollout_idx)
 
     def without(self, rollout_idx: int) -> "ProblemGroup":
+        """The group less one member; that rollout stays reachable by `rollout()` but its reward is absent (NaN)."""
         kept = tuple(r for r in self.rollouts if r.rollout_idx != rollout_idx)
-        return replace(self, rollouts=kept, all_rollouts=self.all_rollouts or self.rollouts)
+        everyone = tuple(replace(r, reward=float("nan")) if r.rollout_idx == rollout_idx else r
+                         for r in self.all_rollouts or self.rollouts)
+        return replace(self, rollouts=kept, all_rollouts=everyone)
+
+    def held_out(self, state: "State") -> "ProblemGroup":
+        """What a held-out estimate of `state` receives, by construction: the group less the state's own rollout,
+        whose reward is absent (NaN) and whose tokens, text and hidden states stop at the prefix (t tokens), so
+        neither its outcome nor its future can be read, only the prefix the state is."""
+        own, t = state.rollout_idx, state.t
+        cut = tuple(replace(r, response_token_ids=r.response_token_ids[:t], response_text=state.prefix_text,
+                            reward=float("nan")) if r.rollout_idx == own else r
+                    for r in self.all_rollouts or self.rollouts)
+        hidden_fn = None if self.hidden_fn is None else PrefixHidden(self.hidden_fn, own, t)
+        return replace(self, rollouts=tuple(r for r in self.rollouts if r.rollout_idx != own), all_rollouts=cut,
+                       hidden_fn=hidden_fn)
 
 
 class Estimator:

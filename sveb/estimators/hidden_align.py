@@ -9,12 +9,18 @@ hidden states of correct rollouts converge (cosine similarity ~0.84). Turned int
   D     = cos(q, c+) - cos(q, c-)
   V     = sigmoid(w0 + w1 D + w2 logit(p)),  p = (sum_j r_j + 1/2) / (n + 1)   (members' base rate)
 
+The paper defines no V(s): this value is SVEB's construction from its observation.
 (w0, w1, w2) is a logistic regression fitted on a `--split train` build (rollouts cut at 1/4, 1/2, 3/4
 of their length, label = the rollout's reward, centroids without the rollout itself); without one, the
-fixed fallback (0, FIXED_SLOPE, 1): the base rate moved by the similarity difference, slope not fitted.
-A state with t = 0, or a group without a correct or without an incorrect member, has D = 0 (fixed: V = p). Held-out: the group lacks the state's own rollout, so neither the centroids nor p
-see its outcome. `diagnostics()` reports the paper's number: mean pairwise cosine similarity of the raw
-anchor vectors among correct and among incorrect rollouts (every rollout of the build).
+fixed fallback (0, FIXED_SLOPE, 1): the base rate moved by the similarity difference, slope not fitted
+(calibration=auto falls back with a console line saying why, and diagnostics' `calibration` says so).
+`-P similarity=false` is the ablation without D, calibrated the same way (w1 = 0; w0, w2 fitted on the
+same cuts; fixed: V = p): what the similarity term adds over a calibrated base rate.
+A state with t = 0, or a group without a correct or without an incorrect member, has D = 0 (fixed: V = p).
+Held-out: the group lacks the state's own rollout, so neither the centroids nor p see its outcome.
+`diagnostics()` reports the fitted weights, the paper's number (mean pairwise cosine similarity of the raw
+anchor vectors among correct and among incorrect rollouts, every rollout of the build) and, per state,
+whether its prefix reaches its own rollout's anchor token (t >= the marker's token index): `reaches_anchor`.
 """
 
 from __future__ import annotations
@@ -76,18 +82,29 @@ def fit_logistic(x: np.ndarray, y: np.ndarray, l2: float = 1e-3) -> np.ndarray:
     return minimize(loss, np.zeros(X.shape[1]), jac=True, method="L-BFGS-B").x
 
 
+def calibrate(x: np.ndarray, y: np.ndarray, similarity: bool = True) -> np.ndarray:
+    """(w0, w1, w2) of V = sigmoid(w0 + w1 D + w2 logit p) fitted on rows x = [D, logit p]; without the
+    similarity term (the ablation) the same fit on logit p alone, w1 = 0."""
+    if similarity:
+        return fit_logistic(x, y)
+    w = fit_logistic(x[:, 1:], y)
+    return np.array([w[0], 0.0, w[1]])
+
+
 class AnchorFinder:
     """Response-token index of the answer marker's last occurrence, through the model's tokenizer; for a
     model without tokenizer files, the same relative character position (exact for character tokens)."""
 
     def __init__(self, model: str, marker: str):
-        self.marker, self.tok = marker, None
+        self.marker, self.tok, self.note = marker, None, ""
         try:
             from transformers import AutoTokenizer
             from sveb.models import resolve
             self.tok = AutoTokenizer.from_pretrained(resolve(model))
-        except Exception:  # no tokenizer files (e.g. a test model): the proportional fallback
+        except Exception as e:  # no tokenizer files (e.g. a test model): the proportional fallback
             self.tok = None
+            self.note = (f"no tokenizer for {model} ({type(e).__name__}): anchors placed at the marker's "
+                         f"relative character position")
 
     def __call__(self, ids: Sequence[int], text: str) -> int:
         T = len(ids)
@@ -115,6 +132,7 @@ class HiddenAlign(Estimator):
     marker: str = "\\boxed"
     calibration: str = "auto"
     layer: int = -1
+    similarity: bool = True
     needs_hidden = True
 
     def cache_key(self, bdir, manifest) -> str:
@@ -138,13 +156,26 @@ class HiddenAlign(Estimator):
     def prepare(self, build, console=None) -> None:
         self._anchor = AnchorFinder(build.manifest["model"], self.marker)
         self._anchors: dict[tuple, np.ndarray] = {}
+        self._anchor_at: dict[tuple, int] = {}
+        self._reaches: dict[str, bool] = {}
         self._sims: dict[str, tuple[list[float], list[float]]] = {}
+        self._notes = [self._anchor.note] if self._anchor.note else []
         tb = self._calibration_build(build.bdir, build.manifest)
-        self._w = np.array([0.0, FIXED_SLOPE, 1.0])
+        self._w = np.array([0.0, FIXED_SLOPE if self.similarity else 0.0, 1.0])
         self._source = "fixed"
         if tb:
             self._w, n = self._fit(build, tb, console)
             self._source = f"train build {tb.rsplit('/', 1)[-1]} ({n} cuts)"
+        elif self.calibration == "auto":  # the fallback changes the values: say so
+            self._source = "fixed (auto: no --split train build of this model and domain)"
+            self._notes.append(f"no --split train build of {build.manifest['model']} / {build.manifest['domain']} "
+                               f"under the root: fixed weights, not fitted")
+        if console is not None:
+            for note in self._notes:
+                console.print(f"{self.name}: {note}")
+            w = self._w
+            console.print(f"{self.name}: V = sigmoid({w[0]:.3f} + {w[1]:.3f} D + {w[2]:.3f} logit p), "
+                          f"weights from {self._source}")
 
     def _fit(self, build, tb: str, console) -> tuple[np.ndarray, int]:
         from pathlib import Path
@@ -165,11 +196,10 @@ class HiddenAlign(Estimator):
                     t = int(f * len(h))
                     X.append(features(anchors, rewards, h[t - 1].astype(np.float64) if t >= 1 else None))
                     y.append(r.reward)
-        if sum(d != 0 for d, _ in X) < 4 or len(set(y)) < 2:
+        if (self.similarity and sum(d != 0 for d, _ in X) < 4) or len(set(y)) < 2:
             raise _error(f"{self.name}: training build {tb} has too few usable cuts ({len(X)}) to calibrate; "
                          f"pass -P calibration=fixed")
-        w = fit_logistic(np.array(X), np.array(y))
-        return np.array([w[0], w[1], w[2]]), len(X)
+        return calibrate(np.array(X), np.array(y), self.similarity), len(X)
 
     def _member_anchors(self, pid: str, group: ProblemGroup) -> tuple[np.ndarray, np.ndarray]:
         vs = []
@@ -200,18 +230,31 @@ class HiddenAlign(Estimator):
         out = np.empty(len(states))
         for k, s in enumerate(states):
             h = group.hidden(s.rollout_idx)
-            q = h[min(s.t, len(h)) - 1].astype(np.float64) if s.t >= 1 and len(h) else None
+            q = h[min(s.t, len(h)) - 1].astype(np.float64) if s.t >= 1 and len(h) and self.similarity else None
             d, lp = features(anchors, rewards, q)
             out[k] = float(sigmoid(self._w[0] + self._w[1] * d + self._w[2] * lp))
+            self._reaches[s.state_id] = s.t >= self._anchor_index(pid, group.rollout(s.rollout_idx))
         return out
+
+    def _anchor_index(self, pid: str, r) -> int:
+        """Response tokens up to and including the rollout's anchor token (the marker's token index, >= 1)."""
+        key = (pid, r.rollout_idx)
+        if key not in self._anchor_at:
+            self._anchor_at[key] = max(self._anchor(r.response_token_ids, r.response_text), 1)
+        return self._anchor_at[key]
 
     def diagnostics(self) -> dict[str, object]:
         pos = [a for a, _ in self._sims.values() if a == a]
         neg = [b for _, b in self._sims.values() if b == b]
         return {"anchor_cos_correct": float(np.mean(pos)) if pos else float("nan"),
                 "anchor_cos_incorrect": float(np.mean(neg)) if neg else float("nan"),
-                "problems": len(self._sims), "calibration": self._source,
-                "weights": [round(float(x), 4) for x in self._w]}
+                "problems": len(self._sims), "calibration": self._source, "similarity": self.similarity,
+                "weights": [round(float(x), 4) for x in self._w],
+                "w_intercept": float(self._w[0]), "w_similarity": float(self._w[1]), "w_base_logit": float(self._w[2]),
+                "notes": list(self._notes),
+                "states_reaching_anchor": int(sum(self._reaches.values())),
+                "states_before_anchor": int(len(self._reaches) - sum(self._reaches.values())),
+                "reaches_anchor": dict(sorted(self._reaches.items()))}
 
 
 def _error(msg: str) -> Exception:

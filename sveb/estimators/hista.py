@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from sveb.errors import UsageError
-from sveb.estimators.base import Estimator, ProblemGroup, State, group_mean
+from sveb.estimators.base import Estimator, ProblemGroup, State, group_mean, hidden_source
 from sveb.estimators.knn import as_float_tensor, norm_and_centre, pairwise_dist, weighted_knn
 
 _CHUNK = 64  # EMA blocks per matmul: bounds the O(chunk^2) decay matrix
@@ -149,8 +149,9 @@ class Hista(Estimator):
         source returns the very same array. Compressing before centring is exact: the bias-corrected EMA
         of a constant is that constant."""
         arr = group.hidden(idx)
-        if getattr(self, "_memo_of", None) is not group.hidden_fn:  # a new problem: one group in memory
-            self._memo_of, self._memo = group.hidden_fn, {}
+        source = hidden_source(group.hidden_fn)
+        if getattr(self, "_memo_of", None) is not source:  # a new problem: one group in memory
+            self._memo_of, self._memo = source, {}
         hit = self._memo.get(idx)
         if hit is None or hit[0] is not arr:
             x = as_float_tensor(arr)

@@ -9,11 +9,18 @@ As a value estimator: pi_ref is the build's policy model, pi_theta the same mode
 frozen, it is tied to the input embeddings) with eq. 8 on the rollouts of a disjoint `--split train`
 build, one group per optimizer step. A state (prefix of t response tokens of rollout i) is valued
 
-  V = sigma(r_i(t) - mean_{j != i, j in group} r_j(min(t, T_j))),   r(t) = beta * sum_{u < t} log-ratio,
+  psi_i(t) = r_i(t) - mean_{j != i, j in group} r_j(min(t, T_j)),   r(t) = beta * sum_{u < t} log-ratio,
 
-the baseline taken over the other rollouts' prefixes of the same length. The group's rewards are never
-read (only the train build's), so both protocols give the same values and a state's own outcome cannot
-leak. Checkpoints and resume as ppo's critic (sveb.critic): `<train build>/critics/<fp>/epoch-K/`.
+the baseline taken over the other rollouts' prefixes of the same length. PACS defines no V(s); the value
+is SVEB's construction from its signal psi (`-P value=...`):
+  calibrated (default): V = sigma(logit p + psi_i(t)), p = the mean reward of the group's rollouts other
+      than i (held-out: the group received, which lacks i), clipped to [1/(2n), 1 - 1/(2n)] for n such
+      rollouts (half a rollout either way; 1/2 when n = 0). psi is read as a log-odds shift of the state
+      relative to its group, added to the problem's leave-one-out log-odds: at t = 0 psi = 0 and V = p.
+  sigmoid: V = sigma(psi_i(t)), PACS's training target as it stands. Its RLOO baseline centres it at 1/2
+      whatever the problem's success rate, so most of its error is a level offset.
+A state's own reward is never read (calibrated reads only the other members'), so its outcome cannot leak.
+Checkpoints and resume as ppo's critic (sveb.critic): `<train build>/critics/<fp>/epoch-K/`.
 """
 
 from __future__ import annotations
@@ -59,6 +66,28 @@ class PSeq(Seq):
 def make_pseq(key: tuple, group: str, prompt, response, reward: float) -> PSeq:
     return PSeq(key, tuple(prompt) + tuple(response[:-1]), len(prompt), len(response), float(reward),
                 tuple(response), group)
+
+
+VALUES = ("calibrated", "sigmoid")
+
+
+def base_rate(others: Sequence[float]) -> float:
+    """The leave-one-out success rate of n other rollouts, clipped to [1/(2n), 1 - 1/(2n)] so its logit is
+    finite (as if half a rollout had gone the other way); 1/2 without any."""
+    n = len(others)
+    if n == 0:
+        return 0.5
+    return float(np.clip(np.mean(others), 0.5 / n, 1 - 0.5 / n))
+
+
+def pacs_value(psi: float, others: Sequence[float], how: str = "calibrated") -> float:
+    """V of a state from its RLOO-centred score psi: sigma(logit p + psi) with p = base_rate(others)
+    (calibrated), or sigma(psi) (sigmoid, PACS's training target)."""
+    z = float(psi)
+    if how == "calibrated":
+        p = base_rate(others)
+        z += float(np.log(p / (1 - p)))
+    return float(1.0 / (1.0 + np.exp(-z)))
 
 
 def rloo_coefficients(r: np.ndarray, R: np.ndarray) -> tuple[np.ndarray, float]:
@@ -173,7 +202,8 @@ _SCORED: dict[tuple, dict] = {}
 @dataclass
 class PACS(Estimator):
     """beta (1, the paper's); lr, epochs, batch (groups per step), grad_accum, train_layers, seed: the
-    training; policy_model ("" = the build's model); train_build (found under the root if "")."""
+    training; policy_model ("" = the build's model); train_build (found under the root if ""); value:
+    calibrated (sigma(logit p + psi), p the group's leave-one-out success rate) or sigmoid (sigma(psi))."""
 
     beta: float = 1.0
     lr: float = 1e-4
@@ -184,6 +214,7 @@ class PACS(Estimator):
     seed: int = 0
     policy_model: str = ""
     train_build: str = ""
+    value: str = "calibrated"
 
     def cache_key(self, bdir: Path, manifest: dict) -> str:
         try:
@@ -194,6 +225,8 @@ class PACS(Estimator):
     def prepare(self, build, console=None) -> None:
         if self.epochs < 0 or self.batch < 1 or self.grad_accum < 1:
             raise UsageError(f"{self.name}: epochs must be >= 0, batch and grad_accum >= 1")
+        if self.value not in VALUES:
+            raise UsageError(f"-P value={self.value}: {self.name}'s value is one of {', '.join(VALUES)}")
         tb = find_train_build(build.bdir, build.manifest, self.train_build, self.name, console)
         self._train = (tb, disjoint_problems(tb, build, self.name))
         self._data, self._console, self._scores = build, console, None
@@ -242,8 +275,9 @@ class PACS(Estimator):
         if getattr(self, "_data", None) is None:
             raise RuntimeError(f"{self.name}: call prepare(build data) before estimate()")
         if self._scores is None:
-            from dataclasses import astuple
-            key = (self._data.manifest["build_fp"], str(self._train[0]), tuple(self._train[1]), astuple(self))
+            from dataclasses import astuple, replace
+            key = (self._data.manifest["build_fp"], str(self._train[0]), tuple(self._train[1]),
+                   astuple(replace(self, value="")))  # the scores do not depend on how V is made of them
             if key not in _SCORED:
                 _SCORED.clear()
                 _SCORED[key] = self._fit_and_score()
@@ -255,5 +289,6 @@ class PACS(Estimator):
             base = [v[min(s.t, len(v) - 1)] for r in group.rollouts if r.rollout_idx != s.rollout_idx
                     for v in [self._scores.get((s.problem_id, r.rollout_idx), empty)]]
             psi = own[min(s.t, len(own) - 1)] - (float(np.mean(base)) if base else 0.0)
-            out[k] = 1.0 / (1.0 + np.exp(-psi))
+            others = [r.reward for r in group.rollouts if r.rollout_idx != s.rollout_idx]
+            out[k] = pacs_value(psi, others, self.value)
         return out

@@ -9,6 +9,10 @@ Every place the response names an option is a hit, with a strength:
           a last sentence that is exactly an option's text.
 "A"/"I" followed by a plain word is an article/pronoun, not a letter ("Answer: A mammal ...").
 The LAST strong hit wins; without one, the last weak hit ("Answer: A mammal ... So (C)" -> C).
+Settling after dismissals is strong too: "I'll go with C", "I'm going with B", "settle on D", "it must
+be D", "Must be C.", "C it is", and a retraction's replacement ("The answer is A... no wait, B",
+"Answer: A, no, B"); "So D." at a sentence end is weak. An anchor that is negated ("the answer can't
+be A") or whose letter starts a clause about it ("I'd say A is wrong", "No, (A) is wrong") names no choice.
 """
 
 from __future__ import annotations
@@ -28,8 +32,32 @@ _ANCHOR = re.compile(
     r"\banswers?\b(?:[^\n.]{0,30}?\b(?:is|be|was)\b)?\s*\**\s*(?:[:=]|-(?=\s))?"
     r"|\b(?:correct|right|best|final)\s+(?:option|choice|one|answer|letter|pick)\b(?:[^\n.]{0,20}?\b(?:is|be|was)\b)?"
     r"\s*[:=]?"
-    r"|\bI\s+(?:would\s+|will\s+)?(?:choose|pick|select|go\s+with)\b",
-    re.IGNORECASE)
+    r"|\bI\s+(?:would\s+|will\s+)?(?:choose|pick|select|go\s+with)\b"
+    # announcing the option it settles on: "I'll go with C", "I'm going with B", "settle on D", "must be D"
+    r"|\bI(?:['\u2019]ll|['\u2019]d|\s+will|\s+would|['\u2019]m\s+going\s+to|\s+am\s+going\s+to)\s+"
+    r"(?:choose|pick|select|go\s+with|settle\s+on|stick\s+with|say)\b"
+    r"|\b(?:I['\u2019]m|I\s+am)\s+(?:going|sticking)\s+with\b|\bsettl(?:e|ing)\s+on\b"
+    r"|\bmy\s+(?:final\s+)?(?:choice|pick|answer)\b(?:\s+(?:is|would\s+be|will\s+be))?\s*:?"
+    r"|\b(?:it|this|that|so|then)\s+(?:must|has\s+to|should)\s+be\b"
+    r"|(?:^|(?<=[.!?]\s))(?:must|has\s+to)\s+be\b|\bfinal\s*:",
+    re.IGNORECASE | re.MULTILINE)
+_NEGATED = re.compile(r"\b(?:not|never|cannot|no)\b|n['\u2019]t\b", re.IGNORECASE)  # "the answer can't be A"
+# A retraction, then the replacement option: "A, no, B", "(A)... no wait, it's B", "No wait, it's B."
+_RETRACTION = re.compile(
+    r"(?:^|[,;:.!?\u2013\u2014\u2026]\s*|\s+-+\s*|\s+(?=(?:no\s*,?\s*wait|wait\s*,?\s*no|or\s+rather|i\s+mean)\b))"
+    r"(?:no\s*,?\s*wait|wait\s*,?\s*no|wait|no|nope|sorry|oops|actually|i\s+mean|i\s+meant|or\s+rather"
+    r"|correction|scratch\s+that|make\s+(?:that|it))\b[\s,.:!\u2013\u2014-]*"
+    r"(?:i\s+meant?\b[\s,]*)?"
+    r"(?:(?:so\s+)?(?:it['\u2019]s|it\s+is|it\s+must\s+be|the\s+answer\s+is|make\s+(?:that|it))\b[\s:]*)?",
+    re.IGNORECASE | re.MULTILINE)
+_LETTER_IT_IS = re.compile(r"(?<![A-Za-z])\(?([A-J])\)?\s+it\s+is\b(?=\s*(?:[.!,;]|then\b|$))",
+                           re.MULTILINE)  # "C it is."
+_SO_LETTER = re.compile(r"\b(?:so|thus|therefore|hence)\b,?\s+(?=\(?[A-J]\)?\s*(?:[.!]|$))",
+                        re.IGNORECASE | re.MULTILINE)
+# A letter that starts a clause about itself ("A is wrong", "(B) seems off") is named, not chosen.
+_SUBJECT = re.compile(r"\s*\)?\s*(?:is|was|are|seems?|looks?|isn['\u2019]t|can|could|would|might|may|does"
+                      r"|doesn['\u2019]t"
+                      r"|has|also|too)\b", re.IGNORECASE)
 _IT_IS = re.compile(r"\b(?:it|this)(?:\s+(?:is|must\s+be|would\s+be|should\s+be)\b|['\u2019]s\b)", re.IGNORECASE)
 _LETTER_FIRST = re.compile(  # "option B is correct", "(B) is the right answer"
     r"(?:\b(?i:option|choice)\s+)?[(\[]?\b([A-J])\b[)\]]?\s+(?i:is\s+(?:the\s+)?(?:correct|right|best)\b)")
@@ -109,6 +137,15 @@ def _resolve(rest: str, options: dict[str, str]) -> str | None:
     return None
 
 
+def _chosen(rest: str, options: dict[str, str]) -> str | None:
+    """The option `rest` opens with, as a choice: an explicit letter not followed by a clause about it."""
+    m = _EXPLICIT.match(rest)
+    if not m or _SUBJECT.match(rest, m.end()):
+        return None
+    letter = next(g for g in m.groups() if g).upper()
+    return letter if not options or letter in options else None
+
+
 def _hits(text: str, options: dict[str, str]) -> list[tuple[int, str, bool]]:
     hits: list[tuple[int, str, bool]] = []
     for m in _BOX.finditer(text):
@@ -116,9 +153,23 @@ def _hits(text: str, options: dict[str, str]) -> list[tuple[int, str, bool]]:
         if got:
             hits.append((m.start(), got, True))
     for m in _ANCHOR.finditer(text):
-        got = _resolve(text[m.end():m.end() + 1000].split("\n", 1)[0], options)
+        rest = text[m.end():m.end() + 1000].split("\n", 1)[0]
+        letter = _EXPLICIT.match(rest)
+        if _NEGATED.search(m.group(0)) or (letter and _SUBJECT.match(rest, letter.end())):
+            continue  # "the answer can't be A"; "I'd say A is wrong"
+        got = _resolve(rest, options)
         if got:
             hits.append((m.start(), got, True))
+    for m in _RETRACTION.finditer(text):  # "The answer is A... no wait, B": the replacement is committed
+        got = _chosen(text[m.end():m.end() + 200], options)
+        if got:
+            hits.append((m.start(), got, True))
+    hits += [(m.start(), m.group(1), True) for m in _LETTER_IT_IS.finditer(text)
+             if not options or m.group(1) in options]
+    for m in _SO_LETTER.finditer(text):  # "A is wrong. B is wrong. So D."
+        got = _chosen(text[m.end():m.end() + 10], options)
+        if got:
+            hits.append((m.start(), got, False))
     for m in _IT_IS.finditer(text):  # "The answer is not A. It is B."
         got = _resolve(text[m.end():m.end() + 1000].split("\n", 1)[0], options)
         if got and got != "I":  # "It is I." is the pronoun

@@ -10,6 +10,12 @@ total is 3 + 4 ..."). The rule is: the LAST commitment wins, where a commitment 
     must start like a value). Before any answer, "so it is 2*7 = 14" is a step, not a commitment;
   - a "#### X" line (GSM8K style).
 Numbers after the last commitment do not override it ("The answer is 8.\\n\\nQuestion 2: ... 5" -> 8).
+
+A commitment's own sentence can retract its value and give another: "the answer is 12, no wait, 14",
+"x = 5... actually x = 7", "12. Sorry, 14." Then the replacement is the answer (`settle`). A replacement
+must look like an answer (a value with at most two words after it, up to its clause's end), so
+"12, no doubt", "12. Actually, let me check: ..." and "12. Actually, 3 of them were eaten" keep 12. A
+\\boxed{} value is never re-read this way: a box is the response's most explicit commitment.
 """
 
 from __future__ import annotations
@@ -40,6 +46,37 @@ _SENTENCE_END = re.compile(r"(?<!\\)[.;!?](?=\s|$)|\n")  # "\\!" is LaTeX spacin
 # Closing pleasantries are not the answer sentence ("... is Paris. I hope it is correct.").
 _CLOSING = re.compile(r"^\W*(?:i\s+hope|hope\s+(?:this|that|it)|let\s+me\s+know|feel\s+free|good\s+luck)",
                       re.IGNORECASE)
+
+
+# A retraction: a pause, a marker ("no wait", "sorry", "actually", "I mean", "or rather", ...), then
+# optionally "it's" / "the answer is" before the replacement value.
+_MARKER = (r"(?:no\s*,?\s*wait|wait\s*,?\s*no|wait|no|nope|sorry|oops|actually|i\s+mean|i\s+meant|or\s+rather"
+           r"|correction|scratch\s+that|make\s+(?:that|it)|my\s+(?:mistake|bad))\b[\s,.:!\u2013\u2014-]*"
+           r"(?:i\s+meant?\b[\s,]*)?"
+           r"(?:(?:so\s+)?(?:it['\u2019]s|it\s+is|it\s+should\s+be|it\s+must\s+be|that['\u2019]s|the\s+answer\s+is"
+           r"|make\s+(?:that|it))\b[\s:]*)?")
+_RETRACT = re.compile(r"(?:[,;:.!?\u2013\u2014\u2026]+\s*|\s+-+\s*|\s+(?=(?:no\s*,?\s*wait|wait\s*,?\s*no|or\s+rather"
+                      r"|i\s+mean|actually)\b))" + _MARKER, re.IGNORECASE)
+_RETRACT_START = re.compile(r"[ \t]*" + _MARKER, re.IGNORECASE)  # a sentence that opens with a retraction
+_VALUE_START = re.compile(r"[-\u2212+$\\(\[]?\s*\d|\$|\\[(\[a-z]|[A-Za-z]\s*=(?!=)")
+_CLAUSE_END = re.compile(r",\s+(?=[A-Za-z])|\s+(?:because|since|as|which|so|but)\b|(?<!\\)[.;!?](?=\s|$)|\n")
+_WORD = re.compile(r"(?<![\\A-Za-z])[A-Za-z]{2,}")  # a word, not a LaTeX command
+
+
+def answer_like(text: str) -> bool:
+    """True if text opens with a value and its clause has at most two words ("14 apples", "x = 7")."""
+    clause = _CLAUSE_END.split(text, 1)[0]
+    return bool(_VALUE_START.match(clause)) and len(_WORD.findall(clause)) <= 2
+
+
+def settle(text: str) -> str:
+    """The value a commitment's text settles on: after its last retraction whose replacement is
+    answer-like ("12, no wait, 14" -> "14"), else the text itself."""
+    for m in _RETRACT.finditer(text):
+        if answer_like(text[m.end():]):
+            text = text[m.end():]
+            return settle(text)  # "12, no, 14. Sorry, 15" -> "15"
+    return text
 
 
 class Commitment(NamedTuple):
@@ -77,6 +114,11 @@ def sentence_after(text: str, pos: int) -> str:
     if rest.startswith(("$", "\\(", "\\[")):
         return rest.split("\n", 1)[0].strip()
     end = _SENTENCE_END.search(rest)
+    while end and rest[end.start()] != "\n":  # "12. Actually, 14." is one answer sentence
+        opener = _RETRACT_START.match(rest, end.end())
+        if not (opener and answer_like(rest[opener.end():])):
+            break
+        end = _SENTENCE_END.search(rest, opener.end())
     return (rest[:end.start()] if end else rest).strip(" \t*")
 
 

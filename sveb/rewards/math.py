@@ -2,7 +2,8 @@
 
 The final answer is the response's LAST commitment (sveb.rewards.final): the last \\boxed{},
 "answer is X" / "Answer: X", "final result is X", "#### X", or a revision "So it is X" after one of
-those, whichever comes last: "The answer is 4. Wait, ... So it is 5." gives 5 and "To answer this,
+those, whichever comes last: "The answer is 4. Wait, ... So it is 5." gives 5, "the answer is 12,
+no wait, 14" gives 14 (a retraction in the answer's own sentence, sveb.rewards.final.settle) and "To answer this,
 the total is 3 + 4 ... final result is 12." gives 12. A commitment without a value ("so our answer
 is correct") does not count; in one with "=", the value is after the last "=" ("is 12 + 3 = 15").
 Without a commitment (or when it does not parse), math-verify's own plain extraction takes the
@@ -33,7 +34,7 @@ import re
 from functools import lru_cache
 
 from sveb.rewards.budget import run_with_cpu_budget
-from sveb.rewards.final import Commitment, final_commitment
+from sveb.rewards.final import Commitment, final_commitment, settle
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +48,8 @@ _EQUALS = re.compile(r"(?<![<>!=])=(?!=)")
 _CALCULATOR = re.compile(r"<<[^<>\n]*>>")
 _VALUE = re.compile(r"[\d\\^$\u03c0\u221e]|^\(?(?![aAI]\b)[A-Za-z]\b")  # a digit, math, or "x = ..."
 _LEADING_WORDS = re.compile(r"^(?:[A-Za-z]{2,}\s+)+(?=[-+$\\(\[\d])")  # "approximately 5" -> "5"
-_SENTENCE_BREAK = re.compile(r",\s+(?=[A-Za-z])")  # ", which/so/not ..." ends the answer
+# ", which/so/not ...", " — no need ...", " (no rounding)" end the answer
+_SENTENCE_BREAK = re.compile(r",\s+(?=[A-Za-z])|\s*\u2014\s*|\s+\u2013\s+(?=[A-Za-z])|\s+\((?=[A-Za-z]{2})")
 _TRAILING_WORDS = re.compile(r"\s+(?:[A-Za-z]{2,}\b|[A-Za-z]{1,4}/[A-Za-z]).*$", re.DOTALL)  # "12 apples", "5 m/s"
 _TEXT_NUMBER = re.compile(r"\\(?:text|textrm|textbf|mbox|mathrm)\{\s*([-\u2212]?\d[\d,.]*)\s*([^{}]*)\}")
 _LATEX_GROUP_SEP = re.compile(r"(?<=\d)\s*(?:\{,\}|,\s*\\[!,;: ]\s*|\\[!,;: ]\s*|~)\s*(?=\d{3}(?!\d))")
@@ -112,6 +114,7 @@ def _parse_value(snippet: str, boxed: bool) -> list:
     snippet = _tidy(snippet)
     if boxed:
         return _parse(f"${snippet}$", latex_only=True) or _parse(snippet)
+    snippet = settle(snippet)  # "12, no wait, 14" -> "14"
     if snippet.startswith(("$", "\\(", "\\[")):
         return _parse(snippet)
     snippet = _EQUALS.split(_SENTENCE_BREAK.split(snippet, 1)[0])[-1].strip()  # "4 * 0.5 = 2" -> "2"

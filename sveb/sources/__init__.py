@@ -33,6 +33,12 @@ class Source:
     min_tests: int = 1              # default --min-tests (code sources)
     about: str = ""                 # one line for `sveb ls sources`
     paper: bool = False             # one of the paper's five datasets (what `--source hub` means)
+    # The splits the dataset ships (hub split names = ours): --split test/train read them. Without: halves by id hash.
+    own_splits: tuple = ()
+    row_split: Callable[[dict], str | None] | None = None  # a file holding every split: a row's split, from the row
+
+    def split_rule(self) -> str:
+        return "own: " + "/".join(self.own_splits) if self.own_splits else "halves by id hash"
 
     def domains(self) -> list[str]:
         """Domains whose prompts fit this source's answer types, its own first."""

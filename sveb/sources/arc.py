@@ -38,5 +38,6 @@ def read(rec: dict) -> dict:
 SOURCE = Source(
     name="arc-challenge", domain="science", hub_id="allenai/ai2_arc", hub_config="ARC-Challenge", hub_split="test",
     licence="CC BY-SA 4.0", read=read, answer_types=frozenset({"choice"}), columns=("question", "choices", "answerKey"),
-    about="test.jsonl (1172 rows): id, question, choices {text, label}, answerKey")
+    own_splits=("test", "train"),
+    about="test.jsonl (1172 rows; train 1119): id, question, choices {text, label}, answerKey")
 

@@ -20,5 +20,5 @@ def read(rec: dict) -> dict:
 
 SOURCE = Source(
     name="gsm8k", domain="math", hub_id="openai/gsm8k", hub_config="main", hub_split="test", licence="MIT",
-    read=read, columns=("question", "answer"),
-    about="test.jsonl (1319 rows): question, answer = worked solution ending '#### N'")
+    read=read, columns=("question", "answer"), own_splits=("test", "train"),
+    about="test.jsonl (1319 rows; train.jsonl 7473): question, answer = worked solution ending '#### N'")

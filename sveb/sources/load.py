@@ -5,6 +5,7 @@ split), meta keeps the dataset's own id and metadata plus the row number."""
 from __future__ import annotations
 
 import difflib
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,9 +34,44 @@ class Loaded:
     skipped: Counter = field(default_factory=Counter)
     warnings: list[str] = field(default_factory=list)
     rows: int = 0                  # rows read, kept or not
+    splits: dict[str, str] = field(default_factory=dict)  # problem_id -> the dataset's own split, where it has one
+    by_hash: int = 0               # problems whose split is the id-hash half (the dataset ships no split for them)
+
+    def split(self, p: dict) -> str:
+        return self.splits.get(p["problem_id"]) or split_of(p["problem_id"])
 
     def of_split(self, split: str) -> list[dict]:
-        return [p for p in self.problems if split == "all" or split_of(p["problem_id"]) == split]
+        return [p for p in self.problems if split == "all" or self.split(p) == split]
+
+    def split_rule(self) -> str:
+        """How --split picks rows here, for `sveb ls problems`."""
+        if self.by_hash:
+            rest = "; the dataset's own splits for the rest" if self.splits else ""
+            return f"halves by id hash for {self.by_hash} problems from files whose names say no split{rest}"
+        return "the dataset's own splits" if self.splits else "halves by id hash (the dataset ships no train split)"
+
+
+def file_split(where: str, names) -> str | None:
+    """The split a data file's name says it holds (test.jsonl, train-00000-of-00001.parquet), else None."""
+    name = Path(where).name.lower()
+    hits = [s for s in names if re.search(rf"(^|[^a-z]){s}([^a-z]|$)", name)]
+    return hits[0] if len(hits) == 1 else None
+
+
+def _own_split(spec: Spec, where: str, rec: dict) -> str | None:
+    src = spec.source
+    if src is None or spec.bare or not src.own_splits:
+        return None
+    if spec.path is None:  # a hub row: its label ends with the hub split
+        return where.rsplit(":", 1)[1]
+    if src.row_split is not None:
+        return src.row_split(rec)
+    return file_split(where, src.own_splits)
+
+
+def _hub_rows(src: Source):
+    for split in src.own_splits or (src.hub_split,):
+        yield from read_hub(src.hub_id, src.hub_config, split, src.name)
 
 
 def resolve(text: str, domain: str, fields: tuple = ()) -> Spec:
@@ -120,7 +156,7 @@ def scan(domain: str, text: str, fields: tuple = (), min_tests: int = -1) -> Loa
     src = spec.source
     read: Callable[[dict], dict] = src.read if src is not None else fieldmap.reader(fields, domain)
     if spec.path is None:
-        rows = read_hub(src.hub_id, src.hub_config, src.hub_split, src.name)
+        rows = _hub_rows(src)
     else:
         rows = read_local(spec.path)
     need = _min_tests(dict(fields), min_tests, spec)
@@ -160,6 +196,11 @@ def scan(domain: str, text: str, fields: tuple = (), min_tests: int = -1) -> Loa
             continue
         seen.add(p["problem_id"])
         out.problems.append(p)
+        own = _own_split(spec, where, rec)
+        if own is not None:
+            out.splits[p["problem_id"]] = own
+        elif src is not None and src.own_splits and not spec.bare:
+            out.by_hash += 1
     if not out.problems:
         skipped = ", ".join(f"{v} {k}" for k, v in out.skipped.most_common()) or "no rows"
         raise SourceError(f"--source {text}: no usable {domain} rows (skipped: {skipped}){_hint(spec, first)}")

@@ -18,11 +18,14 @@ def source_rows() -> list[tuple[str, str]]:
     for s in registry().values():
         also = ", ".join(s.domains()[1:])
         rows.append((s.name + (" *" if s.paper else ""), f"{s.domain}" + (f" (also fits {also})" if also else "")
-                     + f"; licence: {s.licence}\nhub: {s.hub_label()}" + (f"\n{s.about}" if s.about else "")))
+                     + f"; licence: {s.licence}\nhub: {s.hub_label()}\n--split test/train: {s.split_rule()}"
+                     + (f"\n{s.about}" if s.about else "")))
     return rows
 
 
-SOURCE_NOTES = ("* the paper's dataset for its domain (--source hub). Local copy: --source NAME=PATH (a file or "
+SOURCE_NOTES = ("--split: 'own' reads the dataset's own test and train splits (a local file's split from its name, "
+                "test.* or train.*); the others keep the half of the rows whose id hash says test (or train).\n"
+                "* the paper's dataset for its domain (--source hub). Local copy: --source NAME=PATH (a file or "
                 "folder). Also: --source builtin (offline, the default), or --source PATH --field question=COL "
                 "--field answer=COL.")
 
@@ -43,9 +46,9 @@ def resolve_domain(domain: str | None, source: str) -> str:
     return domain or default_domain(source) or "number"
 
 
-def problem_json(p: dict) -> str:
+def problem_json(p: dict, split: str | None = None) -> str:
     row = {k: p[k] for k in ("problem_id", "domain", "source", "question", "answer", "answer_type")}
-    row["split"] = split_of(p["problem_id"])
+    row["split"] = split or split_of(p["problem_id"])
     row["tests"] = json.loads(p["tests"]) if p["tests"] else None
     row["meta"] = json.loads(p["meta"])
     return json.dumps(row, ensure_ascii=False)
@@ -64,13 +67,14 @@ def problem_lines(domain: str, source: str, split: str, fields: tuple = (), min_
     loaded, problems = _problems(domain, source, split, fields, min_tests, n or 5)
     warnings = loaded.warnings if loaded else []
     if as_json:
-        return [problem_json(p) for p in (problems if n is None else problems[:n])], warnings
+        return [problem_json(p, loaded.split(p) if loaded else None)
+                for p in (problems if n is None else problems[:n])], warnings
     n = 5 if n is None else n
     lines = [f"source: {source}   domain: {domain}   split: {split}"]
     if loaded is not None:
-        per = {s: sum(split_of(p["problem_id"]) == s for p in loaded.problems) for s in ("test", "train")}
+        per = {s: sum(loaded.split(p) == s for p in loaded.problems) for s in ("test", "train")}
         lines.append(f"rows read: {loaded.rows}   loaded: {len(loaded.problems)} (test {per['test']}, "
-                     f"train {per['train']})")
+                     f"train {per['train']}; split: {loaded.split_rule()})")
         skips = ", ".join(f"{v} {k}" for k, v in loaded.skipped.most_common())
         lines.append(f"skipped: {skips or 'none'}")
     lines.append(f"first {min(n, len(problems))} of {len(problems)} problems in split {split}:")

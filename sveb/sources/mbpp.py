@@ -25,8 +25,19 @@ def read(rec: dict) -> dict:
             "tests": [assert_test(t, setup) for t in tests], "meta": meta}
 
 
+def row_split(rec: dict) -> str | None:
+    """MBPP's own split by task id (the paper's: 1-10 few-shot prompts, 11-510 test, 511-600 validation,
+    601-974 train); the sanitized set's ids keep these ranges."""
+    tid = rec.get("task_id")
+    if not isinstance(tid, int) or isinstance(tid, bool):
+        return None
+    return "test" if 11 <= tid <= 510 else "train" if 601 <= tid <= 974 else "validation" if 511 <= tid <= 600 \
+        else "prompt" if 1 <= tid <= 10 else None
+
+
 SOURCE = Source(
     name="mbpp", domain="programming", hub_id="google-research-datasets/mbpp", hub_config="full", hub_split="test",
     licence="CC BY 4.0", read=read, answer_types=frozenset({"code"}), columns=("code", "test_list"),
-    about="mbpp.jsonl (974 rows, all splits; the hub's test split has 500): text, code, task_id, test_list, "
+    own_splits=("test", "train"), row_split=row_split,
+    about="mbpp.jsonl (974 rows, all splits by task_id: test 11-510, train 601-974): text, code, task_id, test_list, "
           "test_setup_code")

@@ -1,0 +1,228 @@
+"""Table 4 on the embedded default: one build per domain, every estimator, both protocols -> results/table4/.
+
+Resumable domain by domain: a domain whose export exists in EXPORTS is not sampled again; its export is restored
+under ROOT (beside the builds, as `<build_fp>.export`) and scored there, so the numbers are those anyone gets from
+`sveb eval --build <export>`. Scores already computed are kept (evaluate caches them). Writes table4.md (held-out
+first, then in-group, the paper's protocol), scores.csv, domains.csv (states, accuracy, truncation, wall times,
+export size) and timing.csv (seconds per state of each stage: screening, rollouts, references, hidden pass, each
+estimator), each naming the machine's CPU flags.
+
+    python benchmarks/table4.py                       # the five domains (hours on 2 cores; rerun to resume)
+    python benchmarks/table4.py --domains number --problems 8 --states 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import dataclasses
+import json
+import shutil
+import time
+from pathlib import Path
+
+import numpy as np
+from rich.console import Console
+
+from sveb import store
+from sveb.config import BuildConfig, SamplingConfig
+from sveb.table4 import markdown, stage_timer, verdicts
+
+DOMAINS = ["number", "math", "science", "general", "programming"]
+# Per domain: the builtin generator unless a real dataset puts >= 30% of its screened candidates inside the band
+# on the default model (see `band share` in domains.csv); the session that runs the builds sets these.
+SOURCES = {d: "builtin" for d in DOMAINS}
+PROTOCOLS = ["held-out", "in-group"]
+
+
+def configs(domain: str, a, source: str) -> tuple[BuildConfig, BuildConfig]:
+    base = dict(domain=domain, model=a.model, source=source, oversample=a.oversample, rollouts=a.rollouts,
+                min_acc=a.min_acc, max_acc=a.max_acc, min_novel_numbers=a.min_novel_numbers, seed=a.seed, engine=a.engine, sampling=SamplingConfig(max_tokens=a.max_tokens))
+    test = BuildConfig(problems=a.problems, states_per_problem=a.states, mc=a.mc, mc_extra=a.mc_extra, **base)
+    train = BuildConfig(split="train", problems=a.train_problems, states_per_problem=1, mc=2, mc_extra=0, **base)
+    return test, train
+
+
+def restore(export: Path, root: Path) -> Path:
+    """The export as a build under ROOT (a copy: the committed export gets no estimates or hidden states)."""
+    m = store.read_manifest(export)
+    from sveb.models import model_slug
+    bdir = store.build_dir(root, model_slug(m["model"]), m["domain"], m["build_fp"] + ".export")
+    if not (bdir / "manifest.json").exists():
+        tmp = bdir.with_name(bdir.name + ".tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.copytree(export, tmp)
+        tmp.rename(bdir)
+    return bdir
+
+
+def size_mb(path: Path) -> float:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) / 1e6
+
+
+def build_domain(domain: str, a, engine, console, model_dir) -> dict:
+    """Build (timed per stage) and export a domain's benchmark and training builds; {} if its export exists."""
+    from sveb.export import export_build, verify
+    from sveb.pipeline import build
+    exp = Path(a.exports) / domain
+    if (exp / "manifest.json").exists():
+        verify(exp)
+        console.print(f"{domain}: export {exp} exists; not sampled again")
+        return {}
+    test, train = configs(domain, a, a.source.get(domain, SOURCES[domain]))
+    timing: dict[str, float] = {}
+    t0 = time.perf_counter()
+    with stage_timer(timing):
+        bdir = build(test, a.root, engine=engine, console=console)
+    timing["build wall"] = time.perf_counter() - t0
+    if a.train:
+        export_build(build(train, a.root, engine=engine, console=console), Path(a.exports) / f"{domain}-train",
+                     model_dir)
+    export_build(bdir, exp, model_dir)
+    return timing
+
+
+def eval_domain(domain: str, a, names: list[str], console) -> tuple[list[dict], dict, dict[str, float]]:
+    from sveb.builds import load_build
+    from sveb.estimators import BASELINE, entry
+    from sveb.evaluate import evaluate
+    bdir = restore(Path(a.exports) / domain, Path(a.root))
+    if a.train and (Path(a.exports) / f"{domain}-train").exists():
+        restore(Path(a.exports) / f"{domain}-train", Path(a.root))
+    timing: dict[str, float] = {}
+    data = load_build(bdir)
+    if any(entry(n).needs_hidden or entry(n).needs_training for n in names):
+        from sveb.export import check_weights
+        from sveb.hidden import HiddenStates
+        check_weights(bdir, data.manifest)
+        t0 = time.perf_counter()
+        hs = HiddenStates(bdir, data.manifest["model"])
+        for pid in sorted(data.problems):  # the shared pass every hidden-state consumer reads
+            hs.ensure(pid, data.rollouts[pid])
+        timing["hidden pass"] = time.perf_counter() - t0
+    rows = []
+    for name in names:
+        for protocol in PROTOCOLS:
+            t0 = time.perf_counter()
+            row = evaluate(bdir, name, {}, protocol, a.bootstrap, a.seed, console=console)
+            timing[f"eval {name} ({protocol})"] = time.perf_counter() - t0
+            rows.append(row)
+    ref = np.array([data.references[s["state_id"]]["value"] for s in data.states])
+    groups = np.array([s["problem_id"] for s in data.states])
+    est_rows = store.read_table(bdir / "estimates").to_pylist()
+    verdict = {}
+    for protocol in PROTOCOLS:
+        mine = {(r["estimator"], r["params_fp"]) for r in rows if r["protocol"] == protocol}
+        vals = {}
+        for name, pfp in mine:
+            by = {e["state_id"]: e["value"] for e in est_rows
+                  if (e["estimator"], e["params_fp"], e["protocol"]) == (name, pfp, protocol)}
+            vals[name] = np.array([by[s["state_id"]] for s in data.states])
+        for name, v in verdicts(vals, BASELINE, ref, groups, a.bootstrap, a.seed).items():
+            verdict[(domain, protocol, name)] = v
+    return rows, verdict, timing
+
+
+def domain_row(domain: str, a, timing: dict, eval_s: float) -> dict:
+    exp = Path(a.exports) / domain
+    m = store.read_manifest(exp)
+    acc = m.get("candidate_accuracy") or {}
+    cfg = m.get("config", {})
+    band = [v for v in acc.values() if cfg.get("min_acc", 0.1) <= v <= cfg.get("max_acc", 0.8)]
+    rolls = store.read_table(exp / "rollouts").to_pylist()
+    kept = set(store.read_table(exp / "problems").column("problem_id").to_pylist())
+    rewards = [r["reward"] for r in rolls if r["problem_id"] in kept]
+    tr = m.get("truncated") or {}
+    return {"domain": domain, "source": cfg.get("source"), "problems": m.get("n_problems"), "states": m.get("n_states"),
+            "accuracy": round(float(np.mean(rewards)), 4) if rewards else None,
+            "band share": round(len(band) / len(acc), 4) if acc else None,
+            "rollouts cut off": tr.get("rollouts"), "references cut off": tr.get("references"),
+            "build s": round(timing.get("build wall", m.get("seconds") or float("nan")), 1),
+            "eval s": round(eval_s, 1), "export MB": round(size_mb(exp), 2)}
+
+
+def write_csv(path: Path, rows: list[dict]) -> None:
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+
+
+def main(argv: list[str] | None = None, engine=None, model_dir=None) -> Path:
+    """`engine`, `model_dir`: a passed-in engine (tests: the scripted one) and the weights to hash."""
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--domains", default=" ".join(DOMAINS))
+    p.add_argument("--source", action="append", default=[], help="DOMAIN=SOURCE (default: builtin)")
+    p.add_argument("--estimators", default="", help="comma-separated (default: every registered one)")
+    p.add_argument("--model", default="smollm2-135m")
+    p.add_argument("--engine", default="vllm")
+    p.add_argument("--root", default="sveb_data")
+    p.add_argument("--exports", default="results/table4/exports")
+    p.add_argument("--out", default="results/table4")
+    for k, v in (("problems", 50), ("states", 4), ("rollouts", 16), ("mc", 20), ("mc-extra", 4), ("oversample", 4),
+                 ("max-tokens", 256), ("train-problems", 24), ("bootstrap", 2000), ("seed", 0),
+                 ("min-novel-numbers", -1)):
+        p.add_argument(f"--{k}", type=int, default=v)
+    p.add_argument("--min-acc", type=float, default=0.1)
+    p.add_argument("--max-acc", type=float, default=0.8)
+    p.add_argument("--no-train", dest="train", action="store_false", help="skip the training builds (ppo-1 needs one)")
+    a = p.parse_args(argv)
+    a.source = dict(s.split("=", 1) for s in a.source)
+    console = Console(stderr=True)
+    from sveb.estimators import BASELINE, entry, names as registered
+    names = [n.strip() for n in a.estimators.split(",") if n.strip()] or registered()
+    names = [BASELINE] + [n for n in names if n != BASELINE]
+    a.train = a.train and any(entry(n).train_split for n in names)
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    domains = a.domains.replace(",", " ").split()
+    if engine is None and any(not (Path(a.exports) / d / "manifest.json").exists() for d in domains):
+        from sveb.engines import make_engine
+        from sveb.models import resolve
+        from sveb.shards import dtype_of
+        cfg = configs(domains[0], a, "builtin")[0]
+        engine = make_engine(a.engine, resolve(a.model), a.seed, dtype=dtype_of(cfg))  # one engine for every domain
+    timing_path = out / "timing.json"
+    timings = json.loads(timing_path.read_text()) if timing_path.exists() else {}
+    scores, verdict, drows, trows = [], {}, [], []
+    for d in domains:
+        built = build_domain(d, a, engine, console, model_dir)
+        if built:
+            timings[d] = built
+            timing_path.write_text(json.dumps(timings, indent=1))
+    if engine is not None and hasattr(engine, "close"):
+        engine.close()  # free its memory before hidden states and critics
+    for d in domains:
+        t0 = time.perf_counter()
+        rows, v, ev = eval_domain(d, a, names, console)
+        scores += rows
+        verdict.update(v)
+        timings.setdefault(d, {}).update(ev)
+        drows.append(domain_row(d, a, timings[d], time.perf_counter() - t0))
+        n = drows[-1]["states"] or 1
+        trows += [{"domain": d, "stage": k, "seconds": round(s, 2), "seconds per state": round(s / n, 4)}
+                  for k, s in timings[d].items()]
+    timing_path.write_text(json.dumps(timings, indent=1))
+    from sveb.hardware import describe
+    machine = f"CPU flags: {describe()}"
+    write_csv(out / "scores.csv", [{k: r[k] for k in ("domain", "estimator", "protocol", "n_states", "mae",
+                                                      "mae_ci_low", "mae_ci_high")}
+                                   | {f"vs {BASELINE}": verdict.get((r["domain"], r["protocol"], r["estimator"]),
+                                                                    {}).get("verdict", "")} for r in scores])
+    write_csv(out / "domains.csv", drows)
+    write_csv(out / "timing.csv", trows)
+    md = [f"# Table 4: MAE against MCS@{a.mc} [95% CI], paired verdict vs {BASELINE}", "",
+          f"▲ better, ▼ worse, = no difference (squared-error difference, problem-clustered bootstrap, Holm over "
+          f"each column). {machine}.", ""]
+    for protocol in PROTOCOLS:
+        label = "held-out (the headline)" if protocol == "held-out" else "in-group (the paper's protocol)"
+        md += [f"## {label}", "", markdown(scores, verdict, domains, protocol, names), ""]
+    md += ["## Domains", "", "| " + " | ".join(drows[0]) + " |", "|---" * len(drows[0]) + "|",
+           *["| " + " | ".join(str(v) for v in r.values()) + " |" for r in drows], ""]
+    (out / "table4.md").write_text("\n".join(md))
+    console.print(f"wrote {out / 'table4.md'}")
+    return out
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,169 @@
+"""A build as a frozen dataset: one Parquet file per table, the manifest with a content hash per table, and a
+dataset card (README.md) whose YAML header lets Hugging Face `datasets` load each table as a config.
+
+Anyone can score an estimator on an export without sampling: the folder is a build (`sveb eval --build DIR`).
+The hashes are those of `sveb.store.table_hash` (rows in key order), so they do not depend on the shard layout,
+and an export's `content_hash` equals its source build's. Hidden states are not exported: they are recomputed
+from the model, whose weights hash the card states and a hidden-state estimator checks.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import tempfile
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from sveb import store
+from sveb.errors import SvebError
+
+# The tables an export carries (screens: the filter's screening rollouts, where the build has them).
+TABLES = ("problems", "rollouts", "states", "references", "screens")
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".gguf", ".pt", ".pth")
+
+
+class ExportError(SvebError, ValueError):
+    pass
+
+
+def weights_hash(model_dir: str | Path) -> str:
+    """sha256 over a model directory's weight files (name and bytes, in name order): which weights a build's
+    hidden states must come from. Tokenizer and config files are not part of it."""
+    model_dir = Path(model_dir)
+    files = sorted(p for p in model_dir.rglob("*") if p.is_file() and p.name.endswith(WEIGHT_SUFFIXES))
+    if not files:
+        raise ExportError(f"{model_dir}: no weight files ({', '.join(WEIGHT_SUFFIXES)}) to hash")
+    h = hashlib.sha256()
+    for f in files:
+        h.update(f.relative_to(model_dir).as_posix().encode() + b"\0")
+        with open(f, "rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 22), b""):
+                h.update(chunk)
+    return h.hexdigest()
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+    try:
+        return version("sveb")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def _table(bdir: Path, name: str) -> pa.Table:
+    """A table's rows as the build holds them (shard order, every column): the export changes no row."""
+    t = store.read_table(bdir / name)
+    return t.replace_schema_metadata(None)
+
+
+def _model_dir(model: str) -> str:
+    from sveb.models import resolve
+    return resolve(model)
+
+
+def export_build(bdir: Path, out: Path, model_dir: str | Path | None = None) -> Path:
+    """Write the build `bdir` as a frozen dataset folder `out` (a new folder: nothing there is overwritten).
+
+    model_dir: the weights the build was sampled with (default: the build's model, resolved)."""
+    from sveb.builds import complete
+    from sveb.export_card import card
+
+    bdir, out = Path(bdir), Path(out)
+    manifest = store.read_manifest(bdir)
+    if not complete(bdir):
+        raise ExportError(f"{bdir}: the build is not complete (status {manifest.get('status')}); "
+                          f"rerun its `sveb build` first")
+    if out.exists() and any(out.iterdir()):
+        raise ExportError(f"--out {out}: exists and is not empty; pass a new folder")
+    names = [t for t in TABLES if (bdir / t).is_dir() and any((bdir / t).glob("part-*.parquet"))]
+    missing = [t for t in store.CONTENT_TABLES if t not in names]
+    if missing:
+        raise ExportError(f"{bdir}: no {missing[0]} table; not a complete build")
+    wdir = model_dir or _model_dir(manifest["model"])
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.tmp-"))
+    try:
+        tables, info = {}, {}
+        for name in names:
+            t = _table(bdir, name)
+            (tmp / name).mkdir()
+            pq.write_table(t, store.shard_path(tmp / name, 0), compression="zstd")
+            tables[name] = t
+            info[name] = {"sha256": store.table_hash(tmp / name), "rows": t.num_rows}
+        export = {"tables": info, "content_hash": store.content_hash(tmp), "model_weights_sha256": weights_hash(wdir),
+                  "sveb_version": _version(), "source_build": bdir.name}
+        full = {**manifest, "export": export}
+        (tmp / "manifest.json").write_text(json.dumps(full, indent=2, sort_keys=True))
+        (tmp / "README.md").write_text(card(full, tables))
+        if out.exists():
+            out.rmdir()  # empty, checked above
+        tmp.rename(out)  # the folder appears whole or not at all
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return out
+
+
+def is_export(bdir: Path) -> bool:
+    try:
+        return "export" in store.read_manifest(Path(bdir))
+    except store.StoreError:
+        return False
+
+
+def _stamp(bdir: Path, names) -> tuple:
+    return tuple((n, p.name, p.stat().st_size, p.stat().st_mtime_ns)
+                 for n in names for p in sorted((bdir / n).glob("part-*.parquet")))
+
+
+_verified: dict[Path, tuple] = {}
+
+
+def verify(bdir: Path) -> dict:
+    """The export's manifest, after checking every table against its content hash; a one-line error names the
+    first table that differs (edited, truncated or missing). Checked once per process while files are unchanged."""
+    bdir = Path(bdir).resolve()
+    manifest = store.read_manifest(bdir)
+    tables = manifest.get("export", {}).get("tables", {})
+    if not tables:
+        raise ExportError(f"{bdir}: manifest.json has no export table hashes; not an SVEB export")
+    stamp = _stamp(bdir, tables)
+    if _verified.get(bdir) == stamp:
+        return manifest
+    for name, want in tables.items():
+        if not any((bdir / name).glob("part-*.parquet")):
+            raise ExportError(f"{bdir}: table {name} is missing; the export is incomplete")
+        try:
+            got = store.table_hash(bdir / name)
+        except store.StoreError as e:
+            raise ExportError(f"{bdir}: table {name} is unreadable ({e})") from None
+        if got != want["sha256"]:
+            raise ExportError(f"{bdir}: table {name} does not match its content hash in manifest.json "
+                              f"(expected {want['sha256'][:16]}, found {got[:16]}): the export was modified")
+    _verified[bdir] = stamp
+    return manifest
+
+
+def check_weights(bdir: Path, manifest: dict, model_dir: str | Path | None = None) -> None:
+    """For an estimator that reads the model: its weights must be those the export was sampled with."""
+    want = manifest.get("export", {}).get("model_weights_sha256")
+    if not want:
+        return  # a build made here: its model is the one that sampled it
+    wdir = model_dir or _model_dir(manifest["model"])
+    got = _cached_weights_hash(str(Path(wdir).resolve()))
+    if got != want:
+        raise ExportError(f"{bdir}: model {manifest['model']} at {wdir} has weights sha256 {got[:16]}, the export's "
+                          f"card says {want[:16]}: hidden states would not be those of the model that sampled it")
+
+
+_weights_memo: dict[str, str] = {}
+
+
+def _cached_weights_hash(path: str) -> str:
+    if path not in _weights_memo:
+        _weights_memo[path] = weights_hash(path)
+    return _weights_memo[path]

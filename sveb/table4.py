@@ -1,0 +1,74 @@
+"""Table 4 of the paper as SVEB writes it: estimators as rows, domains as columns, MAE [95% CI] against MCS@n_ref
+and the paired verdict against the baseline; and the per-stage timer of a build.
+
+The verdict comes from the per-state difference of squared errors (reference noise cancels in it), a
+problem-clustered bootstrap, and Holm's correction over the comparisons of one domain and protocol.
+"""
+
+from __future__ import annotations
+
+import time
+from contextlib import contextmanager
+
+import numpy as np
+
+from sveb import scoring
+
+# Build jobs (sveb.shards) -> the stage they are; a nested job call counts in its caller's stage.
+STAGE_JOBS = {"screen_shard": "screening", "group_shard": "rollouts", "reference_shard": "references"}
+
+
+@contextmanager
+def stage_timer(seconds: dict[str, float]):
+    """Adds each build stage's wall seconds to `seconds` while the block runs (the jobs of sveb.shards timed
+    where the runner calls them). Jobs not found (renamed) are not timed and get no key."""
+    from sveb import shards
+    saved = {name: getattr(shards, name) for name in STAGE_JOBS if hasattr(shards, name)}
+    depth = [0]
+
+    def timed(fn, stage):
+        def run(*args, **kw):
+            if depth[0]:
+                return fn(*args, **kw)
+            depth[0] += 1
+            t0 = time.perf_counter()
+            try:
+                return fn(*args, **kw)
+            finally:
+                depth[0] -= 1
+                seconds[stage] = seconds.get(stage, 0.0) + time.perf_counter() - t0
+        return run
+
+    for name, fn in saved.items():
+        setattr(shards, name, timed(fn, STAGE_JOBS[name]))
+    try:
+        yield seconds
+    finally:
+        for name, fn in saved.items():
+            setattr(shards, name, fn)
+
+
+def verdicts(est: dict[str, np.ndarray], base: str, ref: np.ndarray, groups: np.ndarray, n_boot: int = 2000,
+             seed: int = 0) -> dict[str, dict]:
+    """Each estimator against `base` on one domain and protocol, with the leaderboard's method (sveb.scoring):
+    paired Δ of squared error, cluster-robust t-test, Holm over the table, better / worse / no difference."""
+    names = [n for n in est if n != base]
+    stats = {n: scoring.paired_sq_diff(est[n], est[base], ref, groups, n_boot, seed) for n in names}
+    adj = scoring.holm([stats[n]["p_delta"] for n in names])
+    return {n: {"d_sq": stats[n]["delta_sq"], "d_lo": stats[n]["delta_sq_ci_low"], "d_hi": stats[n]["delta_sq_ci_high"],
+                "p_holm": float(p), "verdict": scoring.verdict(stats[n]["delta_sq"], p)} for n, p in zip(names, adj)}
+
+
+def cell(row: dict, verdict: dict | None) -> str:
+    mark = {"better": " ▲", "worse": " ▼", "no difference": " ="}.get((verdict or {}).get("verdict"), "")
+    return f"{row['mae']:.3f} [{row['mae_ci_low']:.3f}, {row['mae_ci_high']:.3f}]{mark}"
+
+
+def markdown(scores: list[dict], verdict: dict, domains: list[str], protocol: str, order: list[str]) -> str:
+    """One protocol's table: scores rows (estimator, domain, protocol, mae, ci), verdict[(domain, estimator)]."""
+    by = {(r["estimator"], r["domain"]): r for r in scores if r["protocol"] == protocol}
+    lines = ["| estimator | " + " | ".join(domains) + " |", "|---|" + "---:|" * len(domains)]
+    for name in order:
+        cells = [cell(by[(name, d)], verdict.get((d, protocol, name))) if (name, d) in by else "-" for d in domains]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)

@@ -1,0 +1,145 @@
+"""Frozen builds: export a scripted build, load it with datasets and pandas, score on it, refuse a tampered one."""
+
+import json
+
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from sveb import store
+from sveb.builds import find_build, load_build
+from sveb.cli import app
+from sveb.evaluate import evaluate
+from sveb.export import ExportError, check_weights, export_build, verify, weights_hash
+from sveb.hub import import_build
+
+SCORE_KEYS = ("n_states", "n_problems", "mae", "mae_ci_low", "mae_ci_high", "rmse", "debiased_mse", "ref_noise",
+              "oracle_floor", "own_share", "build_fp", "params_fp")
+
+
+@pytest.fixture
+def weights(tmp_path):
+    d = tmp_path / "model"
+    d.mkdir()
+    (d / "model.safetensors").write_bytes(b"weights of the model that sampled the build")
+    (d / "config.json").write_text("{}")
+    return d
+
+
+@pytest.fixture
+def exported(scripted_build, weights, tmp_path):
+    root, bdir = scripted_build
+    return root, bdir, export_build(bdir, tmp_path / "export", model_dir=weights)
+
+
+def test_export_reads_with_pandas_and_datasets_and_keeps_the_content_hash(exported, weights):
+    import datasets
+    root, bdir, ex = exported
+    manifest = json.loads((ex / "manifest.json").read_text())
+    assert set(manifest["export"]["tables"]) >= {"problems", "rollouts", "states", "references"}
+    assert manifest["export"]["content_hash"] == store.content_hash(bdir)  # the same rows as the build
+    assert manifest["export"]["model_weights_sha256"] == weights_hash(weights)
+    assert not (ex / "hidden").exists() and not (ex / "candidates").exists()
+    for t, info in manifest["export"]["tables"].items():
+        df = pd.read_parquet(ex / t)
+        assert len(df) == info["rows"] == store.read_table(bdir / t).num_rows
+    refs = datasets.load_dataset(str(ex), "references", split="test", cache_dir=str(ex.parent / "hf"))
+    want = {r["state_id"]: r for r in store.read_table(bdir / "references").to_pylist()}
+    assert len(refs) == len(want)
+    for r in refs:
+        assert r["mc_rewards"] == pytest.approx(want[r["state_id"]]["mc_rewards"])
+        assert r["finish_reasons"] == want[r["state_id"]]["finish_reasons"]
+    rolls = pd.read_parquet(ex / "rollouts")
+    assert {"prompt_token_ids", "response_token_ids", "response_text", "reward", "finish_reason"} <= set(rolls.columns)
+    header = yaml.safe_load((ex / "README.md").read_text().split("---")[1])
+    assert {c["config_name"] for c in header["configs"]} == set(manifest["export"]["tables"])
+    card = (ex / "README.md").read_text()
+    assert weights_hash(weights) in card and manifest["build_fp"] in card and "cut off by the token budget" in card
+
+
+def test_scores_on_the_export_equal_the_builds(exported):
+    root, bdir, ex = exported
+    for name in ("grpo", "mcs-2"):
+        for protocol in ("held-out", "in-group"):
+            a, b = evaluate(bdir, name, {}, protocol, n_boot=200), evaluate(ex, name, {}, protocol, n_boot=200)
+            assert {k: a[k] for k in SCORE_KEYS} == pytest.approx({k: b[k] for k in SCORE_KEYS}, nan_ok=True)
+    assert (ex / "scores").exists() and not (bdir / "scores" / "nothing").exists()
+
+
+def test_a_tampered_table_is_refused_naming_it(exported, tmp_path):
+    root, bdir, ex = exported
+    path = next((ex / "references").glob("part-*.parquet"))
+    t = pq.read_table(path).to_pylist()
+    t[0]["value"] = 1.0 - t[0]["value"]
+    pq.write_table(pq.read_table(path).from_pylist(t, schema=pq.read_schema(path)), path)
+    with pytest.raises(ExportError, match="table references does not match"):
+        find_build(root, None, None, str(ex))
+    with pytest.raises(ExportError, match="table references"):
+        load_build(ex)
+    r = CliRunner().invoke(app, ["eval", "--build", str(ex), "-e", "grpo"])
+    assert r.exit_code == 1 and "table references does not match its content hash" in r.output
+    assert "Traceback" not in r.output
+
+
+def test_a_missing_table_is_refused(exported):
+    import shutil
+    root, bdir, ex = exported
+    shutil.rmtree(ex / "states")
+    with pytest.raises(ExportError, match="table states is missing"):
+        verify(ex)
+
+
+def test_hidden_state_model_must_have_the_cards_weights(exported, weights, tmp_path):
+    root, bdir, ex = exported
+    manifest = store.read_manifest(ex)
+    check_weights(ex, manifest, weights)  # the same bytes: accepted
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "model.safetensors").write_bytes(b"weights of the model that sampled the build!")
+    with pytest.raises(ExportError, match="weights sha256 .* the export's card says"):
+        check_weights(ex, manifest, other)
+    check_weights(bdir, store.read_manifest(bdir), other)  # a build made here carries no card: nothing to check
+
+
+def test_export_refuses_a_non_empty_folder_and_an_incomplete_build(scripted_build, weights, tmp_path):
+    root, bdir = scripted_build
+    busy = tmp_path / "busy"
+    busy.mkdir()
+    (busy / "keep.txt").write_text("mine")
+    with pytest.raises(ExportError, match="not empty"):
+        export_build(bdir, busy, model_dir=weights)
+    assert (busy / "keep.txt").read_text() == "mine"
+    m = store.read_manifest(bdir)
+    store.write_manifest(bdir, {**m, "status": "running"})
+    with pytest.raises(ExportError, match="not complete"):
+        export_build(bdir, tmp_path / "x", model_dir=weights)
+    assert not (tmp_path / "x").exists()
+
+
+def test_import_through_datasets_from_a_local_folder(exported, tmp_path):
+    root, bdir, ex = exported
+    got = import_build(str(ex), tmp_path / "imported")
+    assert store.content_hash(got) == store.content_hash(bdir)
+    a, b = evaluate(bdir, "grpo", {}, "held-out", n_boot=100), evaluate(got, "grpo", {}, "held-out", n_boot=100)
+    assert a["mae"] == pytest.approx(b["mae"]) and a["mae_ci_high"] == pytest.approx(b["mae_ci_high"])
+
+
+def test_cli_export_eval_leaderboard_on_the_folder(scripted_build, weights, tmp_path):
+    root, bdir = scripted_build
+    runner = CliRunner()
+    ex = tmp_path / "cli-export"
+    r = runner.invoke(app, ["export", "--root", str(root), "--build", bdir.name[:8], "--out", str(ex),
+                            "--model-dir", str(weights)])
+    assert r.exit_code == 0, r.output
+    r = runner.invoke(app, ["eval", "--build", str(ex), "-e", "grpo", "--bootstrap", "50"])
+    assert r.exit_code == 0, r.output
+    r = runner.invoke(app, ["leaderboard", "--build", str(ex), "--out", str(tmp_path / "lb.csv")])
+    assert r.exit_code == 0, r.output
+    rows = list(pd.read_csv(tmp_path / "lb.csv").itertuples())
+    assert [x.estimator for x in rows] == ["grpo"]
+    r = runner.invoke(app, ["import", str(ex), "--out", str(tmp_path / "imp")])
+    assert r.exit_code == 0, r.output
+    r = runner.invoke(app, ["eval", "--build", "hub:nobody/none", "--root", str(tmp_path / "r")])
+    assert r.exit_code == 1 and "nobody/none" in r.output and "Traceback" not in r.output

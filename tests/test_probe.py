@@ -1,0 +1,123 @@
+"""The probe end to end on scripted builds whose model is a tiny random Llama: both regimes through evaluate
+and the CLI, the fit cached under the train build by its content hash, protocol independence and blindness
+to the state's own outcome."""
+
+import json
+
+import numpy as np
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from sveb import schema, store
+from sveb.builds import load_build
+from sveb.cli import app
+from sveb.config import BuildConfig, SamplingConfig
+from sveb.engines.scripted import ScriptedEngine
+from sveb.errors import EvalError
+from sveb.estimators import make
+from sveb.estimators import probe as probe_mod
+from sveb.evaluate import estimate_all, evaluate, flip_own
+from sveb.builds import group_for, state_for
+from sveb.pipeline import build
+from tests.test_critic import tiny_llama
+
+torch.set_num_threads(1)
+CHEAP = {"cs": "0.01,1", "folds": "2", "prefixes": "4"}
+
+
+@pytest.fixture(scope="module")
+def builds(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("probe")
+    src = tmp / "dapo.jsonl"
+    src.write_text("\n".join(json.dumps({"prompt": f"What is {a} + {b}?", "solution": str(a + b)})
+                             for a in range(1, 10) for b in range(1, 10)))
+    model = tiny_llama(tmp / "llama")
+    root = tmp / "root"
+    out = {}
+    for split, seed in (("train", 4), ("test", 3)):
+        cfg = BuildConfig(domain="number", model=model, source=str(src), split=split, problems=3, oversample=3,
+                          rollouts=8, states_per_problem=2, mc=4, mc_extra=2, min_acc=0.1, max_acc=0.9, seed=seed,
+                          min_novel_numbers=0, sampling=SamplingConfig(max_tokens=120), engine="scripted")
+        out[split] = build(cfg, root, engine=ScriptedEngine())
+    return root, out["train"], out["test"], model
+
+
+def values(bdir, name):
+    rows = store.read_table(bdir / "estimates", schema.ESTIMATES).to_pylist()
+    return {(r["protocol"], r["state_id"]): r["value"] for r in rows if r["estimator"] == name}
+
+
+@pytest.mark.parametrize("name,params", [("probe", {}), ("probe-mc", {"relative": "0", "pool": "mean"}), ("probe", {"relative": "0", "offset": "0"})])
+def test_probe_end_to_end_and_cached_by_train_content(builds, monkeypatch, name, params):
+    root, tdir, bdir, _ = builds
+    params = {**CHEAP, **params}
+    for p in ("held-out", "in-group"):
+        row = evaluate(bdir, name, params, protocol=p, n_boot=20)
+        assert np.isfinite(row["mae"]) and row["n_states"] == 6
+    v = values(bdir, name)
+    ids = {sid for _, sid in v}
+    assert all(0 <= x <= 1 for x in v.values())
+    assert all(v[("held-out", s)] == v[("in-group", s)] for s in ids)  # never reads the own rollout's reward
+    # the fit is cached under the train build and reused: a second run does not fit
+    assert len(list((tdir / "probes").glob("*.pkl"))) >= 1
+    monkeypatch.setattr(probe_mod, "fit_cv", lambda *a, **k: pytest.fail("refit despite the cache"))
+    again = evaluate(bdir, name, params, protocol="held-out", n_boot=20, force=True)
+    assert again["mae"] == pytest.approx(row["mae"])
+    v2 = values(bdir, name)
+    assert all(v2[("held-out", s)] == v[("held-out", s)] for s in ids)
+    # the scores' fingerprint follows the train build's content, not its name
+    assert make(name, params).cache_key(bdir, store.read_manifest(bdir)) == store.content_hash(tdir)
+
+
+def test_probe_is_blind_to_the_own_outcome_in_both_protocols(builds):
+    _, _, bdir, _ = builds
+    data = load_build(bdir)
+    est = make("probe", CHEAP)
+    est.prepare(data, None)
+    for p in ("held-out", "in-group"):
+        _, shift, _ = estimate_all(est, data, p, own=True, progress=False)
+        assert np.all(shift == 0)
+    s = data.states[0]
+    g = group_for(data, s["problem_id"])
+    st = state_for(data, s)
+    assert est.estimate(g, [st])[0] == est.estimate(flip_own(g, st.rollout_idx), [st])[0]
+    # the group's other rewards do move it (the leave-one-out mean is an input)
+    flipped = [flip_own(g, r.rollout_idx) for r in g.rollouts if r.rollout_idx != st.rollout_idx]
+    assert any(est.estimate(f, [st])[0] != est.estimate(g, [st])[0] for f in flipped)
+
+
+def test_probe_refuses_bad_parameters_and_overlapping_train_build(builds):
+    _, _, bdir, _ = builds
+    data = load_build(bdir)
+    with pytest.raises(Exception, match="pool=x"):
+        make("probe", {"pool": "x"}).prepare(data, None)
+    with pytest.raises(Exception, match="-P cs=a"):
+        make("probe", {"cs": "a"}).prepare(data, None)
+    with pytest.raises(EvalError, match="shares 3 problems"):
+        make("probe", {"train_build": str(bdir)}).prepare(data, None)
+
+
+def test_learning_curve_subsample_is_nested(builds):
+    """max_train keeps a seeded subset of the rows; a larger one contains the smaller (a curve's points)."""
+    _, tdir, bdir, _ = builds
+    data = load_build(bdir)
+    designs = []
+    for k in (5, 10):
+        est = make("probe", {**CHEAP, "max_train": str(k)})
+        est.prepare(data, None)
+        designs.append(est.design(tdir, est._train[1], est._tracks(tdir)))
+    small, big = designs
+    assert len(small["y"]) == 5 and len(big["y"]) == 10
+    rows = {tuple(np.round(h[:4], 5)) + (t,) for h, t in zip(big["H"], big["S"][:, 2])}
+    assert all(tuple(np.round(h[:4], 5)) + (t,) in rows for h, t in zip(small["H"], small["S"][:, 2]))
+
+
+def test_cli_eval_probe(builds):
+    root, _, bdir, model = builds
+    args = ["eval", "--root", str(root), "--build", bdir.name, "--model", model, "-e", "probe",
+            "--bootstrap", "20",
+            *[x for k, v in CHEAP.items() for x in ("-P", f"{k}={v}")]]
+    r = CliRunner().invoke(app, args)
+    assert r.exit_code == 0, r.output
+    assert "probe" in r.output and "train_rows" in r.output

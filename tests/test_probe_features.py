@@ -1,0 +1,82 @@
+"""The probe's features: hand cases for the pure functions, and tracks from the shared pass equal to what a
+plain forward of the tiny random Llama gives (hidden state at the prefix's last token, next-token entropy)."""
+
+import numpy as np
+import pytest
+import torch
+from transformers import AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM
+
+from sveb import hardware
+from sveb.estimators.probe_features import (Track, Tracks, lm_head_weight, loo_logit, pooled, scalars,
+                                            state_row)
+from tests.test_critic import tiny_llama
+from tests.test_shared_features import rollouts
+
+torch.set_num_threads(1)
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    return tiny_llama(tmp_path_factory.mktemp("tiny-probe") / "llama", layers=3)
+
+
+def test_pooling_scalars_and_loo_logit_by_hand():
+    H = np.arange(12, dtype=np.float32).reshape(6, 2)
+    np.testing.assert_array_equal(pooled(H, 3, "last", 4), [6, 7])
+    np.testing.assert_array_equal(pooled(H, 3, "mean", 2), [5, 6])     # rows 2, 3
+    np.testing.assert_array_equal(pooled(H, 1, "mean", 8), [1, 2])     # rows 0, 1: the window stops at u = 0
+    np.testing.assert_array_equal(pooled(H, 99, "last", 1), [10, 11])  # past the end: the last row
+    np.testing.assert_allclose(scalars(np.array([1.0, 2, 3, 4]), 2, 2, 100), [3, 2.5, np.log(3), 0.02])
+    assert loo_logit([1, 1, 0]) == pytest.approx(np.log(2.5 / 1.5))
+    assert loo_logit([]) == 0.0 and np.isfinite(loo_logit([1, 1]))
+
+
+def test_state_row_plain_and_relative():
+    own = Track(np.array([[1.0, 0], [3, 1]]), np.array([0.5, 1.5]))
+    others = [Track(np.array([[0.0, 0], [1, 1]]), np.array([1.0, 1.0])),
+              Track(np.array([[2.0, 2]]), np.array([2.0]))]  # shorter: read at min(t, T_j)
+    kw = dict(pool="last", window=1, max_tokens=10)
+    h, s, o = state_row(own, 1, others, [1.0, 0.0], relative=False, **kw)
+    np.testing.assert_array_equal(h, [3, 1])
+    np.testing.assert_allclose(s, [1.5, 1.5, np.log(2), 0.1, 0.5, 0.0])
+    assert o == 0.0  # logit(1/2)
+    h, s, o = state_row(own, 1, others, [1.0, 1.0], relative=True, **kw)
+    np.testing.assert_array_equal(h, [3 - 1.5, 1 - 1.5])
+    np.testing.assert_allclose(s, [0.0, 0.0, np.log(2), 0.1])
+    assert o == pytest.approx(np.log(2.5 / 0.5))
+
+
+@pytest.mark.parametrize("tied", [False, True])
+def test_lm_head_weight_is_the_models(tmp_path, tied):
+    torch.manual_seed(0)
+    cfg = LlamaConfig(vocab_size=64, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                      num_attention_heads=2, num_key_value_heads=1, tie_word_embeddings=tied)
+    m = LlamaForCausalLM(cfg)
+    m.save_pretrained(tmp_path)
+    np.testing.assert_array_equal(lm_head_weight(str(tmp_path)), m.get_output_embeddings().weight.detach().numpy())
+
+
+@pytest.mark.parametrize("layer", [-1, -2])
+def test_tracks_equal_a_plain_forward(tiny, tmp_path, monkeypatch, layer):
+    monkeypatch.setattr(hardware, "pick_dtype", lambda spec="auto": "float32")
+    rows = rollouts(4)
+    tracks = Tracks(tmp_path / "b", tiny, layer).group("p0", rows)
+    model = AutoModelForCausalLM.from_pretrained(tiny).eval()
+    for r in rows:
+        ids = torch.tensor([r["prompt_token_ids"] + r["response_token_ids"]])
+        P, T = len(r["prompt_token_ids"]), len(r["response_token_ids"])
+        with torch.no_grad():
+            out = model(ids, output_hidden_states=True)
+        logp = torch.log_softmax(out.logits[0, P - 1: P + T], -1)
+        ent = -(logp.exp() * logp).sum(-1).numpy()
+        tr = tracks[r["rollout_idx"]]
+        assert tr.H.shape == (T + 1, 32) and tr.ent.shape == (T + 1,)
+        np.testing.assert_allclose(tr.ent, ent, atol=2e-3)  # float16 storage of the pass
+        np.testing.assert_allclose(tr.H, out.hidden_states[layer][0, P - 1: P + T].numpy(), atol=3e-3)
+        # a state reads its own rollout up to t only: a pass over the prefix alone gives the same features
+        t = T // 2
+        with torch.no_grad():
+            cut = model(ids[:, :P + t], output_hidden_states=True)
+        np.testing.assert_allclose(tr.prefix(t).H, cut.hidden_states[layer][0, P - 1:].numpy(), atol=3e-3)
+    # one pass stored both layers; a second read loads them instead of recomputing
+    assert len(list((tmp_path / "b" / "features").rglob("*.npz"))) == len({layer, -1})

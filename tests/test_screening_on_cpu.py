@@ -1,0 +1,75 @@
+"""The difficulty filter decides on screening rollouts that estimators never see (issue 17): a kept problem's
+group is G fresh draws, so it is not selected on its own accuracy. The scripted engine's true values tell."""
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from scipy.stats import binom
+
+from sveb import store
+from sveb.engines.scripted import ScriptedEngine, flip_probability
+from sveb.errors import BuildError
+from sveb.pipeline import build
+
+
+def rows(bdir, table):
+    out: dict[str, list[dict]] = {}
+    for r in store.read_table(bdir / table).to_pylist():
+        out.setdefault(r["problem_id"], []).append(r)
+    return out
+
+
+def test_the_filter_decides_on_screens_and_the_group_is_fresh(tmp_path, small_cfg):
+    bdir = build(small_cfg, tmp_path, engine=ScriptedEngine())
+    m = store.read_manifest(bdir)
+    assert m["screening"]["separate_from_group"] and m["screening"]["rollouts_per_candidate"] == small_cfg.screen
+    kept = [p["problem_id"] for p in store.read_table(bdir / "problems").to_pylist()]
+    screens, groups = rows(bdir, "screens"), rows(bdir, "rollouts")
+    assert set(groups) == set(kept) and len(kept) == small_cfg.problems
+    for pid in kept:
+        scr, grp = screens[pid], groups[pid]
+        assert len(scr) == small_cfg.screen and len(grp) == small_cfg.rollouts
+        assert small_cfg.min_acc <= np.mean([r["reward"] for r in scr]) <= small_cfg.max_acc
+        assert not {r["seed"] for r in scr} & {r["seed"] for r in grp}  # disjoint draws
+        assert sorted(r["rollout_idx"] for r in grp) == list(range(small_cfg.rollouts))
+    dropped = set(screens) - set(kept)
+    assert all(pid not in groups for pid in dropped)  # a dropped candidate costs only its screen
+
+
+def test_a_kept_group_is_the_draw_an_unfiltered_build_makes(tmp_path, small_cfg):
+    # the group's seeds come from the rollout stage, not from the filter or the shard layout
+    filtered = build(small_cfg, tmp_path / "a", engine=ScriptedEngine())
+    open_ = build(replace(small_cfg, min_acc=0.0, max_acc=1.0, problems=12, oversample=1), tmp_path / "b", engine=ScriptedEngine())
+    assert not (open_ / "screens").exists()
+    a, b = rows(filtered, "rollouts"), rows(open_, "rollouts")
+    shared = set(a) & set(b)
+    assert shared
+    for pid in shared:
+        assert [(r["seed"], r["response_token_ids"]) for r in a[pid]] == [(r["seed"], r["response_token_ids"]) for r in b[pid]]
+
+
+def test_groups_are_unbiased_for_the_true_value_where_screens_are_not(tmp_path, small_cfg):
+    """Keep only problems whose 8 screening rollouts were mostly wrong: the screens' accuracy then underestimates
+    the problems' true values (selection), while the G fresh rollouts are unbiased for them."""
+    import json
+    src = tmp_path / "many.jsonl"
+    src.write_text("\n".join(json.dumps({"prompt": f"What is {a} + {b} + {c}?", "solution": str(a + b + c)})
+                             for a in range(1, 9) for b in range(1, 9) for c in range(1, 13)))  # 768 problems
+    cfg = replace(small_cfg, source=str(src), problems=700, oversample=1, rollouts=16, screen=8, min_acc=0.0,
+                  max_acc=0.375, states_per_problem=1, mc=1, mc_extra=0)
+    bdir = build(cfg, tmp_path / "root", engine=ScriptedEngine())
+    problems = {p["problem_id"]: p for p in store.read_table(bdir / "problems").to_pylist()}
+    screens, groups = rows(bdir, "screens"), rows(bdir, "rollouts")
+    assert len(problems) >= 60
+    true = {pid: binom.sf(3, 8, flip_probability(p["question"])) for pid, p in problems.items()}  # >= 4 of 8 flips
+    grp = np.array([np.mean([r["reward"] for r in groups[pid]]) - v for pid, v in true.items()])
+    scr = np.array([np.mean([r["reward"] for r in screens[pid]]) - v for pid, v in true.items()])
+    se = grp.std(ddof=1) / np.sqrt(len(grp))
+    assert scr.mean() < 0                 # the filter's own evidence is selected low (about -3 SE here)
+    assert abs(grp.mean()) < 3.5 * se     # the group estimators see is not (fails by chance 1 run in 2,000)
+
+
+def test_an_active_filter_needs_screening_rollouts(tmp_path, small_cfg):
+    with pytest.raises(BuildError, match="--screen 0"):
+        build(replace(small_cfg, screen=0), tmp_path, engine=ScriptedEngine())
