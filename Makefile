@@ -10,10 +10,11 @@ DOMAINS ?= number
 # and would replace it); benchmarks/cuda_resolution.py checks this with `pip install --dry-run --report`.
 TORCH := 2.13.0
 VLLM := 0.32.0
-# Where the CUDA torch comes from: PyPI's Linux torch is the CUDA build (13.0 for 2.13.0: driver >= 580).
-# The pip config is bypassed for it: a local index or find-links may offer 2.13.0+cpu, which `==2.13.0` matches.
-CUDA_INDEX ?= 
-CUDA_PIP := env -u PIP_FIND_LINKS -u PIP_EXTRA_INDEX_URL -u PIP_INDEX_URL PIP_CONFIG_FILE=/dev/null $(PY) -m pip
+# Where the CUDA torch comes from: pip's default index, whose Linux torch is the CUDA build (13.0 for 2.13.0:
+# driver >= 580), or CUDA_INDEX=<url> for another. The machine's pip config is bypassed for it: a local index or
+# find-links may offer 2.13.0+cpu, which `==2.13.0` matches; setup then fails rather than install it.
+CUDA_INDEX ?=
+CUDA_PIP := env -u PIP_FIND_LINKS -u PIP_EXTRA_INDEX_URL PIP_CONFIG_FILE=/dev/null $(PY) -m pip
 
 $(STAMP): pyproject.toml Makefile
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -21,7 +22,7 @@ $(STAMP): pyproject.toml Makefile
 	# vLLM: the CUDA build where a GPU is present (fails if its torch has no CUDA), the CPU build (same
 	# `import vllm`) elsewhere, after a pinned torch (unpinned, it pulls GBs of CUDA wheels on CPU machines)
 	if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then \
-		$(CUDA_PIP) install -q --index-url $(CUDA_INDEX) torch==$(TORCH) vllm==$(VLLM) && \
+		$(CUDA_PIP) install -q $(if $(CUDA_INDEX),--index-url $(CUDA_INDEX)) torch==$(TORCH) vllm==$(VLLM) && \
 		$(PY) -c "import sys, torch; c = torch.version.cuda; print('torch', torch.__version__, 'CUDA', c, 'usable', torch.cuda.is_available()); sys.exit(0 if c else 'make setup: nvidia-smi lists a GPU but the installed torch ' + torch.__version__ + ' has no CUDA')"; \
 	else \
 		$(PY) -m pip install -q torch==$(TORCH) && \

@@ -27,8 +27,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def makefile_pins(text: str) -> dict[str, str]:
-    """TORCH, VLLM and CUDA_INDEX as the Makefile sets them."""
-    pins = dict(re.findall(r"^(TORCH|VLLM|CUDA_INDEX)\s*\??:?=\s*(\S+)\s*$", text, re.M))
+    """TORCH and VLLM as the Makefile sets them, and CUDA_INDEX ('' = pip's default index)."""
+    pins = dict(re.findall(r"^(TORCH|VLLM|CUDA_INDEX)\s*\??:?=[ \t]*(\S*)[ \t]*$", text, re.M))
     missing = {"TORCH", "VLLM", "CUDA_INDEX"} - set(pins)
     if missing:
         raise SystemExit(f"Makefile: no {', '.join(sorted(missing))} assignment")
@@ -36,10 +36,11 @@ def makefile_pins(text: str) -> dict[str, str]:
 
 
 def dry_run(pins: dict[str, str], out: Path) -> dict:
-    env = {k: v for k, v in os.environ.items() if k not in ("PIP_FIND_LINKS", "PIP_EXTRA_INDEX_URL", "PIP_INDEX_URL")}
-    env["PIP_CONFIG_FILE"] = os.devnull
+    env = {k: v for k, v in os.environ.items() if k not in ("PIP_FIND_LINKS", "PIP_EXTRA_INDEX_URL")}
+    env["PIP_CONFIG_FILE"] = os.devnull  # as the Makefile's CUDA_PIP: no local +cpu wheel
+    index = ["--index-url", pins["CUDA_INDEX"]] if pins["CUDA_INDEX"] else []
     subprocess.run([sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--quiet",
-                    "--index-url", pins["CUDA_INDEX"], "--report", str(out),
+                    *index, "--report", str(out),
                     f"torch=={pins['TORCH']}", f"vllm=={pins['VLLM']}"], check=True, env=env)
     return json.loads(out.read_text())
 
@@ -100,7 +101,7 @@ def main(argv=None) -> int:
     if args.save:
         args.save.write_text(json.dumps({"pins": pins, "packages": rows}, indent=1) + "\n")
     torch = next((r for r in rows if r["name"] == "torch"), None)
-    print(f"pins: torch {pins['TORCH']}, vllm {pins['VLLM']} from {pins['CUDA_INDEX']}; resolved {len(rows)} "
+    print(f"pins: torch {pins['TORCH']}, vllm {pins['VLLM']} from {pins['CUDA_INDEX'] or 'the default index'}; resolved {len(rows)} "
           f"packages; torch wheel {torch and torch['file']}")
     bad = problems(rows, pins)
     for p in bad:

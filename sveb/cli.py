@@ -7,8 +7,8 @@ from typing import List, Optional
 
 import typer
 
-from sveb.cli_common import (BUILD_DIR, DOMAIN, MODEL, RAY, ROOT, SEEDS, WORKERS, parse_seeds, OptionalRayValue, _fail, _interrupted, _known,
-                             _build_root, app, console, out)
+from sveb.cli_common import (BUILD_DIR, DOMAIN, MODEL, RAY, ROOT, SEEDS, WORKERS, OptionalRayValue, _build_root, app,
+                             console, out, parse_seeds)
 
 __all__ = ["app"]
 
@@ -64,10 +64,7 @@ def build(
     from sveb.config import validate
     from sveb.sources.fields import parse as parse_fields
     from sveb.sources.look import resolve_domain
-    try:
-        domain, fields = resolve_domain(domain, source), parse_fields(field)
-    except _known() as e:
-        _fail(e)
+    domain, fields = resolve_domain(domain, source), parse_fields(field)
     cfg = BuildConfig(domain=domain, model=model, source=source, split=split, problems=problems, oversample=oversample,
                       rollouts=rollouts, states_per_problem=states_per_problem, step_pairs=step_pairs, mc=mc,
                       mc_extra=mc_extra,
@@ -78,16 +75,11 @@ def build(
                       gpu_memory_utilization=gpu_memory_utilization,
                       workers=workers if workers is not None and ray is None else 4)
     from sveb import procs
-    try:
-        validate(cfg)  # every flag checked before a model or an engine is touched
-        opts = ray_options(ray, workers, gpus_per_worker, cpus_per_worker, tp)
-        cfgs = [replace(cfg, seed=s) for s in parse_seeds(seeds, seed)]
-        procs.install()  # Ctrl-C / SIGTERM stop within seconds; no engine process outlives this one
-        bdirs = [run_build(c, root, console=console, ray=opts) for c in cfgs]  # independent builds, one per seed
-    except _known() as e:
-        _fail(e)
-    except KeyboardInterrupt:
-        _interrupted()
+    validate(cfg)  # every flag checked before a model or an engine is touched
+    opts = ray_options(ray, workers, gpus_per_worker, cpus_per_worker, tp)
+    cfgs = [replace(cfg, seed=s) for s in parse_seeds(seeds, seed)]
+    procs.install()  # Ctrl-C / SIGTERM stop within seconds; no engine process outlives this one
+    bdirs = [run_build(c, root, console=console, ray=opts) for c in cfgs]  # independent builds, one per seed
     for bdir in bdirs:
         out.print(describe(bdir))
         out.print(str(bdir))
@@ -122,32 +114,29 @@ def eval_(
     from sveb.leaderboard import print_pivot
     from sveb.models import check_model, model_slug
     estimator = estimator or [BASELINE]
-    try:
-        model = check_model(model, weights=False)  # a short name finds the build made with its hub id
-        params = params_dict(param)
-        for p in protocol:
-            check_protocol(p)
-        for e in estimator:  # a typo fails here, before any build is looked for
-            make(e, params)
-        if bootstrap < 1:
-            raise UsageError(f"--bootstrap {bootstrap}: must be at least 1")
-        if workers is not None and ray is None:
-            raise UsageError("--workers: only with --ray for eval")
-        opts = ray_options(ray, workers, gpus_per_worker, cpus_per_worker, 1)
-        if seeds is not None:
-            from sveb.builds import find_seed_builds
-            bdirs = find_seed_builds(root, model_slug(model), domain, parse_seeds(seeds, 0), build_id)
-        else:
-            bdirs = [find_build(root, model_slug(model), domain, build_id, console)]
-        for bdir in bdirs:
-            print_build_info(bdir, console)
-        if opts is not None:
-            from sveb.distributed import connect
-            connect(opts)  # one cluster for every estimator; it stops with this process
-        rows = [evaluate(bdir, e, params, p, bootstrap, seed, force, console, ray=opts)
-                for bdir in bdirs for e in estimator for p in protocol]
-    except _known() as e:
-        _fail(e)
+    model = check_model(model, weights=False)  # a short name finds the build made with its hub id
+    params = params_dict(param)
+    for p in protocol:
+        check_protocol(p)
+    for e in estimator:  # a typo fails here, before any build is looked for
+        make(e, params)
+    if bootstrap < 1:
+        raise UsageError(f"--bootstrap {bootstrap}: must be at least 1")
+    if workers is not None and ray is None:
+        raise UsageError("--workers: only with --ray for eval")
+    opts = ray_options(ray, workers, gpus_per_worker, cpus_per_worker, 1)
+    if seeds is not None:
+        from sveb.builds import find_seed_builds
+        bdirs = find_seed_builds(root, model_slug(model), domain, parse_seeds(seeds, 0), build_id)
+    else:
+        bdirs = [find_build(root, model_slug(model), domain, build_id, console)]
+    for bdir in bdirs:
+        print_build_info(bdir, console)
+    if opts is not None:
+        from sveb.distributed import connect
+        connect(opts)  # one cluster for every estimator; it stops with this process
+    rows = [evaluate(bdir, e, params, p, bootstrap, seed, force, console, ray=opts)
+            for bdir in bdirs for e in estimator for p in protocol]
     print_pivot(rows, out)
 
 
@@ -164,12 +153,9 @@ def ablate(
     from sveb.ablate import ablate as run, default_grid, parse_grid, print_ablation
     from sveb.evaluate import find_build
     from sveb.models import model_slug
-    try:
-        g = parse_grid(grid) if grid else default_grid(estimator)
-        bdir = find_build(root, model_slug(model), domain, build_id, console)
-        print_ablation(estimator, run(bdir, estimator, g, protocol, full, console), out)
-    except _known() as e:
-        _fail(e)
+    g = parse_grid(grid) if grid else default_grid(estimator)
+    bdir = find_build(root, model_slug(model), domain, build_id, console)
+    print_ablation(estimator, run(bdir, estimator, g, protocol, full, console), out)
 
 
 @app.command()
@@ -184,15 +170,12 @@ def collapse(
     from sveb.collapse import collapse_report
     from sveb.evaluate import find_build
     from sveb.models import model_slug
-    try:
-        bdir = find_build(root, model_slug(model), domain, build_id, console)
-        paths = collapse_report(bdir, out_dir)
-    except _known() as e:
-        _fail(e)
+    bdir = find_build(root, model_slug(model), domain, build_id, console)
+    paths = collapse_report(bdir, out_dir)
     t = Table(title="V_est - V_grpo per state (collapse to the group mean: mean ~ 0, std ~ 0)")
     from sveb.leaderboard import labels
     for c in ("estimator", "protocol", "n", "mean", "std", "within +-0.05"):
-        t.add_column(c)
+        t.add_column(c, no_wrap=c != "estimator")  # at 80 columns the labels wrap, never the numbers
     stats = [_json.loads(p.read_text()) for p in sorted(x for x in paths if x.suffix == ".json")]
     names = labels({(st["estimator"], st["params_fp"]): _json.dumps(st["params"]) for st in stats})
     for st in stats:
@@ -211,10 +194,7 @@ def report(root: Path = ROOT, out_dir: Path = typer.Option(Path("report"), "--ou
     """Tables, plots and one static index.html from every build under ROOT."""
     from sveb.report import write_report
     root = _build_root(root, build_id)
-    try:
-        index = write_report(root, out_dir, all_settings=all_settings, by=tuple(by))
-    except _known() as e:
-        _fail(e)
+    index = write_report(root, out_dir, all_settings=all_settings, by=tuple(by))
     out.print(f"report: {index}")
 
 
@@ -236,20 +216,15 @@ def demo(
     """The embedded default end to end: build, evaluate every estimator, write the leaderboard."""
     from sveb import procs
     from sveb.demo import run_demo
-    try:
-        procs.install()
-        names = [e.strip() for e in estimators.split(",") if e.strip()] or None
-        from sveb.demo import PRESETS
-        preset = "quick" if quick else preset
-        if preset not in PRESETS:
-            raise typer.BadParameter(f"unknown preset '{preset}'; known: {', '.join(PRESETS)}", param_hint="--preset")
-        results = results or (Path("results") if preset == "demo" else Path("results") / preset)
-        run_demo(root, results, domains.replace(",", " ").split(), engine, console, out, names, preset,
-                 parse_seeds(seeds, 0), build_only)
-    except _known() as e:
-        _fail(e)
-    except KeyboardInterrupt:
-        _interrupted()
+    procs.install()
+    names = [e.strip() for e in estimators.split(",") if e.strip()] or None
+    from sveb.demo import PRESETS
+    preset = "quick" if quick else preset
+    if preset not in PRESETS:
+        raise typer.BadParameter(f"unknown preset '{preset}'; known: {', '.join(PRESETS)}", param_hint="--preset")
+    results = results or (Path("results") if preset == "demo" else Path("results") / preset)
+    run_demo(root, results, domains.replace(",", " ").split(), engine, console, out, names, preset,
+             parse_seeds(seeds, 0), build_only)
 
 
 from sveb import cli_board, cli_export, cli_inspect  # noqa: E402,F401  (register `export`, `import`, `ls`, `plan`,

@@ -9,7 +9,7 @@ from typing import List, Optional
 
 import typer
 
-from sveb.cli_common import BUILD_DIR, DOMAIN, MODEL, ROOT, _build_root, _fail, _known, app, console, out
+from sveb.cli_common import BUILD_DIR, DOMAIN, MODEL, ROOT, _build_root, app, console, out
 
 board_app = typer.Typer(add_completion=False, invoke_without_command=True, no_args_is_help=False,
                         help="Gather every score under ROOT into one CSV (no subcommand), or manage a shared board.")
@@ -33,7 +33,7 @@ def leaderboard(ctx: typer.Context, root: Path = ROOT,
     r = rows(root)
     if not r:
         from sveb.errors import UsageError
-        _fail(UsageError(f"no scores under {root}; run `sveb eval` first"))
+        raise UsageError(f"no scores under {root}; run `sveb eval` first")
     write_csv(r, out_csv)
     print_pivot(r, out, wide=wide)
     out.print(f"wrote {out_csv} ({len(r)} rows)")
@@ -57,13 +57,9 @@ def submit(
     from sveb.evaluate import params_dict
     from sveb.models import check_model, model_slug
     from sveb.submit import submit as run
-    try:
-        model = check_model(model, weights=False)
-        bdir = find_build(root, model_slug(model), domain, build_id, console)
-        path = run(bdir, estimator, params_dict(param), list(protocol), out_dir, archive, force=force,
-                   console=console)
-    except _known() as e:
-        _fail(e)
+    model = check_model(model, weights=False)
+    bdir = find_build(root, model_slug(model), domain, build_id, console)
+    path = run(bdir, estimator, params_dict(param), list(protocol), out_dir, archive, force=force, console=console)
     out.print(f"bundle {path}" + (f" (and {path}.{archive})" if archive else ""))
 
 
@@ -78,31 +74,21 @@ def add(
 ):
     """Validate bundles against a known build, recompute their scores, and add them to the board."""
     from sveb.board import add as add_one
+    from sveb.errors import UsageError
     if not bundles and from_root is None:
-        _fail(_usage("give bundles to add, or --from-root ROOT"))
-    try:
-        if from_root is not None:
-            from sveb.board_root import add_root
-            for line in add_root(from_root, board, console):
-                out.print(line)
-        for b in bundles or []:
-            key, status = add_one(board, b, build)
-            out.print(f"{status}: {b} (bundle {key})")
-    except _known() as e:
-        _fail(e)
+        raise UsageError("leaderboard add: give bundles to add, or --from-root ROOT")
+    if from_root is not None:
+        from sveb.board_root import add_root
+        for line in add_root(from_root, board, console):
+            out.print(line)
+    for b in bundles or []:
+        key, status = add_one(board, b, build)
+        out.print(f"{status}: {b} (bundle {key})")
 
 
 @board_app.command("html")
 def html(board: Path = BOARD, out_dir: Path = typer.Option(..., "--out", help="Folder for the site.")):
     """One static page (no server, no network): sortable tables, verdicts, cost, provenance, the cost plot."""
     from sveb.site import write_site
-    try:
-        index = write_site(board, out_dir)
-    except _known() as e:
-        _fail(e)
+    index = write_site(board, out_dir)
     out.print(f"site: {index}")
-
-
-def _usage(msg: str):
-    from sveb.errors import UsageError
-    return UsageError(msg)

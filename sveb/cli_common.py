@@ -1,11 +1,27 @@
-"""What every `sveb` command module shares: the Typer app, consoles, common options, error printing."""
+"""What every `sveb` command module shares: the Typer app, consoles, common options, error printing.
+
+Every command runs inside one handler (SvebGroup.invoke): SVEB's own errors end in one line and exit 1, Ctrl-C or
+SIGTERM in one line and exit 130; anything else is a bug and shows its traceback. Commands just raise."""
 
 from __future__ import annotations
 
 import typer
 from rich.console import Console
 
-app = typer.Typer(add_completion=False, no_args_is_help=True,
+
+class SvebGroup(typer.core.TyperGroup):
+    """The one handler round every command, for `sveb` and for CliRunner alike (both invoke the group)."""
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except _known() as e:
+            _fail(e)
+        except KeyboardInterrupt:  # procs turns the first SIGINT/SIGTERM into this
+            _interrupted()
+
+
+app = typer.Typer(cls=SvebGroup, add_completion=False, no_args_is_help=True,
                   help="SVEB: how accurately does a state-value estimator predict V(s), the expected final reward given the prefix s?")
 console = Console(stderr=True)
 out = Console()
@@ -60,10 +76,7 @@ def _build_root(root, build):
     if build is None:
         return root
     from sveb.builds import open_build
-    try:
-        return open_build(build, root)
-    except _known() as e:
-        _fail(e)
+    return open_build(build, root)
 
 
 SEEDS = typer.Option(None, "--seeds", help="Build seeds, e.g. 0,1,2: one independent build per seed (instead of "

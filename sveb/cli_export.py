@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from sveb.cli_common import DOMAIN, MODEL, ROOT, _fail, _known, app, console, out
+from sveb.cli_common import DOMAIN, MODEL, ROOT, app, console, out
 
 
 @app.command("export")
@@ -23,11 +23,8 @@ def export_(
     from sveb.builds import find_build
     from sveb.export import export_build
     from sveb.models import model_slug
-    try:
-        bdir = find_build(root, model_slug(model), domain, build_id, console)
-        path = export_build(bdir, out_dir, model_dir)
-    except _known() as e:
-        _fail(e)
+    bdir = find_build(root, model_slug(model), domain, build_id, console)
+    path = export_build(bdir, out_dir, model_dir)
     import json
     ex = json.loads((path / "manifest.json").read_text())["export"]
     rows = ", ".join(f"{t} {v['rows']}" for t, v in ex["tables"].items())
@@ -41,8 +38,5 @@ def import_(
 ):
     """Read an exported build through `datasets` into a folder `sveb eval --build` takes (hashes checked)."""
     from sveb.hub import import_build
-    try:
-        path = import_build(dataset, out_dir)
-    except _known() as e:
-        _fail(e)
+    path = import_build(dataset, out_dir)
     out.print(f"imported {dataset} -> {path}; score it with `sveb eval --build {path}`")

@@ -7,7 +7,21 @@ from typing import List, Optional
 
 import typer
 
-from sveb.cli_common import MODEL, ROOT, _fail, _known, app, console, out
+from rich.markup import escape
+
+from sveb.cli_common import MODEL, ROOT, app, console, out
+
+
+def _table(first: str, *rest: str):
+    """A borderless table for `ls`: the first column never wraps (names people type), the others wrap to fit the
+    terminal (80 columns included) instead of running past its edge."""
+    from rich import box
+    from rich.table import Table
+    t = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, highlight=False)
+    t.add_column(first, no_wrap=True)
+    for c in rest:
+        t.add_column(c)
+    return t
 
 
 @app.command()
@@ -22,50 +36,55 @@ def ls(what: str = typer.Argument(..., help="estimators | domains | models | bui
        as_json: bool = typer.Option(False, "--json", help="problems: one JSON object per loaded problem")):
     """List what exists; `ls problems` loads a source without sampling and shows what a build would get."""
     if what == "sources":
-        from sveb.sources.look import source_lines
-        typer.echo("\n".join(source_lines()))
+        from sveb.sources.look import SOURCE_NOTES, source_rows
+        t = _table("--source", "domain; licence / hub id (config, split) / the file")
+        for name, about in source_rows():
+            t.add_row(name, escape(about))
+        out.print(t)
+        out.print(SOURCE_NOTES, highlight=False)
     elif what == "problems":
         from sveb.sources.fields import parse as parse_fields
         from sveb.sources.look import problem_lines, resolve_domain
-        try:
-            d = resolve_domain(domain, source)
-            lines, warnings = problem_lines(d, source, split, parse_fields(field), min_tests, n, as_json)
-        except _known() as e:
-            _fail(e)
+        d = resolve_domain(domain, source)
+        lines, warnings = problem_lines(d, source, split, parse_fields(field), min_tests, n, as_json)
         for w in warnings:
             console.print(f"warning: {w}", style="yellow", markup=False, highlight=False, soft_wrap=True)
         typer.echo("\n".join(lines))
     elif what == "estimators":
         from sveb.estimators import entries, entry
-        try:
-            rows = [entry(n) for n in entries()]
-        except _known() as e:
-            _fail(e)
-        for e in rows:
-            flags = [e.role] + ["SVEB's V(s), not the paper's"] * e.constructed + ["hidden states"] * e.needs_hidden + ["trains"] * e.needs_training + \
+        t = _table("estimator", "what it computes")
+        for e in [entry(n) for n in entries()]:
+            flags = [e.role] + ["SVEB's V(s), not the paper's"] * e.constructed + ["hidden states"] * e.needs_hidden + \
+                ["trains"] * e.needs_training + \
                 ["train build"] * e.train_split + [f"grid: {','.join(e.grid)}"] * bool(e.grid) + \
                 [f"from {e.origin}"] * (e.origin != "sveb")
-            out.print(f"{e.name:13s} {e.description} [dim]({'; '.join(flags)})[/]", soft_wrap=True, highlight=False)
+            t.add_row(e.name, f"{escape(e.description)} [dim]({escape('; '.join(flags))})[/]")
+        out.print(t)
     elif what == "domains":
         from sveb.data_builders import DOMAINS
         out.print("\n".join(DOMAINS))
     elif what == "models":
         from sveb.models import listing
-        out.print(f"{'--model':26s} {'hub id':36s} cached", soft_wrap=True)
+        t = _table("--model", "hub id / about", "cached")
         for r in listing():
-            out.print(f"{r['name']:26s} {r['hub_id']:36s} {'yes' if r['cached'] else 'no ':6s} {r['description']}",
-                      soft_wrap=True, highlight=False)
+            t.add_row(r["name"], f"{escape(r['hub_id'])}\n[dim]{escape(r['description'])}[/]",
+                      "yes" if r["cached"] else "no")
+        out.print(t)
         out.print("Short names are case-insensitive; any hub id or local model directory works too.")
     elif what == "builds":
         from sveb import store
+        out.print(f"builds under {escape(str(root))}:", soft_wrap=True)
+        t = _table("build", "status", "problems", "states", "cut off")
         for b in store.list_builds(root):
             m = store.read_manifest(b)
             tr = m.get("truncated") or {}
-            cut = " ".join(f"{k}_cut={tr[k]:.1%}" for k in ("rollouts", "references") if isinstance(tr.get(k), float))
-            out.print(f"{b}  {m.get('status')}  problems={m.get('n_problems')} states={m.get('n_states')}  {cut}")
+            cut = " ".join(f"{k} {tr[k]:.1%}" for k in ("rollouts", "references") if isinstance(tr.get(k), float))
+            t.add_row(escape(str(b.relative_to(root))), str(m.get("status")), str(m.get("n_problems")),
+                      str(m.get("n_states")), cut)
+        out.print(t)
     else:
         from sveb.errors import UsageError
-        _fail(UsageError(f"ls {what}: expected estimators, domains, models, builds, sources or problems"))
+        raise UsageError(f"ls {what}: expected estimators, domains, models, builds, sources or problems")
 
 
 @app.command()
@@ -89,20 +108,17 @@ def plan(
     from sveb.models import architecture, check_model, model_slug
     from sveb.errors import UsageError
     from sveb.plan import Settings, assumed_lengths, check, make_plan, measured_lengths
-    try:
-        spec = check_model(model, weights=False)
-        names = list(DOMAINS) if domains == "all" else domains.replace(",", " ").split()
-        for d in names:
-            if d not in DOMAINS:
-                raise UsageError(f"--domains {d}: unknown domain (known: {', '.join(DOMAINS)}, or all)")
-        if not names:
-            raise UsageError("--domains: none given")
-        s = Settings(problems, oversample, rollouts, screen, states_per_problem, mc, mc_extra, max_tokens, gpus)
-        check(s)
-        lengths = {d: measured_lengths(root, model_slug(spec), d) or assumed_lengths(d, max_tokens) for d in names}
-        p = {"model_spec": spec, **make_plan(s, lengths, architecture(spec), tok_per_s)}
-    except _known() as e:
-        _fail(e)
+    spec = check_model(model, weights=False)
+    names = list(DOMAINS) if domains == "all" else domains.replace(",", " ").split()
+    for d in names:
+        if d not in DOMAINS:
+            raise UsageError(f"--domains {d}: unknown domain (known: {', '.join(DOMAINS)}, or all)")
+    if not names:
+        raise UsageError("--domains: none given")
+    s = Settings(problems, oversample, rollouts, screen, states_per_problem, mc, mc_extra, max_tokens, gpus)
+    check(s)
+    lengths = {d: measured_lengths(root, model_slug(spec), d) or assumed_lengths(d, max_tokens) for d in names}
+    p = {"model_spec": spec, **make_plan(s, lengths, architecture(spec), tok_per_s)}
     if json_out:
         print(_json.dumps(p, indent=2))
     else:

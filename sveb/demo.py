@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 from rich.console import Console
@@ -85,7 +84,6 @@ def run_demo(root: Path, results: Path, domains: list[str], engine: str, console
     path = write_csv(board, results / "leaderboard.csv")
     print_pivot(board, out)
     out.print(f"wrote {path}")
-    if importlib.util.find_spec("sveb.report") is not None:
-        from sveb.report import write_report
-        index = write_report(root, results / "report", builds=fps)
-        out.print(f"report: {index}")
+    from sveb.report import write_report
+    index = write_report(root, results / "report", builds=fps)
+    out.print(f"report: {index}")

@@ -168,14 +168,16 @@ class HiddenStates:
         return for_problem
 
     def fulls(self, pid: str, rollouts: list[dict], layers: list[int]) -> dict[int, dict[int, np.ndarray]]:
-        """{layer: {rollout_idx: [P + T, d] float16}} for several layers, the uncached ones in one pass
-        (the probe reads its layer and the last one, for the next-token entropy)."""
+        """{layer: {rollout_idx: [P + T, d] float32}} for several layers, the uncached ones in one pass
+        (the probe reads its layer and the last one, for the next-token entropy). A fresh pass and a cached one
+        give the same arrays: both go through the store's format."""
         path = lambda k: self._full_dir(k) / f"{pid}.npz"  # noqa: E731
         missing = [k for k in layers if not path(k).exists()]
         res = self._forward(rollouts, [], missing) if missing else {}
         for k in missing:
             _save(path(k), res[("full", k)])
-        return {k: res[("full", k)] if k in missing else _load(path(k)) for k in layers}
+        return {k: {i: from_store(v) for i, v in res[("full", k)].items()} if k in missing else _load(path(k))
+                for k in layers}
 
 
 def is_policy(path: str, model: str) -> bool:

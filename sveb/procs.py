@@ -3,7 +3,7 @@
 vLLM forks engine processes. Ctrl-C or SIGTERM: the first one raises KeyboardInterrupt in the main
 thread (so `finally` blocks close the engine and every finished shard stays on disk: shards are written
 atomically), and a timer makes sure the command is gone within GRACE_S even if the engine blocks.
-SIGKILL cannot be caught, so a small watchdog process (stdlib only, its own session so a Ctrl-C to
+SIGKILL cannot be caught, so a small watchdog process (psutil, its own session so a Ctrl-C to
 the terminal does not take it first) remembers the descendants of `sveb` every POLL_S and, once
 `sveb` is gone, terminates those still alive.
 """
@@ -24,43 +24,34 @@ TERM_WAIT_S = 5.0
 _state = {"installed": False, "watchdog": None, "signalled": False}
 
 
-def _stat(pid: int) -> tuple[int, str, int] | None:
-    """(ppid, state, start time) of a process, None if it is gone."""
+def descendants(root: int) -> dict[int, float]:
+    """{pid: create time} of every live descendant of root (the create time tells a recycled pid apart)."""
+    import psutil
     try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            raw = f.read().decode(errors="replace")
-    except OSError:
-        return None
-    rest = raw[raw.rfind(")") + 2:].split()  # the command name may hold spaces and parentheses
-    return int(rest[1]), rest[0], int(rest[19])
-
-
-def descendants(root: int) -> dict[int, int]:
-    """{pid: start time} of every live descendant of root."""
-    children: dict[int, list[int]] = {}
-    starts: dict[int, int] = {}
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            st = _stat(int(name))
-            if st is not None and st[1] != "Z":
-                children.setdefault(st[0], []).append(int(name))
-                starts[int(name)] = st[2]
-    out, todo = {}, [root]
-    while todo:
-        for c in children.get(todo.pop(), []):
-            if c not in out:
-                out[c] = starts[c]
-                todo.append(c)
+        kids = psutil.Process(root).children(recursive=True)
+    except psutil.Error:  # root is gone
+        return {}
+    out = {}
+    for c in kids:
+        try:
+            if c.status() != psutil.STATUS_ZOMBIE:
+                out[c.pid] = c.create_time()
+        except psutil.Error:  # ended while we looked
+            pass
     return out
 
 
-def _alive(pid: int, start: int) -> bool:
-    st = _stat(pid)
-    return st is not None and st[1] != "Z" and st[2] == start
+def _alive(pid: int, start: float) -> bool:
+    import psutil
+    try:
+        p = psutil.Process(pid)
+        return p.create_time() == start and p.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
 
 
-def kill_all(procs: dict[int, int], wait_s: float = TERM_WAIT_S) -> None:
-    """SIGTERM the processes still alive (same start time: never a recycled pid), then SIGKILL."""
+def kill_all(procs: dict[int, float], wait_s: float = TERM_WAIT_S) -> None:
+    """SIGTERM the processes still alive (same create time: never a recycled pid), then SIGKILL."""
     for sig, wait in ((signal.SIGTERM, wait_s), (signal.SIGKILL, 0.0)):
         live = [p for p, s in procs.items() if _alive(p, s)]
         for p in live:
@@ -75,10 +66,14 @@ def kill_all(procs: dict[int, int], wait_s: float = TERM_WAIT_S) -> None:
 
 def watch(parent: int) -> None:
     """The watchdog's loop: remember parent's descendants until the parent is gone, then end them."""
+    import psutil
     me = os.getpid()
-    start = _stat(parent)
-    seen: dict[int, int] = {}
-    while start is not None and _alive(parent, start[2]):
+    try:
+        start = psutil.Process(parent).create_time()
+    except psutil.Error:
+        start = None
+    seen: dict[int, float] = {}
+    while start is not None and _alive(parent, start):
         seen.update({p: s for p, s in descendants(parent).items() if p != me})
         time.sleep(POLL_S)
     for p, s in list(seen.items()):  # grandchildren reparented since the last look

@@ -18,7 +18,10 @@ def test_registry_marks_exactly_the_constructed_estimators():
 def test_ls_and_report_say_so():
     r = CliRunner().invoke(app, ["ls", "estimators"])
     assert r.exit_code == 0
-    lines = {line.split()[0]: line for line in r.output.splitlines() if line.strip()}
+    lines, name = {}, None  # one block per estimator: its name, then the description wrapped to the terminal
+    for line in r.output.splitlines()[2:]:
+        name = line.split()[0] if line[:1].strip() else name
+        lines[name] = " ".join((lines.get(name, "") + " " + line).split())
     for name in ("shear", "pacs", "hidden-align"):
         assert "SVEB's construction" in lines[name] and "not the paper's" in lines[name]
     assert "construction" not in lines["hista"] and "construction" not in lines["numca"]

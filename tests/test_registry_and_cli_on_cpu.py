@@ -55,7 +55,7 @@ def test_estimator_by_import_path_and_entry_point(monkeypatch):
         make("sveb.evaluate:BuildData")
     plugin = reg.Entry("my-numca", "sveb.estimators.numca:Numca", origin="my-dist")
     monkeypatch.setattr(reg, "_PLUGINS", {"my-numca": plugin, "grpo": plugin})
-    assert "my-numca" in reg.available() and reg.entry("grpo").origin == "sveb"  # no shadowing
+    assert "my-numca" in reg.entries() and reg.entry("grpo").origin == "sveb"  # no shadowing
     assert make("my-numca").name == "my-numca" and reg.role_of("my-numca") == "estimator"
     assert "Numca" in reg.entry("my-numca").description or reg.entry("my-numca").description
 

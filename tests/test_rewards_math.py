@@ -6,7 +6,8 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from sveb.rewards import reward
-from sveb.rewards.math import _last_boxed, math_reward, too_big
+from sveb.rewards.final import last_boxed
+from sveb.rewards.math import math_reward, too_big
 
 RIGHT = [
     # weak-model phrasings without \boxed
@@ -162,8 +163,8 @@ def test_too_big_lets_ordinary_powers_through():
 
 
 def test_last_boxed_balances_braces():
-    assert _last_boxed("x \\boxed{1} y \\boxed{\\frac{a}{b}} z") == "\\frac{a}{b}"
-    assert _last_boxed("no box") is None
+    assert last_boxed("x \\boxed{1} y \\boxed{\\frac{a}{b}} z") == "\\frac{a}{b}"
+    assert last_boxed("no box") is None
 
 
 def test_bad_gold_raises():

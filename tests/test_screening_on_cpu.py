@@ -13,6 +13,15 @@ from sveb.errors import BuildError
 from sveb.pipeline import build
 
 
+def many_sums(tmp_path):
+    """768 'What is a + b + c?' problems in DAPO-Math's schema (the scripted engine answers them)."""
+    import json
+    src = tmp_path / "many.jsonl"
+    src.write_text("\n".join(json.dumps({"prompt": f"What is {a} + {b} + {c}?", "solution": str(a + b + c)})
+                             for a in range(1, 9) for b in range(1, 9) for c in range(1, 13)))
+    return src
+
+
 def rows(bdir, table):
     out: dict[str, list[dict]] = {}
     for r in store.read_table(bdir / table).to_pylist():
@@ -52,11 +61,7 @@ def test_a_kept_group_is_the_draw_an_unfiltered_build_makes(tmp_path, small_cfg)
 def test_groups_are_unbiased_for_the_true_value_where_screens_are_not(tmp_path, small_cfg):
     """Keep only problems whose 8 screening rollouts were mostly wrong: the screens' accuracy then underestimates
     the problems' true values (selection), while the G fresh rollouts are unbiased for them."""
-    import json
-    src = tmp_path / "many.jsonl"
-    src.write_text("\n".join(json.dumps({"prompt": f"What is {a} + {b} + {c}?", "solution": str(a + b + c)})
-                             for a in range(1, 9) for b in range(1, 9) for c in range(1, 13)))  # 768 problems
-    cfg = replace(small_cfg, source=str(src), problems=700, oversample=1, rollouts=16, screen=8, min_acc=0.0,
+    cfg = replace(small_cfg, source=str(many_sums(tmp_path)), problems=700, oversample=1, rollouts=16, screen=8, min_acc=0.0,
                   max_acc=0.375, states_per_problem=1, mc=1, mc_extra=0)
     bdir = build(cfg, tmp_path / "root", engine=ScriptedEngine())
     problems = {p["problem_id"]: p for p in store.read_table(bdir / "problems").to_pylist()}
@@ -73,3 +78,20 @@ def test_groups_are_unbiased_for_the_true_value_where_screens_are_not(tmp_path, 
 def test_an_active_filter_needs_screening_rollouts(tmp_path, small_cfg):
     with pytest.raises(BuildError, match="--screen 0"):
         build(replace(small_cfg, screen=0), tmp_path, engine=ScriptedEngine())
+
+
+def test_the_screening_bias_benchmark_sees_the_selection(tmp_path, small_cfg):
+    """benchmarks/screening_bias.py on a scripted build: the replica of the old group (screening rollouts first)
+    is pulled toward the filter's band, the fresh group is not; both are compared with the same references."""
+    import importlib.util
+    from pathlib import Path
+    path = Path(__file__).resolve().parent.parent / "benchmarks" / "screening_bias.py"
+    spec = importlib.util.spec_from_file_location("screening_bias", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    cfg = replace(small_cfg, source=str(many_sums(tmp_path)), problems=60, oversample=10, rollouts=16, screen=8,
+                  min_acc=0.0, max_acc=0.375, states_per_problem=2, mc=40, mc_extra=0)
+    d = mod.grpo_before_after(*mod.load(build(cfg, tmp_path / "root", engine=ScriptedEngine())))
+    assert len(d["ref"]) >= 100
+    # screening rewards are selected low: the old group's mean sits below the fresh group's
+    assert (d["before"] - d["ref"]).mean() < (d["after"] - d["ref"]).mean()

@@ -1,6 +1,7 @@
-"""Named sources on the real public files in ../shared/datasets (read in place): row counts, skips per reason,
-hand-checked gold answers of 20 seeded random rows per dataset, MATH-500's own solutions through the math
-reward, and the assert tests built for HumanEval and MBPP against the datasets' own reference solutions."""
+"""Named sources on the real public datasets: the excerpts in tests/fixtures/datasets by default (skips per reason,
+hand-checked gold answers of 20 seeded random rows per dataset, MATH-500's own solutions through the math reward,
+the assert tests built for HumanEval and MBPP against the datasets' own reference solutions), and the same checks
+plus row counts on the full files in ../shared/datasets where they are present (skipped with one line otherwise)."""
 
 import ast
 import gzip
@@ -14,18 +15,14 @@ from pathlib import Path
 
 import pytest
 
+from real_data import BOTH, EXCERPTS, FILES, ROWS, folder, full_data
 from sveb.data_builders import SourceError, domain_module, load_problems
 from sveb.data_builders.boxed import option_letters
 from sveb.sources import registry
 from sveb.sources.load import scan
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "datasets"
-
-FILES = {"gsm8k": "gsm8k/test.jsonl", "math500": "math500/test.jsonl", "humaneval": "humaneval/HumanEval.jsonl.gz",
-         "mbpp": "mbpp/mbpp.jsonl", "arc-challenge": "arc_challenge/test.jsonl", "mmlu-stem": "mmlu_stem/test.jsonl"}
-
-# name: (rows in the file, problems loaded, skipped per reason, loaded in the test / train split: the dataset's own
-# where it ships one, else the halves by id hash)
+# name: (rows in the full file, problems loaded, skipped per reason, loaded in the test / train split: the dataset's
+# own where it ships one, else the halves by id hash)
 COUNTS = {
     "gsm8k": (1319, 1319, {}, 1319, 0),         # its own split: the file is the test set
     "math500": (500, 500, {}, 250, 250),
@@ -34,46 +31,78 @@ COUNTS = {
     "arc-challenge": (1172, 1172, {}, 1172, 0),
     "mmlu-stem": (3018, 3006, {"duplicate question": 12}, 1505, 1501),  # 12 repeats: same question and options
 }
+EXCERPT_SKIPS = {"mmlu-stem": {"duplicate question": 1}}  # row 2212 repeats 2207
 
 
-@pytest.fixture(scope="module")
-def data() -> Path:
-    if not (DATA / "SOURCES.md").exists():
-        pytest.fail(f"the real datasets are missing: expected them in {DATA} (../shared/datasets from the repo root)")
-    return DATA
+_CACHE: dict = {}
 
 
-@pytest.fixture(scope="module")
-def loaded(data):
-    cache = {}
-
-    def get(name):
-        if name not in cache:
-            cache[name] = scan(registry()[name].domain, f"{name}={data / FILES[name]}")
-        return cache[name]
-    return get
+def load(name: str, data: Path = EXCERPTS):
+    key = (name, data)
+    if key not in _CACHE:
+        _CACHE[key] = scan(registry()[name].domain, f"{name}={data / FILES[name]}")
+    return _CACHE[key]
 
 
 @pytest.mark.parametrize("name", sorted(COUNTS))
-def test_named_source_counts(name, loaded, data):
+def test_named_source_counts(name):
+    full = full_data()
     rows, kept, skipped, n_test, n_train = COUNTS[name]
-    got = loaded(name)
+    got = load(name, full)
     assert (got.rows, len(got.problems), dict(got.skipped)) == (rows, kept, skipped)
     assert (len(got.of_split("test")), len(got.of_split("train"))) == (n_test, n_train)
     assert got.warnings == []
     src = registry()[name]
     for p in got.problems:
-        assert p["source"] == str(data / FILES[name]) and p["domain"] == src.domain
+        assert p["source"] == str(full / FILES[name]) and p["domain"] == src.domain
         meta = json.loads(p["meta"])
         assert meta["dataset"] == name and 1 <= meta["row"] <= rows
     # what a build draws: the seeded shuffle of one split
-    test, _ = load_problems(src.domain, f"{name}={data / FILES[name]}", 10, 0, "test")
+    test, _ = load_problems(src.domain, f"{name}={full / FILES[name]}", 10, 0, "test")
     assert len(test) == 10 and all(got.split(p) == "test" for p in test)
     assert got.split_rule().startswith("the dataset's own" if src.own_splits else "halves by id hash")
 
 
-def _by_row(name, loaded):
-    return {json.loads(p["meta"])["row"]: p for p in loaded(name).problems}
+@pytest.mark.parametrize("name", sorted(COUNTS))
+def test_excerpt_counts(name):
+    got, rows = load(name), len(ROWS[name])
+    assert rows <= 30  # an excerpt, not a copy
+    skipped = EXCERPT_SKIPS.get(name, {})
+    assert (got.rows, len(got.problems), dict(got.skipped)) == (rows, rows - sum(skipped.values()), skipped)
+    n_test = len(got.of_split("test"))
+    # (MBPP's own split leaves its validation and few-shot rows in neither half)
+    assert n_test > 0 and n_test + len(got.of_split("train")) <= len(got.problems) and got.warnings == []
+    assert len(got.of_split("all")) == len(got.problems)
+    src = registry()[name]
+    for p in got.problems:
+        assert p["source"] == str(EXCERPTS / FILES[name]) and p["domain"] == src.domain
+        meta = json.loads(p["meta"])
+        assert meta["dataset"] == name and 1 <= meta["row"] <= rows
+    test, _ = load_problems(src.domain, f"{name}={EXCERPTS / FILES[name]}", n_test, 0, "test")
+    assert len(test) == n_test and all(got.split(p) == "test" for p in test)
+
+
+def _lines(path: Path) -> list[bytes]:
+    raw = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
+    return raw.splitlines(keepends=True)
+
+
+@pytest.mark.parametrize("name", sorted(COUNTS))
+def test_excerpts_are_rows_of_the_full_files(name):
+    full = _lines(full_data() / FILES[name])
+    assert _lines(EXCERPTS / FILES[name]) == [full[r - 1] for r in ROWS[name]]
+    # and the problems read from them are the full file's (the full file's row number aside)
+    by_pid = {p["problem_id"]: p for p in load(name, full_data()).problems}
+    for p in load(name).problems:
+        q = by_pid[p["problem_id"]]
+        assert json.loads(q["meta"])["row"] == ROWS[name][json.loads(p["meta"])["row"] - 1]
+        assert {k: v for k, v in p.items() if k not in ("source", "meta")} == \
+            {k: v for k, v in q.items() if k not in ("source", "meta")}
+
+
+def _by_row(name):
+    """The excerpt's problems by their row in the full file (what the hand-checked tables below are keyed by)."""
+    return {ROWS[name][json.loads(p["meta"])["row"] - 1]: p for p in load(name).problems}
 
 
 def _sampled(name, expected):
@@ -89,9 +118,9 @@ GSM8K = {186: "30", 193: "91", 291: "390", 379: "15", 382: "67", 389: "88", 622:
 GSM8K_COMMAS = {147: "2125", 202: "114200", 612: "1450000", 490: "-10", 1114: "-3"}  # picked, not sampled
 
 
-def test_gsm8k_gold(loaded):
+def test_gsm8k_gold():
     _sampled("gsm8k", GSM8K)
-    rows = _by_row("gsm8k", loaded)
+    rows = _by_row("gsm8k")
     for row, gold in {**GSM8K, **GSM8K_COMMAS}.items():
         p = rows[row]
         assert (p["answer"], p["answer_type"]) == (gold, "math"), row
@@ -103,9 +132,9 @@ MATH500 = {49: "\\frac{3}{2}", 95: "80", 96: "-4", 98: "\\text{east}", 232: "10"
            407: "0", 412: "60", 438: "3", 439: "4", 444: "45", 474: "7"}
 
 
-def test_math500_gold_and_metadata(loaded):
+def test_math500_gold_and_metadata():
     _sampled("math500", MATH500)
-    rows = _by_row("math500", loaded)
+    rows = _by_row("math500")
     for row, gold in MATH500.items():
         assert (rows[row]["answer"], rows[row]["answer_type"]) == (gold, "math"), row
     meta = json.loads(rows[49]["meta"])
@@ -136,9 +165,9 @@ def _choice_checks(p, letter, text):
     assert f"\n({letter}) {text}" in p["question"]
 
 
-def test_arc_gold(loaded):
+def test_arc_gold():
     _sampled("arc-challenge", ARC)
-    rows = _by_row("arc-challenge", loaded)
+    rows = _by_row("arc-challenge")
     for row, (letter, text) in ARC.items():
         _choice_checks(rows[row], letter, text)
     assert json.loads(rows[86]["meta"])["id"] == "MDSA_2009_8_2"
@@ -160,9 +189,9 @@ MMLU = {372: ("D", "all of above."), 386: ("C", "most simple and least time cons
         2515: ("B", "$6,049"), 2580: ("C", "20"), 2841: ("B", "II only")}
 
 
-def test_mmlu_gold(loaded):
+def test_mmlu_gold():
     _sampled("mmlu-stem", MMLU)
-    rows = _by_row("mmlu-stem", loaded)
+    rows = _by_row("mmlu-stem")
     for row, (letter, start) in MMLU.items():
         p = rows[row]
         meta = json.loads(p["meta"])
@@ -185,9 +214,9 @@ HUMANEVAL = {11: ("HumanEval/10", "make_palindrome", 5), 24: ("HumanEval/23", "s
              162: ("HumanEval/161", "solve", 8), 163: ("HumanEval/162", "string_to_md5", 4)}
 
 
-def test_humaneval_tests(loaded):
+def test_humaneval_tests():
     _sampled("humaneval", HUMANEVAL)
-    rows = _by_row("humaneval", loaded)
+    rows = _by_row("humaneval")
     for row, (task, entry, n) in HUMANEVAL.items():
         p = rows[row]
         meta, tests = json.loads(p["meta"]), json.loads(p["tests"])
@@ -207,9 +236,9 @@ MBPP = {190: "count_Intgral_Points", 191: "check_monthnumber", 195: "first", 463
         887: "is_odd", 947: "len_log"}
 
 
-def test_mbpp_tests(loaded, data):
+def test_mbpp_tests():
     _sampled("mbpp", MBPP)
-    rows = _by_row("mbpp", loaded)
+    rows = _by_row("mbpp")
     for row, fn in MBPP.items():
         p = rows[row]
         meta, tests = json.loads(p["meta"]), json.loads(p["tests"])
@@ -225,14 +254,16 @@ def test_mbpp_tests(loaded, data):
         assert all(t["setup"].startswith("root = Node(1)") for t in tests)
 
 
-def test_math500_solutions_grade_correct_and_wrong_answers_zero(data):
+@BOTH
+def test_math500_solutions_grade_correct_and_wrong_answers_zero(kind):
+    data = folder(kind)
     from sveb.data_builders.boxed import last_boxed
     from sveb.rewards.math import math_reward
     rows = [json.loads(line) for line in open(data / FILES["math500"], encoding="utf-8")]
     right = [r["unique_id"] for r in rows if math_reward(r["solution"], r["answer"]) == 1.0]
-    assert len(right) == 500
+    assert len(right) == len(rows) and len(rows) in (len(ROWS["math500"]), COUNTS["math500"][0])
     ints = [r for r in rows if r["answer"].lstrip("-").isdigit()]
-    assert len(ints) > 200
+    assert len(ints) > 0.4 * len(rows)  # 12 of the excerpt's 20, 200+ of the 500
     for r in ints:  # the solution, then a last box one off
         wrong = r["solution"] + f" On second thought, the answer is $\\boxed{{{int(r['answer']) + 1}}}$."
         assert last_boxed(wrong) == str(int(r["answer"]) + 1)
@@ -276,13 +307,16 @@ def _stub(meta: dict) -> str:
     return "".join(f"def {n}(*args, **kwargs):\n    return None\n" for n in names)
 
 
+@BOTH
 @pytest.mark.parametrize("name", ["humaneval", "mbpp"])
-def test_reference_solutions_pass_the_built_tests(name, loaded):
-    problems = loaded(name).problems
+def test_reference_solutions_pass_the_built_tests(name, kind):
+    data = folder(kind)
+    problems = load(name, data).problems
+    assert len(problems) in (len(ROWS[name]), COUNTS[name][1])
     assert _run_assert_tests(problems, lambda m: m["reference_solution"]) == []
-    sample = random.Random(0).sample(problems, 30)
+    sample = random.Random(0).sample(problems, min(30, len(problems)))
     failed = _run_assert_tests(sample, _stub)
-    assert len({k.split("#")[0] for k in failed}) == 30  # functions returning None fail every task
+    assert len({k.split("#")[0] for k in failed}) == len(sample)  # functions returning None fail every task
 
 
 def test_hub_unreachable_is_one_clear_line(monkeypatch, tmp_path):
@@ -295,41 +329,47 @@ def test_hub_unreachable_is_one_clear_line(monkeypatch, tmp_path):
         assert "\n" not in msg and src.hub_id in msg and f"--source {name}=PATH" in msg, msg
 
 
-def test_domain_override_and_misfit(data):
+def test_domain_override_and_misfit():
+    data = EXCERPTS
     path = f"gsm8k={data / FILES['gsm8k']}"
     as_number = scan("number", path)
-    assert len(as_number.problems) == 1319 and {p["domain"] for p in as_number.problems} == {"number"}
+    assert len(as_number.problems) == len(ROWS["gsm8k"]) and {p["domain"] for p in as_number.problems} == {"number"}
     with pytest.raises(SourceError, match="--domain math does not fit --source arc-challenge.*science, general"):
         scan("math", f"arc-challenge={data / FILES['arc-challenge']}")
     with pytest.raises(SourceError, match="--domain programming does not fit"):
         scan("programming", path)
 
 
-def test_min_tests(data):
+@BOTH
+def test_min_tests(kind):
+    data = folder(kind)
     he = f"humaneval={data / FILES['humaneval']}"
     rows = [json.loads(line) for line in gzip.open(data / FILES["humaneval"])]
     # an independent count: lines that start with `assert`, less the `assert True` ones
     fewer = sum(sum(ln.strip().startswith("assert") and not ln.strip().startswith("assert True")
                     for ln in r["test"].splitlines()) < 8 for r in rows)
     got = scan("programming", he, min_tests=8)
-    assert dict(got.skipped) == {"fewer than 8 test cases": fewer} and len(got.problems) == 164 - fewer
+    assert 0 < fewer < len(rows) and len(rows) in (len(ROWS["humaneval"]), COUNTS["humaneval"][0])
+    assert dict(got.skipped) == {"fewer than 8 test cases": fewer} and len(got.problems) == len(rows) - fewer
     assert all(json.loads(p["meta"])["n_asserts"] >= 8 for p in got.problems)
-    with pytest.raises(SourceError, match="no usable programming rows.*974 fewer than 4 test cases"):
+    n_mbpp = len((data / FILES["mbpp"]).read_text(encoding="utf-8").splitlines())
+    with pytest.raises(SourceError, match=f"no usable programming rows.*{n_mbpp} fewer than 4 test cases"):
         scan("programming", f"mbpp={data / FILES['mbpp']}", min_tests=4)
 
 
-def test_bare_file_in_another_schema_names_the_source_to_use(data):
-    with pytest.raises(SourceError, match=r"1319 missing prompt\); its columns look like gsm8k: try --source gsm8k="):
+def test_bare_file_in_another_schema_names_the_source_to_use():
+    data, n = EXCERPTS, len(ROWS["gsm8k"])
+    with pytest.raises(SourceError, match=rf"{n} missing prompt\); its columns look like gsm8k: try --source gsm8k="):
         scan("number", str(data / FILES["gsm8k"]))
     with pytest.raises(SourceError, match="its columns look like humaneval"):
         scan("programming", str(data / "humaneval"))
 
 
 @pytest.mark.parametrize("name", ["humaneval", "mbpp"])
-def test_loaded_code_problems_grade_their_reference_solutions(name, loaded):
+def test_loaded_code_problems_grade_their_reference_solutions(name):
     # the problems a build stores grade through the same reward() a build calls, in the sandbox
     from sveb.rewards import reward
-    probs = random.Random(0).sample(loaded(name).problems, 12)
+    probs = random.Random(0).sample(load(name).problems, 12)
     for p in probs:
         meta = json.loads(p["meta"])
         ref = meta.get("reference_solution") or meta.get("code")

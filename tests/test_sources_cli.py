@@ -13,6 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
 
+from real_data import BOTH, FILES, ROWS, folder
 from sveb import schema, store
 from sveb.cli import app
 from sveb.config import BuildConfig, SamplingConfig, fingerprint
@@ -20,7 +21,6 @@ from sveb.data_builders import load_problems
 from sveb.sources import registry
 from sveb.sources.load import scan
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "datasets"
 
 
 def ls(*args):
@@ -29,30 +29,39 @@ def ls(*args):
 
 
 def test_ls_sources_lists_every_source():
-    code, out = ls("sources")
-    assert code == 0
-    lines = out.splitlines()
+    code, out = ls("sources")  # CliRunner's terminal is 80 columns wide
+    assert code == 0 and "…" not in out and max(len(ln.rstrip()) for ln in out.splitlines()) <= 80
+    blocks, name = {}, None
+    for ln in out.splitlines()[2:]:  # one block of lines per source, its name on the first
+        if ln[:1].strip():
+            name = ln.split()[0]
+        if name:
+            blocks[name] = blocks.get(name, "") + " " + ln.strip()
+    blocks = {k: " ".join(v.split()) for k, v in blocks.items()}
     for name, src in registry().items():
-        row = next(ln for ln in lines if ln.startswith(name + " ") or ln.startswith(name + " *"))
-        assert src.domain in row and src.hub_id in row and src.licence in row, row
+        assert src.domain in blocks[name] and src.hub_id in blocks[name] and src.licence in blocks[name], blocks[name]
+        assert blocks[name].startswith(f"{name} * " if src.paper else f"{name} {src.domain}")
     assert {"gsm8k", "math500", "humaneval", "mbpp", "arc-challenge", "mmlu-stem", "gpqa-diamond", "dapo-math",
             "openr1-math", "mot-science", "webinstruct", "verifiable-coding"} == set(registry())
-    gsm = next(ln for ln in lines if ln.startswith("gsm8k "))
-    assert "math" in gsm and "openai/gsm8k (main, test)" in gsm and "MIT" in gsm
+    assert blocks["gsm8k"].startswith("gsm8k math (also fits number, science, general); licence: MIT hub: "
+                                      "openai/gsm8k (main, test) --split test/train: own")
 
 
-def test_ls_problems_text_on_real_gsm8k():
-    if not DATA.exists():
-        pytest.fail(f"the real datasets are missing: expected them in {DATA}")
-    code, out = ls("problems", "--source", f"gsm8k={DATA / 'gsm8k/test.jsonl'}", "-n", "2")
+@BOTH
+def test_ls_problems_text_on_real_gsm8k(kind):
+    path = folder(kind) / FILES["gsm8k"]
+    n = 1319 if kind == "full" else len(ROWS["gsm8k"])
+    code, out = ls("problems", "--source", f"gsm8k={path}", "-n", "2")
     assert code == 0, out
-    assert "domain: math" in out and "rows read: 1319   loaded: 1319 (test 1319, train 0; split: the dataset's own" in out
-    assert "skipped: none" in out and "first 2 of 1319 problems in split test" in out  # all of GSM8K test
+    assert "domain: math" in out and f"rows read: {n}   loaded: {n} (test {n}, train 0; split: the dataset's own" in out
+    assert "skipped: none" in out and f"first 2 of {n} problems in split test" in out  # all of GSM8K test
     assert "[2] A robe takes 2 bolts" in out and 'gold: 3 (math)   {"row": 2}' in out
 
 
-def test_ls_problems_json_on_real_files():
-    code, out = ls("problems", "--source", f"mbpp={DATA / 'mbpp'}", "--json", "-n", "2", "--split", "all")
+@BOTH
+def test_ls_problems_json_on_real_files(kind):
+    data = folder(kind)
+    code, out = ls("problems", "--source", f"mbpp={data / 'mbpp'}", "--json", "-n", "2", "--split", "all")
     assert code == 0, out
     rows = [json.loads(line) for line in out.splitlines()]
     assert len(rows) == 2
@@ -62,9 +71,11 @@ def test_ls_problems_json_on_real_files():
         assert r["answer_type"] == "code" and r["domain"] == "programming"
         assert all(t["type"] == "assert" for t in r["tests"]) and len(r["tests"]) == 3
     assert [r["meta"]["task_id"] for r in rows] == [1, 2]
-    code, out = ls("problems", "--source", f"arc-challenge={DATA / 'arc_challenge/test.jsonl'}", "--json")
+    arc = data / FILES["arc-challenge"]
+    code, out = ls("problems", "--source", f"arc-challenge={arc}", "--json")
     rows = [json.loads(line) for line in out.splitlines()]
-    assert code == 0 and len(rows) == 1172  # all of ARC-Challenge test
+    n_test = 1172 if kind == "full" else len(ROWS["arc-challenge"])
+    assert code == 0 and len(rows) == n_test  # all of ARC-Challenge test
     first = next(r for r in rows if r["meta"]["id"] == "Mercury_7175875")
     assert first["answer"] == "C" and first["meta"]["options"]["C"] == "Planetary days will become shorter."
 

@@ -1,16 +1,14 @@
 """--split on named datasets: their own test/train splits where they ship them, halves by id hash otherwise."""
 
 import json
-from pathlib import Path
 
 import pytest
 
+from real_data import BOTH, FILES, ROWS, folder
 from sveb.data_builders import SourceError, load_problems, split_of
 from sveb.sources import registry
 from sveb.sources.load import file_split, scan
-from sveb.sources.look import source_lines
-
-DATA = Path(__file__).resolve().parents[2] / "shared" / "datasets"
+from sveb.sources.look import source_rows
 
 
 def _gsm_rows(n, start=0):
@@ -57,17 +55,19 @@ def test_a_file_naming_no_split_falls_back_to_the_hash_halves(tmp_path):
                                                                if split_of(p["problem_id"]) == "test"}
 
 
-def test_mbpp_splits_by_task_id_on_the_real_file():
-    got = scan("programming", f"mbpp={DATA / 'mbpp' / 'mbpp.jsonl'}")
+@BOTH
+def test_mbpp_splits_by_task_id_on_the_real_file(kind):
+    got = scan("programming", f"mbpp={folder(kind) / FILES['mbpp']}")
     ids = lambda split: sorted(json.loads(p["meta"])["task_id"] for p in got.of_split(split))
-    assert ids("test") == list(range(11, 511)) and ids("train") == list(range(601, 975))
-    assert len(got.of_split("all")) == 974  # validation and few-shot prompts are in neither
+    every = list(range(1, 975)) if kind == "full" else ROWS["mbpp"]  # MBPP's task ids are its row numbers
+    assert ids("test") == [i for i in every if 11 <= i <= 510] and ids("train") == [i for i in every if i >= 601]
+    assert ids("test") and ids("train")
+    assert len(got.of_split("all")) == len(every)  # validation and few-shot prompts are in neither
 
 
 def test_ls_sources_says_which_sources_halve_by_hash():
-    lines = list(source_lines())
+    rows = {name.removesuffix(" *"): block for name, block in source_rows()}
     for name, src in registry().items():
-        row = next(ln for ln in lines if ln.startswith(name + " "))
-        assert ("own: test/train" in row) == bool(src.own_splits), row
+        assert ("own: test/train" in rows[name]) == bool(src.own_splits), rows[name]
     assert {n for n, s in registry().items() if s.own_splits} == {"gsm8k", "mbpp", "arc-challenge"}
-    assert "halves by id hash" in next(ln for ln in lines if ln.startswith("math500 "))
+    assert "halves by id hash" in rows["math500"]

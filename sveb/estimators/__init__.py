@@ -133,10 +133,6 @@ def entry(name: str) -> Entry:
     raise UnknownEstimator(f"unknown estimator '{name}'{hint} (or pass module:Class)")
 
 
-def available() -> list[str]:
-    return list(entries())
-
-
 def names(role: str | None = None) -> list[str]:
     """Registered SVEB estimators (in registry order), optionally of one role."""
     return [e.name for e in BUILTIN if role is None or e.role == role]

@@ -6,9 +6,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-ANSWER_TYPES = ("math", "choice", "string", "code")
-
-
 def choice_options(problem: dict[str, Any]) -> dict[str, str]:
     """A choice problem's options, letter -> text: meta["options"] (a dict, or a list in letter order),
     else the options listed in the question text; {} if neither has any."""

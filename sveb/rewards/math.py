@@ -34,11 +34,10 @@ import re
 from functools import lru_cache
 
 from sveb.rewards.budget import run_with_cpu_budget
-from sveb.rewards.final import Commitment, final_commitment, last_boxed, settle
+from sveb.rewards.final import Commitment, final_commitment, settle
 
 log = logging.getLogger(__name__)
 
-_last_boxed = last_boxed  # kept for callers of the old name
 CPU_BUDGET_S = 10.0
 TAIL_CHARS = 4000
 MAX_EXPR_CHARS = 1000

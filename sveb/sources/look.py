@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from typing import Iterator
 
 from sveb.data_builders import SourceError, domain_module, split_of
 from sveb.errors import UsageError
@@ -13,22 +12,22 @@ from sveb.sources.load import Loaded, default_domain, scan
 SPLITS = ("test", "train", "all")
 
 
-def source_lines() -> Iterator[str]:
-    rows = [("name", "domain (also fits)", "hub id (config, split)", "--split test/train", "licence")]
+def source_rows() -> list[tuple[str, str]]:
+    """`sveb ls sources`: (name, a block of lines) per source, so that the listing fits 80 columns."""
+    rows = []
     for s in registry().values():
         also = ", ".join(s.domains()[1:])
-        rows.append((s.name + (" *" if s.paper else ""), s.domain + (f" ({also})" if also else ""), s.hub_label(),
-                     s.split_rule(), s.licence))
-    widths = [max(len(r[i]) for r in rows) for i in range(4)]
-    for r in rows:
-        yield "  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[4]
-    yield ""
-    yield ("--split: 'own' reads the dataset's own test and train splits (a local file's split from its name, "
-           "test.* or train.*); the others keep the half of the rows whose id hash says test (or train).")
-    yield "* the paper's dataset for its domain (--source hub). Local copy: --source NAME=PATH (a file or folder)."
-    yield "Also: --source builtin (offline, the default), or --source PATH --field question=COL --field answer=COL."
-    for s in registry().values():
-        yield f"  {s.name}: {s.about}"
+        rows.append((s.name + (" *" if s.paper else ""), f"{s.domain}" + (f" (also fits {also})" if also else "")
+                     + f"; licence: {s.licence}\nhub: {s.hub_label()}\n--split test/train: {s.split_rule()}"
+                     + (f"\n{s.about}" if s.about else "")))
+    return rows
+
+
+SOURCE_NOTES = ("--split: 'own' reads the dataset's own test and train splits (a local file's split from its name, "
+                "test.* or train.*); the others keep the half of the rows whose id hash says test (or train).\n"
+                "* the paper's dataset for its domain (--source hub). Local copy: --source NAME=PATH (a file or "
+                "folder). Also: --source builtin (offline, the default), or --source PATH --field question=COL "
+                "--field answer=COL.")
 
 
 def _problems(domain: str, source: str, split: str, fields: tuple, min_tests: int, n: int) -> tuple[Loaded | None,
