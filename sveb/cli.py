@@ -143,7 +143,7 @@ def eval_(
 @app.command()
 def leaderboard(root: Path = ROOT, out_csv: Path = typer.Option(Path("leaderboard.csv"), "--out"),
                 wide: bool = typer.Option(False, "--wide", help="Also bias, calibration slope, ranking metrics and "
-                                          "own-outcome shift, CIs as [low, high] (needs a wide terminal)."),
+                                          "own-outcome shift, CIs as \\[low, high] (needs a wide terminal)."),
                 build_id: Optional[str] = BUILD_DIR):
     """Gather every score under ROOT into one CSV and print one table per domain and protocol."""
     from sveb.leaderboard import print_pivot, rows, write_csv
@@ -224,7 +224,7 @@ def demo(
     engine: str = typer.Option("vllm"),
     estimators: str = typer.Option("", help="Comma-separated estimators (default: all)."),
     preset: str = typer.Option("demo", help="demo: 8 problems x 16 rollouts x 3 states (~10 min on 2 cores); quick: "
-                               "6 x 16 x 2 per domain; powered: 100 x 16 x 4 (400 states, ~2 h)."),
+                               "6 x 16 x 2 per domain; powered: 50 x 16 x 4 in step pairs per seed (`make powered`: --seeds 0,1,2, 600 states, hours)."),
     quick: bool = typer.Option(False, help="Same as --preset quick."),
     seeds: Optional[str] = SEEDS,
     build_only: bool = typer.Option(False, "--build-only", help="Sample the builds and stop (score them later: rerun "
