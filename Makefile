@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.sveb-installed
 DOMAINS ?= number
 
-.PHONY: setup model demo powered table4 test test-fast clean
+.PHONY: setup model demo powered table4 test test-fast docs clean
 
 # One torch for both sides. vllm $(VLLM) is the CUDA vLLM that pins torch==$(TORCH) (0.33.0 pins 2.14.0
 # and would replace it); benchmarks/cuda_resolution.py checks this with `pip install --dry-run --report`.
@@ -54,6 +54,11 @@ test: model
 
 test-fast: setup
 	$(PY) -m pytest -q -ra -m "not e2e"
+
+# The CLI reference, generated from the typer app (tests/test_cli_reference.py fails when it is stale)
+docs:
+	test -x $(PY) || $(MAKE) setup
+	PYTHONPATH=. $(PY) -m typer sveb.cli utils docs --name sveb --output docs/cli.md
 
 clean:
 	rm -rf $(VENV) sveb_data

@@ -207,7 +207,7 @@ def demo(
     engine: str = typer.Option("vllm"),
     estimators: str = typer.Option("", help="Comma-separated estimators (default: all)."),
     preset: str = typer.Option("demo", help="demo: 8 problems x 16 rollouts x 3 states (~10 min on 2 cores); quick: "
-                               "6 x 16 x 2 per domain; powered: 100 x 16 x 4 (400 states, ~2 h)."),
+                               "6 x 16 x 2 per domain; powered: 50 x 16 x 4 in step pairs per seed (`make powered`: --seeds 0,1,2, 600 states, hours)."),
     quick: bool = typer.Option(False, help="Same as --preset quick."),
     seeds: Optional[str] = SEEDS,
     build_only: bool = typer.Option(False, "--build-only", help="Sample the builds and stop (score them later: rerun "

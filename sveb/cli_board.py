@@ -22,7 +22,7 @@ BOARD = typer.Option(..., "--board", help="The board folder (created on first ad
 def leaderboard(ctx: typer.Context, root: Path = ROOT,
                 out_csv: Path = typer.Option(Path("leaderboard.csv"), "--out"),
                 wide: bool = typer.Option(False, "--wide", help="Also bias, calibration slope, ranking metrics and "
-                                          "own-outcome shift, CIs as [low, high] (needs a wide terminal)."),
+                                          "own-outcome shift, CIs as \\[low, high] (needs a wide terminal)."),
                 build_id: Optional[str] = BUILD_DIR):
     """Gather every score under ROOT into one CSV and print one table per domain and protocol
     (subcommands: `add` bundles to a shared board, `html` its static site)."""

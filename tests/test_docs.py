@@ -1,0 +1,51 @@
+"""The README stays a five-minute page, and every relative link in README.md and docs/*.md resolves."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
+FENCE = re.compile(r"^(```|~~~).*?^\1", re.S | re.M)
+
+
+def anchors(page: Path) -> set[str]:
+    """GitHub's heading anchors: lower case, punctuation dropped, spaces to hyphens."""
+    text = FENCE.sub("", page.read_text())
+    out = set()
+    for h in re.findall(r"^#{1,6} (.+)$", text, re.M):
+        out.add(re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-"))
+    return out
+
+
+def links(page: Path) -> list[str]:
+    return LINK.findall(FENCE.sub("", page.read_text()))
+
+
+def test_readme_at_most_200_lines():
+    n = len((ROOT / "README.md").read_text().splitlines())
+    assert n <= 200, f"README.md has {n} lines (at most 200): move detail to docs/"
+
+
+def test_relative_links_resolve():
+    bad = []
+    for page in PAGES:
+        for target in links(page):
+            if re.match(r"[a-z][a-z0-9+.-]*:", target):  # http:, https:, mailto:
+                continue
+            path, _, anchor = target.partition("#")
+            dest = (page.parent / path).resolve() if path else page
+            if not dest.exists():
+                bad.append(f"{page.relative_to(ROOT)}: {target} (no such file)")
+            elif anchor and dest.suffix == ".md" and anchor not in anchors(dest):
+                bad.append(f"{page.relative_to(ROOT)}: {target} (no such heading)")
+    assert not bad, "broken links:\n" + "\n".join(bad)
+
+
+def test_no_paths_outside_the_repo_in_user_docs():
+    """../shared is a development checkout's neighbour; only the development page may name it."""
+    bad = [f"{p.relative_to(ROOT)}: {line.strip()}" for p in PAGES if p.name != "development.md"
+           for line in p.read_text().splitlines() if "../" in line and "](../" not in line]
+    assert not bad, "paths outside the repository:\n" + "\n".join(bad)
