@@ -126,7 +126,7 @@ def test_import_through_datasets_from_a_local_folder(exported, tmp_path):
     assert a["mae"] == pytest.approx(b["mae"]) and a["mae_ci_high"] == pytest.approx(b["mae_ci_high"])
 
 
-def test_cli_export_eval_leaderboard_on_the_folder(scripted_build, weights, tmp_path):
+def test_cli_export_eval_leaderboard_on_the_folder(scripted_build, weights, tmp_path, monkeypatch):
     root, bdir = scripted_build
     runner = CliRunner()
     ex = tmp_path / "cli-export"
@@ -141,5 +141,7 @@ def test_cli_export_eval_leaderboard_on_the_folder(scripted_build, weights, tmp_
     assert [x.estimator for x in rows] == ["grpo"]
     r = runner.invoke(app, ["import", str(ex), "--out", str(tmp_path / "imp")])
     assert r.exit_code == 0, r.output
+    import huggingface_hub.constants
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)  # as on a machine without the hub
     r = runner.invoke(app, ["eval", "--build", "hub:nobody/none", "--root", str(tmp_path / "r")])
     assert r.exit_code == 1 and "nobody/none" in r.output and "Traceback" not in r.output
