@@ -41,8 +41,11 @@ def sveb(env: dict, *args: str) -> subprocess.CompletedProcess:
 def test_plugin_is_listed_and_evaluated_through_the_cli(installed, scripted_build):
     r = sveb(installed, "ls", "estimators")
     assert r.returncode == 0, r.stderr
-    line = next(x for x in r.stdout.splitlines() if x.startswith("group-median"))
-    assert "median of the group" in line and "from sveb-example-plugin" in line
+    lines = r.stdout.splitlines()  # an entry's description wraps onto the lines below its name
+    start = next(i for i, x in enumerate(lines) if x.startswith("group-median"))
+    end = next((i for i in range(start + 1, len(lines)) if lines[i][:1].strip()), len(lines))
+    block = " ".join(x.strip() for x in lines[start:end])
+    assert "median of the group" in block and "from sveb-example-plugin" in block, block
     root, bdir = scripted_build
     r = sveb(installed, "eval", "-e", "group-median", "--protocol", "held-out", "--protocol", "in-group",
              "--root", str(root), "--build", bdir.name, "--bootstrap", "50")
