@@ -62,8 +62,8 @@ def build(
     from sveb.distributed import ray_options
     from sveb.pipeline import build as run_build, describe
     from sveb.config import validate
-    from sveb.sources.fields import parse as parse_fields
-    from sveb.sources.look import resolve_domain
+    from sveb.data_builders.fields import parse as parse_fields
+    from sveb.data_builders.look import resolve_domain
     domain, fields = resolve_domain(domain, source), parse_fields(field)
     cfg = BuildConfig(domain=domain, model=model, source=source, split=split, problems=problems, oversample=oversample,
                       rollouts=rollouts, states_per_problem=states_per_problem, step_pairs=step_pairs, mc=mc,

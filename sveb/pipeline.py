@@ -18,7 +18,8 @@ from rich.console import Console
 
 from sveb import schema, shards as jobs, store
 from sveb.config import BuildConfig, derive_seed, fingerprint
-from sveb.data_builders import SourceError, domain_module, load_problems
+from sveb.data_builders import SourceError, domain_module
+from sveb.data_builders.load import load_problems
 from sveb.builds import load_rollouts
 from sveb.engines import Engine, model_context
 from sveb.errors import BuildError
