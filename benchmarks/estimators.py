@@ -51,7 +51,9 @@ def timed(fn) -> float:
 
 def bench_build(args, console) -> tuple[dict | None, list[dict]]:
     """Setting 1: the real build. Returns (info, rows); info is None if there is no build."""
-    from sveb.evaluate import EvalError, estimate_all, find_build, group_for, load_build, state_for
+    from sveb.builds import find_build, group_for, load_build, state_for
+    from sveb.errors import EvalError
+    from sveb.protocols import estimate_all
     try:
         bdir = find_build(args.root, args.model, args.domain, console=console)
     except EvalError as e:

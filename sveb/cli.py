@@ -60,8 +60,7 @@ def build(
     from dataclasses import replace
     from sveb.config import BuildConfig, SamplingConfig
     from sveb.distributed import ray_options
-    from sveb.pipeline import build as run_build, describe
-    from sveb.config import validate
+    from sveb.pipeline import build as run_build, describe, validate
     from sveb.data_builders.fields import parse as parse_fields
     from sveb.data_builders.look import resolve_domain
     domain, fields = resolve_domain(domain, source), parse_fields(field)
@@ -108,7 +107,9 @@ def eval_(
 ):
     """Run estimators on a build and print their scores (hidden layer: -P layer=N)."""
     from sveb.distributed import ray_options
-    from sveb.evaluate import check_protocol, evaluate, find_build, params_dict, print_build_info
+    from sveb.builds import find_build
+    from sveb.evaluate import evaluate, params_dict, print_build_info
+    from sveb.protocols import check_protocol
     from sveb.errors import UsageError
     from sveb.estimators import BASELINE, make
     from sveb.leaderboard import print_pivot
@@ -168,7 +169,7 @@ def ablate(
 ):
     """Sweep an estimator's parameters on a build and print MAE per setting."""
     from sveb.ablate import ablate as run, default_grid, parse_grid, print_ablation
-    from sveb.evaluate import find_build
+    from sveb.builds import find_build
     from sveb.models import model_slug
     g = parse_grid(grid) if grid else default_grid(estimator)
     bdir = find_build(root, model_slug(model), domain, build_id, console)
@@ -185,7 +186,7 @@ def collapse(
     import json as _json
     from rich.table import Table
     from sveb.collapse import collapse_report
-    from sveb.evaluate import find_build
+    from sveb.builds import find_build
     from sveb.models import model_slug
     bdir = find_build(root, model_slug(model), domain, build_id, console)
     paths = collapse_report(bdir, out_dir)

@@ -16,12 +16,16 @@ from __future__ import annotations
 
 import io
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
+from rich.progress import track
 
 from sveb.config import fingerprint
 from sveb.store import atomic_write_bytes
+
+if TYPE_CHECKING:
+    from sveb.records import BuildData
 
 MAX_BATCH_TOKENS = 16384
 SHARED_RESP = -1      # last layer at the response positions: hista/shear defaults
@@ -243,3 +247,15 @@ class SharedFeatures:
             for s in group:
                 out[s.key] = torch.from_numpy(np.array(arrays[s.key[2]][: len(s.ids)], dtype=np.float32))
         return out
+
+
+def hidden_provider(est, data: BuildData, console=None, hidden_options: dict | None = None):
+    """For an estimator that needs hidden states: every group's states extracted (or found cached) now,
+    before the clock starts (`seconds` is the estimator's own cost), and the provider estimate_all takes."""
+    if not est.needs_hidden:
+        return None
+    hs = HiddenStates(data.bdir, data.manifest["model"], layer=est.layer, **(hidden_options or {}))
+    for pid in track(sorted(data.problems), description="hidden states", console=console):
+        hs.ensure(pid, data.rollouts[pid])  # cached groups are not loaded twice
+    hs.release()  # every group is on disk now: the policy copy is not kept through the estimator's run
+    return hs.provider(console)

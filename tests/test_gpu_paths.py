@@ -252,7 +252,8 @@ def test_bf16_activations_above_fp16_range_survive_storage(tiny, tmp_path, monke
 
 
 def test_hidden_pass_model_is_released_after_its_pass(scripted_build, monkeypatch, tiny):
-    from sveb.evaluate import hidden_provider, load_build
+    from sveb.builds import load_build
+    from sveb.hidden import hidden_provider
     from sveb.estimators import make
     from sveb.hidden import HiddenStates
     monkeypatch.setattr("sveb.models.resolve", lambda spec: tiny)

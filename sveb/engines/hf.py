@@ -11,7 +11,7 @@ from typing import Sequence
 from rich.progress import track
 
 from sveb.config import SamplingConfig
-from sveb.engines import Completion, HFTokenizer, Request
+from sveb.engines.base import Completion, HFTokenizer, Request
 
 
 class HFEngine:

@@ -7,7 +7,7 @@ import os
 from typing import Sequence
 
 from sveb.config import SamplingConfig
-from sveb.engines import Completion, EngineError, HFTokenizer, Request
+from sveb.engines.base import Completion, EngineError, HFTokenizer, Request
 from sveb.hardware import gpu_share
 
 
