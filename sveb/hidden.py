@@ -179,7 +179,9 @@ class HiddenStates:
         res = self._forward(rollouts, [], missing) if missing else {}
         for k in missing:
             _save(path(k), res[("full", k)])
-        return {k: res[("full", k)] if k in missing else _load(path(k)) for k in layers}
+        # computed now: as stored (bf16 bits) -> float32, as _load gives them from the cache
+        return {k: {i: from_store(v) for i, v in res[("full", k)].items()} if k in missing else _load(path(k))
+                for k in layers}
 
 
 def is_policy(path: str, model: str) -> bool:
