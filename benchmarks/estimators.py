@@ -135,7 +135,7 @@ def bench_synthetic(args) -> list[dict]:
 
 def start_engine(model: str, dtype: str, console):
     from sveb.engines.vllm import VLLMEngine
-    from sveb.hardware import pick_dtype
+    from sveb.device import pick_dtype
     from sveb.models import resolve
     console.print(f"starting vLLM on {model} ({pick_dtype(dtype)}) for MCS@2")
     return VLLMEngine(resolve(model), seed=0, dtype=pick_dtype(dtype))

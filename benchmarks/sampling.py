@@ -94,7 +94,7 @@ def mcs_on_build(args) -> None:
     from sveb.engines import Request
     from sveb.engines.vllm import VLLMEngine
     from sveb.builds import load_build
-    from sveb.hardware import pick_dtype
+    from sveb.device import pick_dtype
     from sveb.models import resolve
     data = load_build(Path(args.build))
     sc = SamplingConfig(**data.manifest["config"]["sampling"])

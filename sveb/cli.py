@@ -73,11 +73,11 @@ def build(
                       dtype=dtype, engine=engine, batch_size=batch_size, eager=eager, tensor_parallel_size=tp,
                       gpu_memory_utilization=gpu_memory_utilization,
                       workers=workers if workers is not None and ray is None else 4)
-    from sveb import procs
+    from sveb import signals
     validate(cfg)  # every flag checked before a model or an engine is touched
     opts = ray_options(ray, workers, gpus_per_worker, cpus_per_worker, tp)
     cfgs = [replace(cfg, seed=s) for s in parse_seeds(seeds, seed)]
-    procs.install()  # Ctrl-C / SIGTERM stop within seconds; no engine process outlives this one
+    signals.install()  # Ctrl-C / SIGTERM stop within seconds; no engine process outlives this one
     bdirs = [run_build(c, root, console=console, ray=opts) for c in cfgs]  # independent builds, one per seed
     for bdir in bdirs:
         out.print(describe(bdir))
@@ -232,9 +232,9 @@ def demo(
                                     "without it, or `sveb export` them to score elsewhere)."),
 ):
     """The embedded default end to end: build, evaluate every estimator, write the leaderboard."""
-    from sveb import procs
+    from sveb import signals
     from sveb.demo import run_demo
-    procs.install()
+    signals.install()
     names = [e.strip() for e in estimators.split(",") if e.strip()] or None
     from sveb.demo import PRESETS
     preset = "quick" if quick else preset

@@ -39,7 +39,7 @@ class BuildConfig:
     min_tests: int = -1            # code problems: fewest tests kept; -1 = 6 for verifiable-coding, else 1
     seed: int = 0
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
-    dtype: str = "auto"            # compute dtype; auto: from the hardware (see sveb.hardware). Changes samples.
+    dtype: str = "auto"            # compute dtype; auto: from the hardware (see sveb.device). Changes samples.
     # speed-only knobs
     engine: str = "vllm"
     batch_size: int = 64

@@ -88,8 +88,8 @@ def connect(opts: RayOptions) -> bool:
     except Exception as e:  # Ray raises a bare Exception when a local node does not come up in time
         first = str(e).strip().splitlines()[0] if str(e).strip() else e.__class__.__name__
         raise RayError(f"--ray {opts.address or '(local)'}: cannot start or reach a Ray cluster ({first})") from None
-    from sveb import procs
-    procs.reinstall()  # Ray may have set signal handlers of its own
+    from sveb import signals
+    signals.reinstall()  # Ray may have set signal handlers of its own
     return True
 
 

@@ -65,7 +65,7 @@ def _load(path: Path) -> dict[int, np.ndarray]:
 class HiddenStates:
     def __init__(self, bdir: Path, model: str, layer: int = -1, batch_tokens: int = MAX_BATCH_TOKENS,
                  dtype: str = "auto"):
-        from sveb.hardware import pick_dtype
+        from sveb.device import pick_dtype
         self.bdir, self.model_spec, self.layer, self.batch_tokens = Path(bdir), model, layer, batch_tokens
         self.dtype = pick_dtype(dtype)  # bf16 where native (GPU, avx512_bf16/AMX), else fp32
         self.dir = self._resp_dir(layer)
@@ -81,7 +81,7 @@ class HiddenStates:
         if self._model is None:
             import torch
             from transformers import AutoModelForCausalLM
-            from sveb.hardware import torch_device
+            from sveb.device import torch_device
             from sveb.models import resolve
             self.device = torch_device()
             self._model = AutoModelForCausalLM.from_pretrained(resolve(self.model_spec), dtype=getattr(torch, self.dtype)
@@ -91,7 +91,7 @@ class HiddenStates:
     def release(self) -> None:
         """Drop the model (a policy copy) once its outputs are cached; it is loaded again if one is missing."""
         if self._model is not None:
-            from sveb.hardware import empty_cache
+            from sveb.device import empty_cache
             self._model = None
             empty_cache()
 
@@ -200,7 +200,7 @@ class SharedFeatures:
 
     def __init__(self, model: str, layer: int, group_cache_bytes: int = GROUP_CACHE_BYTES):
         from collections import OrderedDict
-        from sveb.hardware import pick_dtype
+        from sveb.device import pick_dtype
         self.model, self.layer = model, layer
         self.dtype = pick_dtype("auto")  # the passes' dtype: part of a critic checkpoint's fingerprint
         self.builds: dict[str, tuple[Path, dict]] = {}  # build_fp -> (dir, rollouts by pid)

