@@ -42,7 +42,7 @@ def main() -> None:
     from sveb.engines import make_engine
     from sveb.models import resolve
     from sveb.pipeline import build, dtype_of, locate
-    from sveb.sources.load import scan
+    from sveb.data_builders.load import scan
 
     console = Console(stderr=True)
     names = [n for n in DATASETS if not args.only or n in args.only.split(",")]

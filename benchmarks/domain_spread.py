@@ -25,7 +25,8 @@ def main() -> None:
     args = ap.parse_args()
 
     from sveb.config import SamplingConfig, derive_seed
-    from sveb.data_builders import domain_module, load_problems
+    from sveb.data_builders import domain_module
+    from sveb.data_builders.load import load_problems
     from sveb.engines import Request, make_engine
     from sveb.models import resolve
     from sveb.pipeline import _rewards

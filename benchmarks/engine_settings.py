@@ -30,7 +30,7 @@ from sveb.config import SamplingConfig, derive_seed
 from sveb.data_builders import number
 from sveb.engines import Request
 from sveb.engines.vllm import VLLMEngine
-from sveb.hardware import pick_dtype
+from sveb.device import pick_dtype
 from sveb.models import resolve
 
 mode, seqs, max_tokens = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
@@ -77,7 +77,7 @@ def main() -> None:
     ap.add_argument("--threads", default=",".join(THREADS))
     ap.add_argument("--repeats", type=int, default=2)
     args = ap.parse_args()
-    from sveb.hardware import cpu_flags, pick_dtype
+    from sveb.device import cpu_flags, pick_dtype
     flags = sorted(f for f in cpu_flags() if f.startswith(("avx512", "amx")))
     print(f"CPU flags: {' '.join(flags) or 'no avx512/amx'}; {os.cpu_count()} cores; dtype {pick_dtype('auto')}; "
           f"{args.seqs} seqs x {args.max_tokens} tokens")

@@ -51,7 +51,9 @@ def timed(fn) -> float:
 
 def bench_build(args, console) -> tuple[dict | None, list[dict]]:
     """Setting 1: the real build. Returns (info, rows); info is None if there is no build."""
-    from sveb.evaluate import EvalError, estimate_all, find_build, group_for, load_build, state_for
+    from sveb.builds import find_build, group_for, load_build, state_for
+    from sveb.errors import EvalError
+    from sveb.protocols import estimate_all
     try:
         bdir = find_build(args.root, args.model, args.domain, console=console)
     except EvalError as e:
@@ -133,7 +135,7 @@ def bench_synthetic(args) -> list[dict]:
 
 def start_engine(model: str, dtype: str, console):
     from sveb.engines.vllm import VLLMEngine
-    from sveb.hardware import pick_dtype
+    from sveb.device import pick_dtype
     from sveb.models import resolve
     console.print(f"starting vLLM on {model} ({pick_dtype(dtype)}) for MCS@2")
     return VLLMEngine(resolve(model), seed=0, dtype=pick_dtype(dtype))

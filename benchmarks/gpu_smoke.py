@@ -84,17 +84,17 @@ def finite(arrays) -> bool:
 
 
 def run(args) -> list[dict]:
-    os.environ["SVEB_DEVICE"] = args.device  # read by sveb.hardware: every component on this device
+    os.environ["SVEB_DEVICE"] = args.device  # read by sveb.device: every component on this device
     import torch
     from sveb.critic import Critic, CriticConfig, make_seq
     from sveb.estimators.pacs import PacsConfig, PacsScorer, make_pseq
-    from sveb.hardware import device, empty_cache
+    from sveb.device import device, empty_cache
     from sveb.hidden import HiddenStates, SharedFeatures
     dev = device()
     print(f"device: {dev.describe()}; torch {torch.__version__} (CUDA {torch.version.cuda}); "
           f"{torch.cuda.get_device_name(0) if dev.torch == 'cuda' else 'cpu'}", flush=True)
     if dev.torch != args.device:
-        raise SystemExit(f"asked for {args.device}, sveb.hardware decided {dev.torch}")
+        raise SystemExit(f"asked for {args.device}, sveb.device decided {dev.torch}")
     dtype, results = args.dtype, []
     with tempfile.TemporaryDirectory(dir=args.workdir) as tmp:
         tmp = Path(tmp)

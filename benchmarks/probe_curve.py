@@ -24,7 +24,7 @@ from rich.table import Table
 
 from sveb.builds import load_build
 from sveb.estimators import make
-from sveb.evaluate import estimate_all
+from sveb.protocols import estimate_all
 from sveb.scoring import bootstrap_means
 
 

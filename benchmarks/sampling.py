@@ -93,8 +93,8 @@ def mcs_on_build(args) -> None:
     from sveb.config import SamplingConfig, derive_seed
     from sveb.engines import Request
     from sveb.engines.vllm import VLLMEngine
-    from sveb.evaluate import load_build
-    from sveb.hardware import pick_dtype
+    from sveb.builds import load_build
+    from sveb.device import pick_dtype
     from sveb.models import resolve
     data = load_build(Path(args.build))
     sc = SamplingConfig(**data.manifest["config"]["sampling"])

@@ -179,7 +179,7 @@ def main(argv: list[str] | None = None, engine=None, model_dir=None) -> Path:
     if engine is None and any(not (Path(a.exports) / d / "manifest.json").exists() for d in domains):
         from sveb.engines import make_engine
         from sveb.models import resolve
-        from sveb.shards import dtype_of
+        from sveb.build_jobs import dtype_of
         cfg = configs(domains[0], a, "builtin")[0]
         engine = make_engine(a.engine, resolve(a.model), a.seed, dtype=dtype_of(cfg))  # one engine for every domain
     timing_path = out / "timing.json"
@@ -203,7 +203,7 @@ def main(argv: list[str] | None = None, engine=None, model_dir=None) -> Path:
         trows += [{"domain": d, "stage": k, "seconds": round(s, 2), "seconds per state": round(s / n, 4)}
                   for k, s in timings[d].items()]
     timing_path.write_text(json.dumps(timings, indent=1))
-    from sveb.hardware import describe
+    from sveb.device import describe
     machine = f"CPU flags: {describe()}"
     write_csv(out / "scores.csv", [{k: r[k] for k in ("domain", "estimator", "protocol", "n_states", "mae",
                                                       "mae_ci_low", "mae_ci_high")}

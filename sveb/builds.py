@@ -6,15 +6,16 @@ goes through here; only `sveb.pipeline` writes builds.
 
 from __future__ import annotations
 
+import json
 import shlex
-from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from rich.console import Console
 
 from sveb import schema, store
+from sveb.config import NOT_IN_FP
 from sveb.errors import EvalError
-from sveb.estimators.base import ProblemGroup, Rollout, State
+from sveb.records import BuildData, ProblemGroup, Rollout, State
 
 
 def load_rollouts(bdir: Path, problem_ids: set[str] | None = None) -> dict[str, list[dict]]:
@@ -29,10 +30,6 @@ def load_rollouts(bdir: Path, problem_ids: set[str] | None = None) -> dict[str, 
     return out
 
 
-def complete(bdir: Path) -> bool:
-    return store.read_manifest(bdir).get("status") == "complete"
-
-
 def find_build(root: str | Path, model_slug: str | None, domain: str | None, build: str | None = None,
                console: Console | None = None) -> Path:
     """The build to evaluate: `--build` if given (a fingerprint prefix under root, a build or export folder, or
@@ -43,7 +40,7 @@ def find_build(root: str | Path, model_slug: str | None, domain: str | None, bui
               if (model_slug is None or b.parent.parent.name == model_slug)
               and (domain is None or b.parent.name == domain)
               and (build is None or b.name.startswith(build))]
-    done = [b for b in builds if complete(b)]
+    done = [b for b in builds if store.complete(b)]
     if build is None:  # the benchmark is the test split; train builds are for critics
         done = [b for b in done if store.read_manifest(b).get("config", {}).get("split", "test") == "test"]
     if not done:
@@ -69,20 +66,29 @@ def open_build(spec: str, root: str | Path) -> Path:
         raise EvalError(f"--build {spec}: {bdir} holds no manifest.json (not a build or an export folder)")
     if is_export(bdir):
         verify(bdir)
-    elif not complete(bdir):
+    elif not store.complete(bdir):
         raise EvalError(f"--build {spec}: the build is not complete; rerun its `sveb build`")
     return bdir
+
+
+def pool_key(bdir: Path) -> str:
+    """Builds with the same key differ only in their seed (or in knobs that never change results)."""
+    m = store.read_manifest(bdir)
+    # the engine draws the samples (it is in the rollout fingerprint): two engines' builds do not pool
+    cfg = {k: v for k, v in (m.get("config") or {}).items() if k != "seed" and (k == "engine" or k not in NOT_IN_FP)}
+    if not cfg:  # no config recorded: a build pools with nothing
+        return bdir.name
+    return json.dumps([m.get("model"), m.get("domain"), cfg], sort_keys=True, default=str)
 
 
 def find_seed_builds(root: str | Path, model_slug: str | None, domain: str | None, seeds: list[int],
                      build: str | None = None) -> list[Path]:
     """The newest complete test-split build of each seed (`--seeds`), all of one config but the seed."""
-    from sveb.pooling import pool_key
     found = []
     for seed in seeds:
         done = [b for b in store.list_builds(root)
                 if (model_slug is None or b.parent.parent.name == model_slug) and (domain is None or b.parent.name == domain)
-                and (build is None or b.name.startswith(build)) and complete(b)
+                and (build is None or b.name.startswith(build)) and store.complete(b)
                 and (m := store.read_manifest(b).get("config", {})).get("split", "test") == "test" and m.get("seed") == seed]
         if not done:
             raise EvalError(f"no complete build of seed {seed} under {root} for model={model_slug} domain={domain}; "
@@ -142,21 +148,6 @@ def disjoint_problems(tb: Path, data: "BuildData", who: str) -> list[str]:
     if not pids:
         raise EvalError(f"{who}: training build {tb} has no problems")
     return sorted(pids)
-
-
-@dataclass
-class BuildData:
-    bdir: Path
-    manifest: dict
-    problems: dict[str, dict]
-    rollouts: dict[str, list[dict]]
-    states: list[dict]
-    references: dict[str, dict] = field(default_factory=dict)  # the evaluator's alone: estimators get public()
-    extras: dict[str, tuple[float, ...]] = field(default_factory=dict)  # independent draws (MCS@k baselines)
-
-    def public(self) -> "BuildData":
-        """What an estimator's prepare() receives: everything but the reference values."""
-        return replace(self, references={})
 
 
 def load_build(bdir: Path, references: bool = True) -> BuildData:

@@ -72,6 +72,6 @@ def resident(key: tuple, make: Callable[[], T]) -> T:
 
 
 def release_resident() -> None:
-    from sveb.hardware import empty_cache
+    from sveb.device import empty_cache
     _RESIDENT.clear()
     empty_cache()

@@ -60,10 +60,9 @@ def build(
     from dataclasses import replace
     from sveb.config import BuildConfig, SamplingConfig
     from sveb.distributed import ray_options
-    from sveb.pipeline import build as run_build, describe
-    from sveb.config import validate
-    from sveb.sources.fields import parse as parse_fields
-    from sveb.sources.look import resolve_domain
+    from sveb.pipeline import build as run_build, describe, validate
+    from sveb.data_builders.fields import parse as parse_fields
+    from sveb.data_builders.look import resolve_domain
     domain, fields = resolve_domain(domain, source), parse_fields(field)
     cfg = BuildConfig(domain=domain, model=model, source=source, split=split, problems=problems, oversample=oversample,
                       rollouts=rollouts, states_per_problem=states_per_problem, step_pairs=step_pairs, mc=mc,
@@ -74,11 +73,11 @@ def build(
                       dtype=dtype, engine=engine, batch_size=batch_size, eager=eager, tensor_parallel_size=tp,
                       gpu_memory_utilization=gpu_memory_utilization,
                       workers=workers if workers is not None and ray is None else 4)
-    from sveb import procs
+    from sveb import signals
     validate(cfg)  # every flag checked before a model or an engine is touched
     opts = ray_options(ray, workers, gpus_per_worker, cpus_per_worker, tp)
     cfgs = [replace(cfg, seed=s) for s in parse_seeds(seeds, seed)]
-    procs.install()  # Ctrl-C / SIGTERM stop within seconds; no engine process outlives this one
+    signals.install()  # Ctrl-C / SIGTERM stop within seconds; no engine process outlives this one
     bdirs = [run_build(c, root, console=console, ray=opts) for c in cfgs]  # independent builds, one per seed
     for bdir in bdirs:
         out.print(describe(bdir))
@@ -108,7 +107,9 @@ def eval_(
 ):
     """Run estimators on a build and print their scores (hidden layer: -P layer=N)."""
     from sveb.distributed import ray_options
-    from sveb.evaluate import check_protocol, evaluate, find_build, params_dict, print_build_info
+    from sveb.builds import find_build
+    from sveb.evaluate import evaluate, params_dict, print_build_info
+    from sveb.protocols import check_protocol
     from sveb.errors import UsageError
     from sveb.estimators import BASELINE, make
     from sveb.leaderboard import print_pivot
@@ -151,7 +152,7 @@ def ablate(
 ):
     """Sweep an estimator's parameters on a build and print MAE per setting."""
     from sveb.ablate import ablate as run, default_grid, parse_grid, print_ablation
-    from sveb.evaluate import find_build
+    from sveb.builds import find_build
     from sveb.models import model_slug
     g = parse_grid(grid) if grid else default_grid(estimator)
     bdir = find_build(root, model_slug(model), domain, build_id, console)
@@ -168,7 +169,7 @@ def collapse(
     import json as _json
     from rich.table import Table
     from sveb.collapse import collapse_report
-    from sveb.evaluate import find_build
+    from sveb.builds import find_build
     from sveb.models import model_slug
     bdir = find_build(root, model_slug(model), domain, build_id, console)
     paths = collapse_report(bdir, out_dir)
@@ -214,9 +215,9 @@ def demo(
                                     "without it, or `sveb export` them to score elsewhere)."),
 ):
     """The embedded default end to end: build, evaluate every estimator, write the leaderboard."""
-    from sveb import procs
+    from sveb import signals
     from sveb.demo import run_demo
-    procs.install()
+    signals.install()
     names = [e.strip() for e in estimators.split(",") if e.strip()] or None
     from sveb.demo import PRESETS
     preset = "quick" if quick else preset

@@ -36,15 +36,15 @@ def ls(what: str = typer.Argument(..., help="estimators | domains | models | bui
        as_json: bool = typer.Option(False, "--json", help="problems: one JSON object per loaded problem")):
     """List what exists; `ls problems` loads a source without sampling and shows what a build would get."""
     if what == "sources":
-        from sveb.sources.look import SOURCE_NOTES, source_rows
+        from sveb.data_builders.look import SOURCE_NOTES, source_rows
         t = _table("--source", "domain; licence / hub id (config, split) / the file")
         for name, about in source_rows():
             t.add_row(name, escape(about))
         out.print(t)
         out.print(SOURCE_NOTES, highlight=False)
     elif what == "problems":
-        from sveb.sources.fields import parse as parse_fields
-        from sveb.sources.look import problem_lines, resolve_domain
+        from sveb.data_builders.fields import parse as parse_fields
+        from sveb.data_builders.look import problem_lines, resolve_domain
         d = resolve_domain(domain, source)
         lines, warnings = problem_lines(d, source, split, parse_fields(field), min_tests, n, as_json)
         for w in warnings:

@@ -39,7 +39,7 @@ class BuildConfig:
     min_tests: int = -1            # code problems: fewest tests kept; -1 = 6 for verifiable-coding, else 1
     seed: int = 0
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
-    dtype: str = "auto"            # compute dtype; auto: from the hardware (see sveb.hardware). Changes samples.
+    dtype: str = "auto"            # compute dtype; auto: from the hardware (see sveb.device). Changes samples.
     # speed-only knobs
     engine: str = "vllm"
     batch_size: int = 64
@@ -69,40 +69,3 @@ def derive_seed(*parts: object) -> int:
     """A 31-bit seed from any parts (global seed, fingerprint, ids)."""
     blob = json.dumps([str(p) for p in parts])
     return int.from_bytes(hashlib.sha256(blob.encode()).digest()[:4], "little") & 0x7FFFFFFF
-
-
-def validate(cfg: BuildConfig) -> None:
-    """Every build flag checked up front, with a one-line error naming the flag."""
-    from sveb.errors import BuildError
-    from sveb.data_builders import DOMAINS
-    from sveb.engines import ENGINES
-
-    s = cfg.sampling
-    checks = [
-        (cfg.domain in DOMAINS, "--domain", cfg.domain, f"one of {', '.join(DOMAINS)}"),
-        (cfg.split in ("test", "train"), "--split", cfg.split, "test or train"),
-        (cfg.engine in ENGINES and cfg.engine != "scripted", "--engine", cfg.engine, "vllm or hf"),
-        (cfg.problems >= 1, "--problems", cfg.problems, "at least 1"),
-        (cfg.oversample >= 1, "--oversample", cfg.oversample, "at least 1"),
-        (cfg.rollouts >= 2, "--rollouts", cfg.rollouts, "at least 2 (a group needs others to compare with)"),
-        (cfg.states_per_problem >= 1, "--states-per-problem", cfg.states_per_problem, "at least 1"),
-        (cfg.mc >= 1, "--mc", cfg.mc, "at least 1"),
-        (cfg.mc_extra >= 0, "--mc-extra", cfg.mc_extra, "at least 0"),
-        (0 <= cfg.min_acc <= 1, "--min-acc", cfg.min_acc, "in [0, 1]"),
-        (0 <= cfg.max_acc <= 1, "--max-acc", cfg.max_acc, "in [0, 1]"),
-        (cfg.min_acc <= cfg.max_acc, "--min-acc", cfg.min_acc, f"at most --max-acc {cfg.max_acc}"),
-        (cfg.min_novel_numbers >= -1, "--min-novel-numbers", cfg.min_novel_numbers, "-1 (auto) or at least 0"),
-        (s.temperature > 0, "--temperature", s.temperature, "greater than 0"),
-        (0 < s.top_p <= 1, "--top-p", s.top_p, "in (0, 1]"),
-        (s.max_tokens >= 2, "--max-tokens", s.max_tokens, "at least 2 (a state is cut inside a response)"),
-        (cfg.seed >= 0, "--seed", cfg.seed, "at least 0"),
-        (cfg.batch_size >= 1, "--batch-size", cfg.batch_size, "at least 1"),
-        (cfg.workers >= 1, "--workers", cfg.workers, "at least 1"),
-        (cfg.tensor_parallel_size >= 1, "--tp", cfg.tensor_parallel_size, "at least 1"),
-        (0 < cfg.gpu_memory_utilization <= 1, "--gpu-memory-utilization", cfg.gpu_memory_utilization, "in (0, 1]"),
-        (cfg.screen >= 0, "--screen", cfg.screen, "at least 0"),
-        (cfg.dtype in ("auto", "bfloat16", "float32"), "--dtype", cfg.dtype, "auto, bfloat16 or float32"),
-    ]
-    for ok, flag, value, need in checks:
-        if not ok:
-            raise BuildError(f"{flag} {value}: must be {need}")

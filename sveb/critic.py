@@ -171,7 +171,7 @@ class Critic:
 
     def __init__(self, cfg: CriticConfig, path: str, device: str | None = None, cache_bytes: int = CACHE_BYTES,
                  dtype: str | None = None):
-        from sveb.hardware import torch_device
+        from sveb.device import torch_device
         self.cfg, self.cache_bytes = cfg, cache_bytes
         self.device = device or torch_device()
         self.dtype = dtype or default_dtype(self.device)   # the frozen body's; trained weights are fp32

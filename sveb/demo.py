@@ -63,8 +63,8 @@ def run_demo(root: Path, results: Path, domains: list[str], engine: str, console
             if shared is None and not done:
                 from sveb.pipeline import dtype_of
                 shared = make_engine(engine, resolve(cfg.model), cfg.seed, dtype=dtype_of(cfg))
-                from sveb import procs
-                procs.reinstall()
+                from sveb import signals
+                signals.reinstall()
             built = build(cfg, root, engine=shared, console=console)
             if cfg.split == "test":
                 benchmark[(domain, cfg.seed)] = built

@@ -88,8 +88,8 @@ def connect(opts: RayOptions) -> bool:
     except Exception as e:  # Ray raises a bare Exception when a local node does not come up in time
         first = str(e).strip().splitlines()[0] if str(e).strip() else e.__class__.__name__
         raise RayError(f"--ray {opts.address or '(local)'}: cannot start or reach a Ray cluster ({first})") from None
-    from sveb import procs
-    procs.reinstall()  # Ray may have set signal handlers of its own
+    from sveb import signals
+    signals.reinstall()  # Ray may have set signal handlers of its own
     return True
 
 
@@ -190,7 +190,7 @@ def _nothing():
 def eval_group(get, est, data, protocol: str, own: bool):
     """One problem group's estimates on a worker: its hidden states first (extracted and cached unless
     the store has them; memory bounded by the group), then the estimator."""
-    from sveb.evaluate import estimate_all
+    from sveb.protocols import estimate_all
     hs = get()
     provider = None
     if hs is not None:
@@ -201,9 +201,9 @@ def eval_group(get, est, data, protocol: str, own: bool):
 
 
 def estimate_on_ray(est, data, protocol: str, own: bool, hidden_factory, opts: RayOptions, console=None):
-    """evaluate.estimate_all's values, shifts and seconds, one job per problem group on Ray actors."""
+    """protocols.estimate_all's values, shifts and seconds, one job per problem group on Ray actors."""
     import numpy as np
-    from sveb.evaluate import BuildData
+    from sveb.records import BuildData
     runner = RayRunner(opts, hidden_factory or _nothing, console)
     try:
         jobs = []

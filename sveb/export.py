@@ -69,12 +69,11 @@ def export_build(bdir: Path, out: Path, model_dir: str | Path | None = None) -> 
     """Write the build `bdir` as a frozen dataset folder `out` (a new folder: nothing there is overwritten).
 
     model_dir: the weights the build was sampled with (default: the build's model, resolved)."""
-    from sveb.builds import complete
     from sveb.export_card import card
 
     bdir, out = Path(bdir), Path(out)
     manifest = store.read_manifest(bdir)
-    if not complete(bdir):
+    if not store.complete(bdir):
         raise ExportError(f"{bdir}: the build is not complete (status {manifest.get('status')}); "
                           f"rerun its `sveb build` first")
     if out.exists() and any(out.iterdir()):

@@ -21,7 +21,7 @@ ABOUT = {
 
 def source_licence(source: str, domain: str) -> tuple[str, str]:
     """(what the source is, its licence) for a build's --source."""
-    from sveb.sources import paper_source, registry
+    from sveb.data_builders.load import paper_source, registry
     if source == "builtin":
         return "builtin generator of SVEB (procedural problems)", "same as SVEB"
     reg = registry()

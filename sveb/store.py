@@ -114,6 +114,11 @@ def read_manifest(bdir: Path) -> dict:
         raise StoreError(f"{path}: corrupt manifest ({e.msg})") from None
 
 
+def complete(bdir: Path) -> bool:
+    """Whether the build's manifest says every stage finished."""
+    return read_manifest(bdir).get("status") == "complete"
+
+
 def list_builds(root: str | Path) -> list[Path]:
     """Every build directory under root (those holding a manifest.json), oldest first; a root that is itself
     a build (e.g. an export folder) is that one build."""

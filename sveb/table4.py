@@ -14,16 +14,16 @@ import numpy as np
 
 from sveb import scoring
 
-# Build jobs (sveb.shards) -> the stage they are; a nested job call counts in its caller's stage.
+# Build jobs (sveb.build_jobs) -> the stage they are; a nested job call counts in its caller's stage.
 STAGE_JOBS = {"screen_shard": "screening", "group_shard": "rollouts", "reference_shard": "references"}
 
 
 @contextmanager
 def stage_timer(seconds: dict[str, float]):
-    """Adds each build stage's wall seconds to `seconds` while the block runs (the jobs of sveb.shards timed
+    """Adds each build stage's wall seconds to `seconds` while the block runs (the jobs of sveb.build_jobs timed
     where the runner calls them). Jobs not found (renamed) are not timed and get no key."""
-    from sveb import shards
-    saved = {name: getattr(shards, name) for name in STAGE_JOBS if hasattr(shards, name)}
+    from sveb import build_jobs
+    saved = {name: getattr(build_jobs, name) for name in STAGE_JOBS if hasattr(build_jobs, name)}
     depth = [0]
 
     def timed(fn, stage):
@@ -40,12 +40,12 @@ def stage_timer(seconds: dict[str, float]):
         return run
 
     for name, fn in saved.items():
-        setattr(shards, name, timed(fn, STAGE_JOBS[name]))
+        setattr(build_jobs, name, timed(fn, STAGE_JOBS[name]))
     try:
         yield seconds
     finally:
         for name, fn in saved.items():
-            setattr(shards, name, fn)
+            setattr(build_jobs, name, fn)
 
 
 def verdicts(est: dict[str, np.ndarray], base: str, ref: np.ndarray, groups: np.ndarray, n_boot: int = 2000,

@@ -21,8 +21,9 @@ from sveb.builds import load_build
 from sveb.config import BuildConfig, SamplingConfig
 from sveb.engines.scripted import ScriptedEngine
 from sveb.estimators.base import Estimator
-from sveb.evaluate import PROTOCOLS, estimate_all, hidden_provider
+from sveb.hidden import hidden_provider
 from sveb.pipeline import build
+from sveb.protocols import PROTOCOLS, estimate_all
 from test_critic import tiny_llama
 
 torch.set_num_threads(1)

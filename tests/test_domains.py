@@ -12,7 +12,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from sveb.data_builders import SourceError, domain_module, load_problems, split_of
+from sveb.data_builders import SourceError, domain_module, split_of
+from sveb.data_builders.load import load_problems
 from sveb.data_builders.boxed import LETTERS
 
 DOMAINS = ("math", "science", "general", "programming")

@@ -9,8 +9,9 @@ from typer.testing import CliRunner
 from sveb import store
 from sveb.ablate import parse_grid, settings
 from sveb.cli import app
-from sveb.errors import UsageError
-from sveb.evaluate import EvalError, evaluate, load_build
+from sveb.builds import load_build
+from sveb.errors import EvalError, UsageError
+from sveb.evaluate import evaluate
 
 
 def test_grpo_in_group_and_held_out_values(scripted_build):

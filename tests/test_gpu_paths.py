@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 import torch
 
-from sveb import hardware
+from sveb import device
 from sveb.checkpoints import resident
 from sveb.critic import Critic, CriticConfig, make_seq
-from sveb.hardware import Device, HardwareError, decide, visible
+from sveb.device import Device, HardwareError, decide, visible
 from tests.test_critic import seqs_two_problems, tiny_llama
 
 torch.set_num_threads(1)
@@ -64,28 +64,28 @@ def test_visible_gpus_follow_cuda_visible_devices():
 def test_device_is_decided_without_initialising_cuda_here(monkeypatch, no_cuda_calls):
     """nvidia-smi lists GPUs, torch says it has CUDA: whether torch can use them is asked in a subprocess
     (here, a CPU machine: it cannot, which is the one-line error)."""
-    hardware.device.cache_clear()
-    hardware.torch_gpus.cache_clear()
-    monkeypatch.setattr(hardware, "nvidia_gpus", lambda: 2)
-    monkeypatch.setattr(hardware, "torch_cuda", lambda: "13.0")
+    device.device.cache_clear()
+    device.torch_gpus.cache_clear()
+    monkeypatch.setattr(device, "nvidia_gpus", lambda: 2)
+    monkeypatch.setattr(device, "torch_cuda", lambda: "13.0")
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     monkeypatch.delenv("SVEB_DEVICE", raising=False)
     try:
         with pytest.raises(HardwareError, match="lists 2 GPU"):
-            hardware.device()
+            device.device()
         monkeypatch.setenv("SVEB_DEVICE", "cpu")
-        hardware.device.cache_clear()
-        assert hardware.device().torch == "cpu"
+        device.device.cache_clear()
+        assert device.device().torch == "cpu"
     finally:
-        hardware.device.cache_clear()
-        hardware.torch_gpus.cache_clear()
+        device.device.cache_clear()
+        device.torch_gpus.cache_clear()
 
 
 def test_pick_dtype_asks_the_device_decision(monkeypatch):
-    monkeypatch.setattr(hardware, "torch_device", lambda: "cuda")
-    assert hardware.pick_dtype("auto", flags=frozenset()) == "bfloat16"
-    monkeypatch.setattr(hardware, "torch_device", lambda: "cpu")
-    assert hardware.pick_dtype("auto", flags=frozenset({"avx2"})) == "float32"
+    monkeypatch.setattr(device, "torch_device", lambda: "cuda")
+    assert device.pick_dtype("auto", flags=frozenset()) == "bfloat16"
+    monkeypatch.setattr(device, "torch_device", lambda: "cpu")
+    assert device.pick_dtype("auto", flags=frozenset({"avx2"})) == "float32"
 
 
 # ---- vLLM's GPU branch, with a stand-in vllm module ----
@@ -114,7 +114,7 @@ def fake_vllm(monkeypatch):
 
 def test_vllm_gpu_tp_settings_without_cuda_in_the_parent(fake_vllm, monkeypatch, no_cuda_calls):
     ev, seen = fake_vllm
-    monkeypatch.setattr(hardware, "device", lambda: Device("cuda", "cuda", 2))
+    monkeypatch.setattr(device, "device", lambda: Device("cuda", "cuda", 2))
     monkeypatch.setenv("SVEB_GPU_SHARE", "0.5")
     ev.VLLMEngine("m", tensor_parallel_size=2, gpu_memory_utilization=0.9, dtype="bfloat16")
     kw = seen["llm"]
@@ -127,7 +127,7 @@ def test_vllm_gpu_tp_settings_without_cuda_in_the_parent(fake_vllm, monkeypatch,
 
 def test_vllm_cpu_settings_and_no_detokenising(fake_vllm, monkeypatch):
     ev, seen = fake_vllm
-    monkeypatch.setattr(hardware, "device", lambda: Device("cpu", "cpu", 0))
+    monkeypatch.setattr(device, "device", lambda: Device("cpu", "cpu", 0))
     eng = ev.VLLMEngine("m", gpu_memory_utilization=0.9)
     assert seen["llm"]["enable_chunked_prefill"] is False and "gpu_memory_utilization" not in seen["llm"]
     from sveb.config import SamplingConfig
@@ -141,7 +141,7 @@ def test_vllm_cpu_settings_and_no_detokenising(fake_vllm, monkeypatch):
 def test_cuda_vllm_without_a_usable_gpu_is_one_line(fake_vllm, monkeypatch):
     ev, _ = fake_vllm
     from sveb.engines import EngineError
-    monkeypatch.setattr(hardware, "device", lambda: Device("cpu", "cuda", 0))
+    monkeypatch.setattr(device, "device", lambda: Device("cpu", "cuda", 0))
     with pytest.raises(EngineError, match="CUDA build of vLLM is installed but no GPU") as e:
         ev.VLLMEngine("m")
     assert "\n" not in str(e.value)
@@ -252,7 +252,8 @@ def test_bf16_activations_above_fp16_range_survive_storage(tiny, tmp_path, monke
 
 
 def test_hidden_pass_model_is_released_after_its_pass(scripted_build, monkeypatch, tiny):
-    from sveb.evaluate import hidden_provider, load_build
+    from sveb.builds import load_build
+    from sveb.hidden import hidden_provider
     from sveb.estimators import make
     from sveb.hidden import HiddenStates
     monkeypatch.setattr("sveb.models.resolve", lambda spec: tiny)
@@ -278,7 +279,7 @@ def test_shared_features_read_each_group_once(tiny, tmp_path, monkeypatch):
     from sveb import hidden
     from sveb.hidden import SharedFeatures
     from tests.test_shared_features import rollouts
-    monkeypatch.setattr(hardware, "pick_dtype", lambda spec="auto": "float32")
+    monkeypatch.setattr(device, "pick_dtype", lambda spec="auto": "float32")
     rows = {"p0": rollouts(), "p1": rollouts(3, seed=1)}
     shared = SharedFeatures(tiny, -2)
     shared.add("fp", tmp_path / "b", rows)

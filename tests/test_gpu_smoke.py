@@ -11,14 +11,14 @@ from benchmarks.gpu_smoke import main
 @pytest.mark.parametrize("dtype", ["bfloat16"])  # the GPU dtype; float32 runs the same code with no casts
 def test_gpu_smoke_runs_on_cpu_at_a_tiny_shape(tmp_path, monkeypatch, dtype):
     monkeypatch.delenv("SVEB_DEVICE", raising=False)
-    from sveb import hardware
-    hardware.device.cache_clear()
+    from sveb import device
+    device.device.cache_clear()
     out = tmp_path / "rows.json"
     try:
         rc = main(["--device", "cpu", "--dtype", dtype, "--shape", "tiny", "--rollouts", "4", "--tokens", "96",
                    "--workdir", str(tmp_path), "--json", str(out)])
     finally:
-        hardware.device.cache_clear()
+        device.device.cache_clear()
     rows = {r["step"]: r for r in json.loads(out.read_text())}
     assert rc == 0 and len(rows) == 5 and all(r["finite"] and r["device"] == "cpu" and r["dtype"] == dtype
                                               for r in rows.values())

@@ -7,7 +7,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from sveb.data_builders import SourceError, _read_hub, load_problems
+from sveb.data_builders import SourceError
+from sveb.data_builders.files import read_hub
+from sveb.data_builders.load import load_problems
 from sveb.models import KNOWN, ModelError, architecture, canonical, check_model, model_slug, resolve
 
 
@@ -168,9 +170,8 @@ def test_hub_reader_through_datasets_on_local_files(tmp_path, monkeypatch):
     d = tmp_path / "dapo"
     (d / "data").mkdir(parents=True)
     pq.write_table(pa.Table.from_pylist([{"prompt": "What is 2 + 2?", "solution": "4"}]), d / "data" / "train.parquet")
-    mod = types.SimpleNamespace(HUB_ID=str(d), HUB_CONFIG=None, HUB_SPLIT="train")
-    rows = list(_read_hub(mod))
-    assert rows[0][1] == {"prompt": "What is 2 + 2?", "solution": "4"}
+    rows = list(read_hub(str(d), None, "train", "hub"))
+    assert rows[0][2] == {"prompt": "What is 2 + 2?", "solution": "4"}
 
 
 def test_hub_source_offline_is_one_clear_error(monkeypatch, tmp_path):

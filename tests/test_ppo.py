@@ -10,7 +10,8 @@ import torch
 from sveb import schema, store
 from sveb.collapse import collapse_report, collapse_stats, plot_collapse
 from sveb.engines.scripted import ScriptedEngine
-from sveb.evaluate import EvalError, evaluate
+from sveb.errors import EvalError
+from sveb.evaluate import evaluate
 from sveb.pipeline import build
 from test_critic import tiny_llama
 

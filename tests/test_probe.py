@@ -10,16 +10,16 @@ import torch
 from typer.testing import CliRunner
 
 from sveb import schema, store
-from sveb.builds import load_build
+from sveb.builds import group_for, load_build, state_for
 from sveb.cli import app
 from sveb.config import BuildConfig, SamplingConfig
 from sveb.engines.scripted import ScriptedEngine
 from sveb.errors import EvalError
 from sveb.estimators import make
 from sveb.estimators import probe as probe_mod
-from sveb.evaluate import estimate_all, evaluate, flip_own
-from sveb.builds import group_for, state_for
+from sveb.evaluate import evaluate
 from sveb.pipeline import build
+from sveb.protocols import estimate_all, flip_own
 from tests.test_critic import tiny_llama
 
 torch.set_num_threads(1)

@@ -6,7 +6,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM
 
-from sveb import hardware
+from sveb import device
 from sveb.estimators.probe_features import (Track, Tracks, lm_head_weight, loo_logit, pooled, scalars,
                                             state_row)
 from tests.test_critic import tiny_llama
@@ -58,7 +58,7 @@ def test_lm_head_weight_is_the_models(tmp_path, tied):
 
 @pytest.mark.parametrize("layer", [-1, -2])
 def test_tracks_equal_a_plain_forward(tiny, tmp_path, monkeypatch, layer):
-    monkeypatch.setattr(hardware, "pick_dtype", lambda spec="auto": "float32")
+    monkeypatch.setattr(device, "pick_dtype", lambda spec="auto": "float32")
     rows = rollouts(4)
     tracks = Tracks(tmp_path / "b", tiny, layer).group("p0", rows)
     model = AutoModelForCausalLM.from_pretrained(tiny).eval()

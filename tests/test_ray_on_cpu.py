@@ -214,7 +214,7 @@ def test_cli_ray_flags_fail_in_one_line(tmp_path, monkeypatch):
 def test_local_runner_runs_jobs_in_submission_order():
     from types import SimpleNamespace
 
-    from sveb.shards import LocalRunner
+    from sveb.build_jobs import LocalRunner
     done = []
     job = lambda engine, x: done.append(x) or x * 10
     r = LocalRunner(lazy=SimpleNamespace(get=lambda: None))

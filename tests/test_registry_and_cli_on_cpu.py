@@ -52,7 +52,7 @@ def test_estimator_by_import_path_and_entry_point(monkeypatch):
     with pytest.raises(UnknownEstimator, match="cannot load sveb.estimators.numca:Nope"):
         make("sveb.estimators.numca:Nope")
     with pytest.raises(UsageError, match="must be a @dataclass subclass"):
-        make("sveb.evaluate:BuildData")
+        make("sveb.records:BuildData")
     plugin = reg.Entry("my-numca", "sveb.estimators.numca:Numca", origin="my-dist")
     monkeypatch.setattr(reg, "_PLUGINS", {"my-numca": plugin, "grpo": plugin})
     assert "my-numca" in reg.entries() and reg.entry("grpo").origin == "sveb"  # no shadowing

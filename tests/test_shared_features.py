@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from sveb import hardware
+from sveb import device
 from sveb.critic import Critic, CriticConfig, make_seq
 from sveb.hidden import HiddenStates, SharedFeatures
 from tests.test_critic import tiny_llama
@@ -27,7 +27,7 @@ def rollouts(n=5, seed=0):
 
 @pytest.mark.parametrize("train_layers", [1, 2])
 def test_shared_pass_features_equal_the_critics_own(tiny, tmp_path, monkeypatch, train_layers):
-    monkeypatch.setattr(hardware, "pick_dtype", lambda spec="auto": "float32")  # compare like with like
+    monkeypatch.setattr(device, "pick_dtype", lambda spec="auto": "float32")  # compare like with like
     rows = {"p0": rollouts(), "p1": rollouts(3, seed=1)}
     shared = SharedFeatures(tiny, -(train_layers + 1))
     shared.add("fp", tmp_path / "build", rows)
@@ -56,7 +56,7 @@ def test_shared_pass_features_equal_the_critics_own(tiny, tmp_path, monkeypatch,
 def test_shared_features_store_the_default_critic_input_with_any_consumer(tiny, tmp_path, monkeypatch):
     """A hista-style consumer (last layer, response positions) pays the pass; the critics' default input
     layer is written in the same pass, so a later critic reads it without a second forward."""
-    monkeypatch.setattr(hardware, "pick_dtype", lambda spec="auto": "float32")
+    monkeypatch.setattr(device, "pick_dtype", lambda spec="auto": "float32")
     rows = rollouts()
     hs = HiddenStates(tmp_path / "b", tiny)
     hs.group("p0", rows)

@@ -16,10 +16,9 @@ from pathlib import Path
 import pytest
 
 from real_data import BOTH, EXCERPTS, FILES, ROWS, folder, full_data
-from sveb.data_builders import SourceError, domain_module, load_problems
+from sveb.data_builders import SourceError, domain_module
 from sveb.data_builders.boxed import option_letters
-from sveb.sources import registry
-from sveb.sources.load import scan
+from sveb.data_builders.load import load_problems, registry, scan
 
 # name: (rows in the full file, problems loaded, skipped per reason, loaded in the test / train split: the dataset's
 # own where it ships one, else the halves by id hash)

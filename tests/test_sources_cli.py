@@ -17,9 +17,7 @@ from real_data import BOTH, FILES, ROWS, folder
 from sveb import schema, store
 from sveb.cli import app
 from sveb.config import BuildConfig, SamplingConfig, fingerprint
-from sveb.data_builders import load_problems
-from sveb.sources import registry
-from sveb.sources.load import scan
+from sveb.data_builders.load import load_problems, registry, scan
 
 
 
@@ -265,7 +263,7 @@ def test_gpqa_reader_on_its_csv_schema(tmp_path):
 def test_paper_sources_by_name_and_hub(tmp_path, monkeypatch):
     """`--source dapo-math=PATH` reads like a bare path in the number domain; `hub` means the domain's paper
     dataset, loaded through the real datasets.load_dataset (here from a local dataset folder)."""
-    from sveb.sources.load import default_domain, resolve
+    from sveb.data_builders.load import default_domain, resolve
     rows = [{"prompt": f"What is {a} + 1?", "solution": str(a + 1)} for a in range(6)]
     path = tmp_path / "dapo.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))

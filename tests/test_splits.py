@@ -5,10 +5,9 @@ import json
 import pytest
 
 from real_data import BOTH, FILES, ROWS, folder
-from sveb.data_builders import SourceError, load_problems, split_of
-from sveb.sources import registry
-from sveb.sources.load import file_split, scan
-from sveb.sources.look import source_rows
+from sveb.data_builders import SourceError, split_of
+from sveb.data_builders.load import file_split, load_problems, registry, scan
+from sveb.data_builders.look import source_rows
 
 
 def _gsm_rows(n, start=0):

@@ -27,12 +27,12 @@ def test_verdicts_find_the_exact_estimator_better_and_the_copy_tied():
 
 
 def test_stage_timer_restores_the_jobs():
-    from sveb import shards
-    before = shards.reference_shard
+    from sveb import build_jobs
+    before = build_jobs.reference_shard
     seen = {}
     with stage_timer(seen):
-        assert shards.reference_shard is not before
-    assert shards.reference_shard is before and seen == {}
+        assert build_jobs.reference_shard is not before
+    assert build_jobs.reference_shard is before and seen == {}
 
 
 def _files(tmp_path):

@@ -14,8 +14,9 @@ from sveb.engines.scripted import CharTokenizer, ScriptedEngine
 from sveb.errors import BuildError
 from sveb.estimators.base import ProblemGroup, Rollout, State
 from sveb.estimators.hista import Hista
-from sveb.evaluate import evaluate, flip_own
+from sveb.evaluate import evaluate
 from sveb.pipeline import build, context_needed
+from sveb.protocols import flip_own
 
 
 def test_references_get_the_budget_the_rollout_had_left(small_cfg, tmp_path):

@@ -1,12 +1,20 @@
-"""Problem sources per domain: `builtin` (offline, seeded), or a dataset read through sveb/sources
-(`hub`, a named source such as gsm8k or gsm8k=PATH, or a file/folder, optionally with --field mappings).
+"""Problems: the shared vocabulary of every problem builder and dataset reader in this package.
 
-Every domain module exposes:
-  HUB_ID, HUB_CONFIG, HUB_SPLIT     the dataset the paper's code used
-  builtin(n, seed, split) -> list[dict]       offline procedural problems
-  from_record(rec) -> dict                    one row of the dataset's own schema -> problem dict
-                                              (raise SkipRow("reason") to skip it)
-  prompt(problem) -> list[dict]               chat messages for the policy
+Here: the problem record (`make_problem`), its id and train/test split, the errors (`SkipRow` for a row that
+cannot become a problem, `SourceError`), the domains, and `Source`, the description of one public dataset.
+Beside it, importing only this vocabulary (and each other downward):
+  number, math, science, general, programming   one module per domain:
+      HUB_ID, HUB_CONFIG, HUB_SPLIT             the dataset the paper's code used (written there only)
+      builtin(n, seed, split) -> list[dict]     offline procedural problems
+      from_record(rec) -> dict                  one row of the dataset's own schema -> problem dict
+                                                (raise SkipRow("reason") to skip it)
+      prompt(problem) -> list[dict]             chat messages for the policy
+  boxed, rows                                   text helpers the domains and readers share
+  gsm8k, math500, arc, gpqa, mmlu, mbpp, humaneval, paper
+                                                dataset readers: each defines `SOURCE = Source(...)` (or
+                                                `SOURCES = [...]`); adding a dataset is adding one such file
+  files, fields, load, look                     reading rows (files, hub), --field mappings, `--source`
+                                                resolution and `load_problems`, `sveb ls sources` and `sveb ls problems`
 """
 
 from __future__ import annotations
@@ -14,15 +22,18 @@ from __future__ import annotations
 import hashlib
 import importlib
 import json
-import logging
 import random
 import unicodedata
-from typing import Any, Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, Callable
 
 from sveb.errors import SvebError, UsageError
 
 DOMAINS = ("number", "math", "science", "general", "programming")
-log = logging.getLogger(__name__)
+
+# Which answer types a domain's prompt and filters are written for.
+FITS = {"number": {"math"}, "math": {"math"}, "science": {"choice", "math"},
+        "general": {"math", "choice", "string"}, "programming": {"code"}}
 
 
 class SkipRow(Exception):
@@ -88,34 +99,34 @@ def sample_builtin(domain: str, n: int, seed: int, split: str, levels: dict[int,
     return out
 
 
-def _read_hub(mod) -> Iterable[tuple[str, dict]]:
-    """(where, row) of a domain module's hub dataset (HUB_ID, HUB_CONFIG, HUB_SPLIT)."""
-    from sveb.sources.files import read_hub
-    for where, i, row in read_hub(mod.HUB_ID, mod.HUB_CONFIG, mod.HUB_SPLIT, "hub"):
-        yield f"{where} row {i}", row
+@dataclass(frozen=True)
+class Source:
+    """One public dataset: where it lives on the hub, its licence and domain, and `read(row) -> fields`, which
+    turns one row of its own schema into {question, answer, answer_type, tests, meta} (raise SkipRow("why"))."""
 
+    name: str                       # the --source name
+    domain: str                     # its default --domain
+    hub_id: str
+    hub_config: str | None
+    hub_split: str
+    licence: str
+    read: Callable[[dict], dict]    # one row -> {question, answer, answer_type, tests?, meta?}
+    answer_types: frozenset = frozenset({"math"})
+    columns: tuple = ()             # columns that identify a file of this dataset (for hints)
+    min_tests: int = 1              # default --min-tests (code sources)
+    about: str = ""                 # one line for `sveb ls sources`
+    paper: bool = False             # one of the paper's five datasets (what `--source hub` means)
+    # The splits the dataset ships (hub split names = ours): --split test/train read them. Without: halves by id hash.
+    own_splits: tuple = ()
+    row_split: Callable[[dict], str | None] | None = None  # a file holding every split: a row's split, from the row
 
-def load_problems(domain: str, source: str, n: int, seed: int, split: str, fields: tuple = (), min_tests: int = -1,
-                  warn: Callable[[str], None] | None = None) -> tuple[list[dict], dict[str, int]]:
-    """Up to n candidate problems of the split, seeded; also the count of skipped rows per reason.
+    def split_rule(self) -> str:
+        return "own: " + "/".join(self.own_splits) if self.own_splits else "halves by id hash"
 
-    source: builtin | hub (the domain's paper dataset) | NAME | NAME=PATH | PATH (see sveb/sources);
-    fields: ((key, column), ...) for a file with its own columns; min_tests: -1 = the source's default.
-    Warnings (a gold that looks like a worked solution) go to `warn` before anything is sampled."""
-    mod = domain_module(domain)
-    if source == "builtin":
-        if fields:
-            raise SourceError("--field applies to a file source, not to --source builtin")
-        return mod.builtin(n, seed, split), {}
-    from sveb.sources.load import scan
-    loaded = scan(domain, source, tuple(fields), min_tests)
-    for w in loaded.warnings:
-        (warn or log.warning)(w)
-    problems = loaded.of_split(split)
-    if not problems and loaded.splits:  # e.g. --split train on the test file of a dataset that ships both
-        have = sorted({loaded.split(p) for p in loaded.problems})
-        raise SourceError(f"--source {source}: holds no {split} rows (only {', '.join(have)}); pass the dataset's "
-                          f"{split} file (its name says {split}, e.g. {split}.jsonl)")
-    problems.sort(key=lambda p: p["problem_id"])
-    random.Random(seed).shuffle(problems)
-    return problems[:n], dict(loaded.skipped)
+    def domains(self) -> list[str]:
+        """Domains whose prompts fit this source's answer types, its own first."""
+        fit = [d for d, kinds in FITS.items() if self.answer_types <= kinds and d != self.domain]
+        return [self.domain] + fit
+
+    def hub_label(self) -> str:
+        return f"{self.hub_id} ({self.hub_config or 'default'}, {self.hub_split})"

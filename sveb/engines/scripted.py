@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Sequence
 
 from sveb.config import SamplingConfig
-from sveb.engines import Completion, Request
+from sveb.engines.base import Completion, Request
 
 ASSISTANT = "<|assistant|>"
 

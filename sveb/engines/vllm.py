@@ -7,13 +7,13 @@ import os
 from typing import Sequence
 
 from sveb.config import SamplingConfig
-from sveb.engines import Completion, EngineError, HFTokenizer, Request
-from sveb.hardware import gpu_share
+from sveb.engines.base import Completion, EngineError, HFTokenizer, Request
+from sveb.device import gpu_share
 
 
 def platform() -> str:
-    """"cpu" or "cuda": where this vLLM build runs here (sveb.hardware decides, without initialising CUDA)."""
-    from sveb.hardware import device
+    """"cpu" or "cuda": where this vLLM build runs here (sveb.device decides, without initialising CUDA)."""
+    from sveb.device import device
     d = device()
     if d.vllm is None:
         raise EngineError("--engine vllm: vLLM is not installed (`make setup` installs it; or use --engine hf)")

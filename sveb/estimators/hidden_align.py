@@ -183,7 +183,7 @@ class HiddenAlign(Estimator):
         from pathlib import Path
 
         from sveb.builds import disjoint_problems, group_for, load_build
-        from sveb.evaluate import hidden_provider
+        from sveb.hidden import hidden_provider
         train = load_build(Path(tb), references=False)
         disjoint_problems(train.bdir, build, self.name)
         provider = hidden_provider(self, train, console)

@@ -105,7 +105,7 @@ def install() -> None:
     signal.signal(signal.SIGTERM, _on_signal)
     if _state["watchdog"] is None and not os.environ.get("SVEB_NO_WATCHDOG"):
         _state["watchdog"] = subprocess.Popen(
-            [sys.executable, "-c", f"from sveb.procs import watch; watch({os.getpid()})"],
+            [sys.executable, "-c", f"from sveb.signals import watch; watch({os.getpid()})"],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             start_new_session=True, close_fds=True)
     _state["installed"] = True

@@ -3,10 +3,9 @@
 
 from __future__ import annotations
 
-from sveb.data_builders import SkipRow
+from sveb.data_builders import SkipRow, Source
 from sveb.data_builders.boxed import last_boxed
-from sveb.sources import Source
-from sveb.sources.common import scalars, text
+from sveb.data_builders.rows import scalars, text
 
 
 def read(rec: dict) -> dict:

@@ -2,7 +2,7 @@
 
 import pytest
 
-from sveb.hardware import pick_dtype
+from sveb.device import pick_dtype
 
 
 def test_dtype_from_cpu_flags():

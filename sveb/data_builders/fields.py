@@ -7,10 +7,9 @@ import json
 import re
 from typing import Any, Callable
 
-from sveb.data_builders import SkipRow, SourceError
+from sveb.data_builders import FITS, SkipRow, SourceError
 from sveb.data_builders.boxed import require_text
-from sveb.sources import FITS
-from sveb.sources.common import choice_fields, code_tests, gold_index
+from sveb.data_builders.rows import choice_fields, code_tests, gold_index
 
 KEYS = ("question", "answer", "options", "tests", "id")
 _NUMBER = re.compile(r"^[-+]?(\d+(,\d{3})*|\d*)(\.\d+)?(e[-+]?\d+)?%?$|^[-+]?\d+/\d+$", re.IGNORECASE)

@@ -5,9 +5,8 @@ from __future__ import annotations
 import json
 
 from sveb.data_builders import SourceError, domain_module, split_of
+from sveb.data_builders.load import Loaded, default_domain, registry, scan
 from sveb.errors import UsageError
-from sveb.sources import registry
-from sveb.sources.load import Loaded, default_domain, scan
 
 SPLITS = ("test", "train", "all")
 

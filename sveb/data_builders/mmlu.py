@@ -3,9 +3,8 @@ letter), the subject in `subject` (cais/mmlu, TIGER-Lab) or `type` (the Qwen2.5-
 
 from __future__ import annotations
 
-from sveb.data_builders import SkipRow
-from sveb.sources import Source
-from sveb.sources.common import choice_fields, gold_index, scalars, text
+from sveb.data_builders import SkipRow, Source
+from sveb.data_builders.rows import choice_fields, gold_index, scalars, text
 
 
 def read(rec: dict) -> dict:

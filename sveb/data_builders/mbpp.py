@@ -4,9 +4,8 @@ MBPP paper: they name the function and its arguments. One assert test per entry 
 
 from __future__ import annotations
 
-from sveb.data_builders import SkipRow
-from sveb.sources import Source
-from sveb.sources.common import assert_test, text
+from sveb.data_builders import SkipRow, Source
+from sveb.data_builders.rows import assert_test, text
 
 
 def read(rec: dict) -> dict:

@@ -3,9 +3,8 @@ calculator notes ending in `#### N`; the gold is N with its thousands commas rem
 
 from __future__ import annotations
 
-from sveb.data_builders import SkipRow
-from sveb.sources import Source
-from sveb.sources.common import text
+from sveb.data_builders import SkipRow, Source
+from sveb.data_builders.rows import text
 
 
 def read(rec: dict) -> dict:

@@ -4,9 +4,8 @@ JSONL form (question = {stem, choices: [{text, label}]}) is read too."""
 
 from __future__ import annotations
 
-from sveb.data_builders import SkipRow
-from sveb.sources import Source
-from sveb.sources.common import choice_fields, scalars, text
+from sveb.data_builders import SkipRow, Source
+from sveb.data_builders.rows import choice_fields, scalars, text
 
 
 def _choices(rec: dict) -> tuple[str, list, list]:

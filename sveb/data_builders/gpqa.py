@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import random
 
-from sveb.sources import Source
-from sveb.sources.common import choice_fields, scalars, text
+from sveb.data_builders import Source
+from sveb.data_builders.rows import choice_fields, scalars, text
 
 
 def read(rec: dict) -> dict:

@@ -4,9 +4,9 @@ asserts inside check counts for --min-tests."""
 
 from __future__ import annotations
 
+from sveb.data_builders import Source
+from sveb.data_builders.rows import count_asserts, text
 from sveb.rewards.code import humaneval_tests
-from sveb.sources import Source
-from sveb.sources.common import count_asserts, text
 
 
 def read(rec: dict) -> dict:

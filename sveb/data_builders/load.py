@@ -1,20 +1,46 @@
-"""`--source` resolution and loading: every row of a named source, a hub dataset or a file becomes a problem or
-a counted skip reason. Problems keep where they came from: `source` is the real file (or hub id, config and
+"""`--source` resolution and loading: the registry of dataset readers, and every row of a named source, a hub
+dataset or a file becomes a problem or a counted skip reason; `load_problems` is what a build draws from. Problems keep where they came from: `source` is the real file (or hub id, config and
 split), meta keeps the dataset's own id and metadata plus the row number."""
 
 from __future__ import annotations
 
 import difflib
+import importlib
+import logging
+import pkgutil
+import random
 import re
 from collections import Counter
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Callable
 
-from sveb.data_builders import SkipRow, SourceError, make_problem, split_of
-from sveb.sources import FITS, Source, paper_source, registry
-from sveb.sources import fields as fieldmap
-from sveb.sources.files import read_hub, read_local
+import sveb.data_builders as package
+from sveb.data_builders import FITS, SkipRow, Source, SourceError, domain_module, make_problem, split_of
+from sveb.data_builders import fields as fieldmap
+from sveb.data_builders.files import read_hub, read_local
+
+log = logging.getLogger(__name__)
+
+
+@lru_cache(maxsize=1)
+def registry() -> dict[str, Source]:
+    """Every dataset reader of the package by its --source name: the modules that define SOURCE or SOURCES."""
+    out: dict[str, Source] = {}
+    for info in pkgutil.iter_modules(package.__path__):
+        mod = importlib.import_module(f"{package.__name__}.{info.name}")
+        found = list(getattr(mod, "SOURCES", [])) + ([mod.SOURCE] if hasattr(mod, "SOURCE") else [])
+        for src in found:
+            if src.name in out:
+                raise RuntimeError(f"two sources named {src.name}: {mod.__name__} and another module")
+            out[src.name] = src
+    return dict(sorted(out.items()))
+
+
+def paper_source(domain: str) -> Source:
+    """The dataset the paper used for a domain: what `--source hub` means."""
+    return next(s for s in registry().values() if s.paper and s.domain == domain)
 
 
 @dataclass
@@ -208,3 +234,28 @@ def scan(domain: str, text: str, fields: tuple = (), min_tests: int = -1) -> Loa
     if warning:
         out.warnings.append(warning)
     return out
+
+
+def load_problems(domain: str, source: str, n: int, seed: int, split: str, fields: tuple = (), min_tests: int = -1,
+                  warn: Callable[[str], None] | None = None) -> tuple[list[dict], dict[str, int]]:
+    """Up to n candidate problems of the split, seeded; also the count of skipped rows per reason.
+
+    source: builtin | hub (the domain's paper dataset) | NAME | NAME=PATH | PATH (see `sveb ls sources`);
+    fields: ((key, column), ...) for a file with its own columns; min_tests: -1 = the source's default.
+    Warnings (a gold that looks like a worked solution) go to `warn` before anything is sampled."""
+    mod = domain_module(domain)
+    if source == "builtin":
+        if fields:
+            raise SourceError("--field applies to a file source, not to --source builtin")
+        return mod.builtin(n, seed, split), {}
+    loaded = scan(domain, source, tuple(fields), min_tests)
+    for w in loaded.warnings:
+        (warn or log.warning)(w)
+    problems = loaded.of_split(split)
+    if not problems and loaded.splits:  # e.g. --split train on the test file of a dataset that ships both
+        have = sorted({loaded.split(p) for p in loaded.problems})
+        raise SourceError(f"--source {source}: holds no {split} rows (only {', '.join(have)}); pass the dataset's "
+                          f"{split} file (its name says {split}, e.g. {split}.jsonl)")
+    problems.sort(key=lambda p: p["problem_id"])
+    random.Random(seed).shuffle(problems)
+    return problems[:n], dict(loaded.skipped)

@@ -25,7 +25,7 @@ from sveb.rewards import reward
 
 def dtype_of(cfg: BuildConfig) -> str:
     """The concrete compute dtype of a build: --dtype, or from the hardware."""
-    from sveb.hardware import pick_dtype
+    from sveb.device import pick_dtype
     return pick_dtype(cfg.dtype)
 
 
@@ -52,8 +52,8 @@ class LazyEngine:
     def get(self) -> Engine:
         if self._engine is None:
             self._engine = EngineSpec(self.cfg, self.max_model_len)()
-            from sveb import procs
-            procs.reinstall()  # vLLM may have set handlers of its own
+            from sveb import signals
+            signals.reinstall()  # vLLM may have set handlers of its own
         return self._engine
 
     def close(self) -> None:

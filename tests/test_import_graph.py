@@ -1,0 +1,142 @@
+"""No import circles in sveb/: every module's imports (module level, inside functions, under TYPE_CHECKING;
+relative and absolute) read with `ast`, never by importing anything.
+
+An import names the module it loads: `from sveb import x` is module sveb/x.py when that exists, else the
+package sveb; `from sveb.a import f` is sveb/a.py (or sveb/a/__init__.py). A package's __init__ that runs
+first is not an arrow of its own (it is one when a module names the package).
+
+Check another tree: `python tests/test_import_graph.py PATH/TO/sveb` prints its circles (exit 1 if any).
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent / "sveb"
+
+
+def modules(root: Path) -> dict[str, Path]:
+    """Dotted name -> file of every module under root (root's own name is the package's)."""
+    out = {}
+    for f in sorted(root.rglob("*.py")):
+        parts = list(f.relative_to(root.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        out[".".join(parts)] = f
+    return out
+
+
+def _target(name: str, mods: dict[str, Path]) -> str | None:
+    """The module an absolute dotted name loads: itself, else its longest known prefix."""
+    while name and name not in mods:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def imports(name: str, f: Path, mods: dict[str, Path]) -> set[str]:
+    """The modules of the tree that module `name` (file f) imports anywhere in its text."""
+    is_pkg = f.name == "__init__.py"
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(f.read_text(encoding="utf-8"), str(f))):
+        if isinstance(node, ast.Import):
+            out.update(t for a in node.names if (t := _target(a.name, mods)))
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:  # relative: from the package holding this module, up level-1 more
+                base = name.split(".") if is_pkg else name.split(".")[:-1]
+                base = base[:len(base) - (node.level - 1)]
+                src = ".".join(base + ([node.module] if node.module else []))
+            else:
+                src = node.module or ""
+            for a in node.names:
+                sub = f"{src}.{a.name}"
+                t = sub if sub in mods else _target(src, mods)
+                if t:
+                    out.add(t)
+    out.discard(name)
+    return out
+
+
+def graph(root: Path = ROOT) -> dict[str, set[str]]:
+    mods = modules(root)
+    return {name: imports(name, f, mods) for name, f in mods.items()}
+
+
+def cycles(g: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan), each sorted, with a path round it."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in sorted(g.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 10_000))
+    for v in sorted(g):
+        if v not in index:
+            visit(v)
+    return sorted(out)
+
+
+def describe(g: dict[str, set[str]], comp: list[str]) -> str:
+    """The component and each arrow inside it."""
+    inside = set(comp)
+    arrows = [f"    {a} -> {b}" for a in comp for b in sorted(g[a] & inside)]
+    return f"circle of {len(comp)} modules: {', '.join(comp)}\n" + "\n".join(arrows)
+
+
+def test_no_import_cycles():
+    g = graph()
+    assert len(g) > 30, f"read only {len(g)} modules under {ROOT}"
+    found = cycles(g)
+    assert not found, "import circles in sveb/:\n" + "\n".join(describe(g, c) for c in found)
+
+
+def test_reader_sees_every_kind_of_import(tmp_path):
+    pkg = tmp_path / "pkg"
+    (pkg / "sub").mkdir(parents=True)
+    files = {
+        "__init__.py": "",
+        "a.py": "def f():\n    from pkg import b\n",          # inside a function; `from pkg import b` = pkg/b.py
+        "b.py": "from .sub.c import x\n",                     # relative
+        "sub/__init__.py": "",
+        "sub/c.py": "import pkg.a\n",                          # absolute
+        "d.py": "from pkg.sub import c\nfrom . import e\n",     # into the circle, not in it; a missing module
+    }
+    for rel, text in files.items():
+        (pkg / rel).write_text(text)
+    g = graph(pkg)
+    assert g["pkg.a"] == {"pkg.b"} and g["pkg.b"] == {"pkg.sub.c"} and g["pkg.sub.c"] == {"pkg.a"}
+    assert g["pkg.d"] == {"pkg.sub.c", "pkg"}
+    assert cycles(g) == [["pkg.a", "pkg.b", "pkg.sub.c"]]
+
+
+if __name__ == "__main__":
+    root = Path(sys.argv[1]).resolve() if len(sys.argv) > 1 else ROOT
+    g = graph(root)
+    found = cycles(g)
+    print(f"{root}: {len(g)} modules, {sum(map(len, g.values()))} arrows, {len(found)} circles")
+    for c in found:
+        print(describe(g, c))
+    sys.exit(1 if found else 0)
