@@ -24,7 +24,7 @@ def add_root(root: Path, board: Path, console: Console | None = None) -> list[st
     """Every (estimator, setting) scored on every complete build under root, bundled (its stored estimates are
     reused: `sveb submit` finds them) and added to the board. Estimators not installed here are skipped."""
     from sveb.board import add, register
-    from sveb.builds import complete
+    from sveb.store import complete
     from sveb.errors import SvebError
     from sveb.pooling import read_scores
     from sveb.submit import submit

@@ -63,7 +63,7 @@ def machine() -> dict:
     import platform
     import subprocess
 
-    from sveb import hardware
+    from sveb import device as hardware
     gpu = None
     if hardware.nvidia_gpus():
         try:

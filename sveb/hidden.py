@@ -16,12 +16,16 @@ from __future__ import annotations
 
 import io
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
+from rich.progress import track
 
 from sveb.config import fingerprint
 from sveb.store import atomic_write_bytes
+
+if TYPE_CHECKING:
+    from sveb.records import BuildData
 
 MAX_BATCH_TOKENS = 16384
 SHARED_RESP = -1      # last layer at the response positions: hista/shear defaults
@@ -61,7 +65,7 @@ def _load(path: Path) -> dict[int, np.ndarray]:
 class HiddenStates:
     def __init__(self, bdir: Path, model: str, layer: int = -1, batch_tokens: int = MAX_BATCH_TOKENS,
                  dtype: str = "auto"):
-        from sveb.hardware import pick_dtype
+        from sveb.device import pick_dtype
         self.bdir, self.model_spec, self.layer, self.batch_tokens = Path(bdir), model, layer, batch_tokens
         self.dtype = pick_dtype(dtype)  # bf16 where native (GPU, avx512_bf16/AMX), else fp32
         self.dir = self._resp_dir(layer)
@@ -77,7 +81,7 @@ class HiddenStates:
         if self._model is None:
             import torch
             from transformers import AutoModelForCausalLM
-            from sveb.hardware import torch_device
+            from sveb.device import torch_device
             from sveb.models import resolve
             self.device = torch_device()
             self._model = AutoModelForCausalLM.from_pretrained(resolve(self.model_spec), dtype=getattr(torch, self.dtype)
@@ -87,7 +91,7 @@ class HiddenStates:
     def release(self) -> None:
         """Drop the model (a policy copy) once its outputs are cached; it is loaded again if one is missing."""
         if self._model is not None:
-            from sveb.hardware import empty_cache
+            from sveb.device import empty_cache
             self._model = None
             empty_cache()
 
@@ -169,13 +173,13 @@ class HiddenStates:
 
     def fulls(self, pid: str, rollouts: list[dict], layers: list[int]) -> dict[int, dict[int, np.ndarray]]:
         """{layer: {rollout_idx: [P + T, d] float32}} for several layers, the uncached ones in one pass
-        (the probe reads its layer and the last one, for the next-token entropy). A fresh pass and a cached one
-        give the same arrays: both go through the store's format."""
+        (the probe reads its layer and the last one, for the next-token entropy)."""
         path = lambda k: self._full_dir(k) / f"{pid}.npz"  # noqa: E731
         missing = [k for k in layers if not path(k).exists()]
         res = self._forward(rollouts, [], missing) if missing else {}
         for k in missing:
             _save(path(k), res[("full", k)])
+        # computed now: as stored (bf16 bits) -> float32, as _load gives them from the cache
         return {k: {i: from_store(v) for i, v in res[("full", k)].items()} if k in missing else _load(path(k))
                 for k in layers}
 
@@ -196,7 +200,7 @@ class SharedFeatures:
 
     def __init__(self, model: str, layer: int, group_cache_bytes: int = GROUP_CACHE_BYTES):
         from collections import OrderedDict
-        from sveb.hardware import pick_dtype
+        from sveb.device import pick_dtype
         self.model, self.layer = model, layer
         self.dtype = pick_dtype("auto")  # the passes' dtype: part of a critic checkpoint's fingerprint
         self.builds: dict[str, tuple[Path, dict]] = {}  # build_fp -> (dir, rollouts by pid)
@@ -245,3 +249,15 @@ class SharedFeatures:
             for s in group:
                 out[s.key] = torch.from_numpy(np.array(arrays[s.key[2]][: len(s.ids)], dtype=np.float32))
         return out
+
+
+def hidden_provider(est, data: BuildData, console=None, hidden_options: dict | None = None):
+    """For an estimator that needs hidden states: every group's states extracted (or found cached) now,
+    before the clock starts (`seconds` is the estimator's own cost), and the provider estimate_all takes."""
+    if not est.needs_hidden:
+        return None
+    hs = HiddenStates(data.bdir, data.manifest["model"], layer=est.layer, **(hidden_options or {}))
+    for pid in track(sorted(data.problems), description="hidden states", console=console):
+        hs.ensure(pid, data.rollouts[pid])  # cached groups are not loaded twice
+    hs.release()  # every group is on disk now: the policy copy is not kept through the estimator's run
+    return hs.provider(console)

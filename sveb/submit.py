@@ -42,7 +42,8 @@ def submit(bdir: Path, name: str, params: dict[str, str], protocols: list[str], 
     from sveb.builds import load_build
     from sveb.cost import cost_figures
     from sveb.estimators import entry, make, params_fp, params_of
-    from sveb.evaluate import check_protocol, evaluate
+    from sveb.evaluate import evaluate
+    from sveb.protocols import check_protocol
     console = console or Console(stderr=True)
     check_out(out, archive)
     for p in protocols:
