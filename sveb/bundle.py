@@ -14,7 +14,6 @@ import json
 import math
 import shutil
 import tarfile
-import tempfile
 import time
 import zipfile
 from pathlib import Path
@@ -113,17 +112,9 @@ def write_bundle(out: Path, meta: dict, rows: list[dict], archive: str | None = 
     out = check_out(out, archive)
     table = pa.Table.from_pylist([{c: r[c] for c in ESTIMATES.names} for r in rows], schema=ESTIMATES)
     meta = {"format": FORMAT, "format_version": FORMAT_VERSION, **meta, "key": estimates_key(meta, table)}
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.tmp-"))
-    try:
+    with store.staged_dir(out) as tmp:
         pq.write_table(table, tmp / "estimates.parquet", compression="zstd")
         (tmp / "bundle.json").write_text(json.dumps(meta, indent=2, sort_keys=True, default=_nan_none))
-        if out.exists():
-            out.rmdir()
-        tmp.rename(out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     if archive:
         fmt = "gztar" if archive == "tar.gz" else "zip"
         shutil.make_archive(str(out), fmt, root_dir=out.parent, base_dir=out.name)

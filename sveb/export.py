@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import shutil
-import tempfile
 from pathlib import Path
 
 import pyarrow as pa
@@ -83,9 +81,7 @@ def export_build(bdir: Path, out: Path, model_dir: str | Path | None = None) -> 
     if missing:
         raise ExportError(f"{bdir}: no {missing[0]} table; not a complete build")
     wdir = model_dir or _model_dir(manifest["model"])
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.tmp-"))
-    try:
+    with store.staged_dir(out) as tmp:  # the folder appears whole or not at all
         tables, info = {}, {}
         for name in names:
             t = _table(bdir, name)
@@ -98,12 +94,6 @@ def export_build(bdir: Path, out: Path, model_dir: str | Path | None = None) -> 
         full = {**manifest, "export": export}
         (tmp / "manifest.json").write_text(json.dumps(full, indent=2, sort_keys=True))
         (tmp / "README.md").write_text(card(full, tables))
-        if out.exists():
-            out.rmdir()  # empty, checked above
-        tmp.rename(out)  # the folder appears whole or not at all
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return out
 
 

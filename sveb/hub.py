@@ -6,11 +6,10 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import tempfile
 from pathlib import Path
 
 from sveb.export import ExportError, verify
-from sveb.store import shard_path
+from sveb.store import shard_path, staged_dir
 
 
 def local_name(spec: str) -> str:
@@ -39,9 +38,7 @@ def import_build(spec: str, out: Path) -> Path:
     out = Path(out)
     if out.exists() and any(out.iterdir()):
         raise ExportError(f"--out {out}: exists and is not empty; pass a new folder")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.tmp-"))
-    try:
+    with staged_dir(out) as tmp:
         manifest = json.loads(_fetch(spec, "manifest.json", tmp).read_text())
         _fetch(spec, "README.md", tmp)
         split = manifest.get("config", {}).get("split", "test")
@@ -55,10 +52,4 @@ def import_build(spec: str, out: Path) -> Path:
             del ds
         shutil.rmtree(tmp / ".cache", ignore_errors=True)
         verify(tmp)
-        if out.exists():
-            out.rmdir()
-        tmp.rename(out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return out

@@ -207,7 +207,6 @@ def test_train_build_key_is_its_contents_not_its_name(tmp_path, small_cfg):
 
     from sveb.checkpoints import build_key
     from sveb.engines.scripted import ScriptedEngine
-    from sveb.estimators.ppo import PPO1
     from sveb.pipeline import build
     from sveb import store
     bdir = build(small_cfg, tmp_path, engine=ScriptedEngine())

@@ -37,9 +37,9 @@ from torch import nn
 from sveb import store
 from sveb.builds import disjoint_problems, find_train_build, load_rollouts
 from sveb.config import fingerprint
-from sveb.checkpoints import build_key, resident
+from sveb.checkpoints import build_key, resident, train_build_key
 from sveb.critic import Critic, Seq, _pad, _token_batches
-from sveb.errors import EvalError, UsageError
+from sveb.errors import UsageError
 from sveb.estimators.base import Estimator, ProblemGroup, State
 
 LOGIT_TOKENS = 2048  # tokens per forward through the LM head (their logits are tokens x vocab floats)
@@ -222,10 +222,7 @@ class PACS(Estimator):
     value: str = "calibrated"
 
     def cache_key(self, bdir: Path, manifest: dict) -> str:
-        try:
-            return build_key(find_train_build(bdir, manifest, self.train_build, self.name))
-        except EvalError:  # no training build yet: prepare() raises the clear error
-            return ""
+        return train_build_key(bdir, manifest, self.train_build, self.name)
 
     def prepare(self, build, console=None) -> None:
         if self.epochs < 0 or self.batch < 1 or self.grad_accum < 1:

@@ -19,10 +19,10 @@ import numpy as np
 
 from sveb import store
 from sveb.builds import disjoint_problems, find_train_build, load_rollouts
-from sveb.checkpoints import build_key, resident
+from sveb.checkpoints import build_key, resident, train_build_key
 from sveb.config import fingerprint
 from sveb.critic import Critic, CriticConfig, Seq, gae_targets, make_seq
-from sveb.errors import EvalError, UsageError
+from sveb.errors import UsageError
 from sveb.estimators.base import Estimator, ProblemGroup, State
 
 __all__ = ["PPO1", "PPON", "gae_targets"]
@@ -116,10 +116,8 @@ class PPO1(_PPO):
 
     def cache_key(self, bdir: Path, manifest: dict) -> str:
         """The training build this run would use, so a new training build invalidates stored scores."""
-        try:
-            return build_key(find_train_build(bdir, manifest, self.train_build, self.name)) + "-clipped"
-        except EvalError:  # no training build yet: prepare() raises the clear error
-            return ""
+        key = train_build_key(bdir, manifest, self.train_build, self.name)
+        return key and key + "-clipped"
 
     def _check(self, data) -> None:
         tb = find_train_build(data.bdir, data.manifest, self.train_build, self.name, self._console)

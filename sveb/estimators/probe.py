@@ -23,21 +23,12 @@ import numpy as np
 
 from sveb import store
 from sveb.builds import disjoint_problems, find_train_build, load_build
+from sveb.checkpoints import build_key, train_build_key
 from sveb.config import derive_seed, fingerprint
 from sveb.errors import EvalError, UsageError
 from sveb.estimators.base import Estimator, ProblemGroup, State
 from sveb.estimators.probe_features import Tracks, state_row
 from sveb.estimators.probe_fit import fit_cv
-
-_HASHES: dict[tuple, str] = {}   # (train build, manifest mtime) -> content hash: hashing reads every table
-
-
-def train_hash(tb: Path) -> str:
-    key = (str(tb), (tb / "manifest.json").stat().st_mtime_ns)
-    if key not in _HASHES:
-        _HASHES[key] = store.content_hash(tb)
-    return _HASHES[key]
-
 
 def chosen_prefixes(T: int, k: int, seed: int) -> list[int]:
     """k distinct seeded positions in 0..T-1 (all of them if k = 0 or k >= T)."""
@@ -68,10 +59,7 @@ class Probe(Estimator):
     train_build: str = ""
 
     def cache_key(self, bdir: Path, manifest: dict) -> str:
-        try:
-            return train_hash(find_train_build(bdir, manifest, self.train_build, self.name))
-        except EvalError:  # no training build yet: prepare() raises the clear error
-            return ""
+        return train_build_key(bdir, manifest, self.train_build, self.name)
 
     def _grid(self) -> list[float]:
         try:
@@ -108,7 +96,7 @@ class Probe(Estimator):
         """The training rows of the regime: hidden block, scalars, offset, y, n, problem ids."""
         data = load_build(tb, references=self.regime == "mc")
         H, S, off, y, n, g = [], [], [], [], [], []
-        salt = train_hash(tb)
+        salt = build_key(tb)
         for pid in pids:
             rows = data.rollouts.get(pid, [])
             tr = tracks.group(pid, rows)
@@ -146,7 +134,7 @@ class Probe(Estimator):
         tracks = self._tracks(tb)
         from sveb.estimators import params_of
         params = {k: v for k, v in params_of(self).items() if k != "train_build"}  # where it is: the hash
-        key = fingerprint("probe", train_hash(tb), pids, params, self._data.manifest["model"], tracks.dtype)
+        key = fingerprint("probe", build_key(tb), pids, params, self._data.manifest["model"], tracks.dtype)
         path = tb / "probes" / f"{key}.pkl"
         if path.exists():
             blob = pickle.loads(path.read_bytes())
