@@ -138,7 +138,15 @@ def eval_(
         connect(opts)  # one cluster for every estimator; it stops with this process
     rows = [evaluate(bdir, e, params, p, bootstrap, seed, force, console, ray=opts)
             for bdir in bdirs for e in estimator for p in protocol]
-    print_pivot(rows, out)
+    if BASELINE not in estimator:  # every verdict is paired against it (instant: a group mean)
+        for bdir in bdirs:
+            for p in protocol:
+                evaluate(bdir, BASELINE, {}, p, bootstrap, seed, False, console)
+    from sveb.leaderboard import rows_of_builds
+    shown = {(r["estimator"], r["params_fp"]) for r in rows}
+    board = [r for r in rows_of_builds(bdirs) if r["protocol"] in protocol
+             and ((r["estimator"], r["params_fp"]) in shown or r["estimator"] == BASELINE)]
+    print_pivot(board, out)  # the paired Δ vs the baseline, Holm over every estimator stored on the build (as the leaderboard)
 
 
 @app.command()

@@ -52,9 +52,14 @@ def _rows_of(view, kind: str) -> list[dict]:
 
 def rows(root: str | Path, builds: set | None = None) -> list[dict]:
     """Every score row under root (only the builds named in `builds` when given), pooled over seeds."""
+    return rows_of_builds([b for b in store.list_builds(root) if builds is None or b.name in builds])
+
+
+def rows_of_builds(bdirs: list[Path]) -> list[dict]:
+    """The score rows of these builds (those with scores), pooled over seeds."""
     views = []
-    for bdir in store.list_builds(root):
-        if (builds is None or bdir.name in builds) and (bdir / "scores").exists():
+    for bdir in bdirs:
+        if (bdir / "scores").exists():
             scores = read_scores(bdir)
             views += [load_view(bdir, scores)] if scores else []
     out = []

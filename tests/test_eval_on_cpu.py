@@ -122,3 +122,16 @@ def test_report_hides_ablation_settings_unless_asked(scripted_build, tmp_path):
     assert f"{mc} (k=2)" in b
     rows = list(csv.DictReader(open(tmp_path / "a" / "leaderboard.csv")))
     assert {r["params"] for r in rows if r["estimator"] == mc} == {'{"k": 1}', '{"k": 2}'}  # CSV keeps all
+
+
+def test_eval_prints_the_paired_verdict_against_the_baseline(scripted_build, monkeypatch):
+    """`sveb eval -e mcs-4` scores grpo too (instantly) and prints the paired Δ and a verdict for mcs-4."""
+    from typer.testing import CliRunner
+    from sveb.cli import app
+    monkeypatch.setenv("COLUMNS", "80")
+    root, bdir = scripted_build
+    r = CliRunner().invoke(app, ["eval", "--root", str(root), "--build", bdir.name, "-e", "mcs-4", "--bootstrap", "50"])
+    assert r.exit_code == 0, r.output
+    line = next(x for x in r.output.splitlines() if x.strip().startswith("mcs-4"))
+    assert any(w in line for w in ("better", "worse", "no diff")), line
+    assert (bdir / "scores").exists() and any("grpo" in p.name for p in (bdir / "scores").glob("part-*"))
