@@ -46,14 +46,18 @@ def test_state_row_plain_and_relative():
     assert o == pytest.approx(np.log(2.5 / 0.5))
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])  # real checkpoints ship in bf16
 @pytest.mark.parametrize("tied", [False, True])
-def test_lm_head_weight_is_the_models(tmp_path, tied):
+def test_lm_head_weight_is_the_models(tmp_path, tied, dtype):
     torch.manual_seed(0)
     cfg = LlamaConfig(vocab_size=64, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
                       num_attention_heads=2, num_key_value_heads=1, tie_word_embeddings=tied)
-    m = LlamaForCausalLM(cfg)
+    m = LlamaForCausalLM(cfg).to(dtype)
     m.save_pretrained(tmp_path)
-    np.testing.assert_array_equal(lm_head_weight(str(tmp_path)), m.get_output_embeddings().weight.detach().numpy())
+    want = m.get_output_embeddings().weight.detach().float().numpy()
+    got = lm_head_weight(str(tmp_path))
+    assert got.dtype == np.float32
+    np.testing.assert_array_equal(got, want)
 
 
 @pytest.mark.parametrize("layer", [-1, -2])

@@ -81,9 +81,9 @@ def lm_head_weight(model_path: str) -> np.ndarray:
         names = names[1:]
     for name in names:
         for f in files:
-            with safe_open(str(f), framework="np") as st:
+            with safe_open(str(f), framework="pt") as st:  # numpy has no bf16, the dtype real checkpoints ship in
                 if name in st.keys():
-                    return st.get_tensor(name).astype(np.float32)
+                    return st.get_tensor(name).float().numpy()
     from sveb.errors import UsageError
     raise UsageError(f"probe: no LM head ({' or '.join(names)}) in the safetensors files of {model_path}")
 
