@@ -19,6 +19,7 @@ table{border-collapse:collapse;margin:.6em 0}th,td{padding:3px 8px;border-bottom
 white-space:nowrap}th{cursor:pointer;background:#f3f3f3;user-select:none}th.asc:after{content:" \\25B2"}
 th.desc:after{content:" \\25BC"}td.l,th.l{text-align:left}.better{color:#1a7f37;font-weight:600}
 .worse{color:#b42318;font-weight:600}.dim{color:#888}img{max-width:100%;border:1px solid #eee}
+span.params{display:inline-block;white-space:normal;max-width:26em;font-size:12px}
 caption{caption-side:bottom;text-align:left;color:#666;font-size:12px;padding-top:4px}"""
 
 JS = """function sortBy(th){var t=th.closest('table'),b=t.tBodies[0],i=Array.from(th.parentNode.children).indexOf(th);
@@ -70,7 +71,7 @@ def _cell(r: dict, key: str) -> tuple[str, str, str]:
     if key == "estimator":
         params = json.loads(r.get("params") or "{}")
         shown = ", ".join(f"{k}={x}" for k, x in sorted(params.items()))
-        return e(str(v)), f"{e(str(v))}<br><span class=dim>{e(shown)}</span>" if shown else e(str(v)), "l"
+        return e(str(v)), f"{e(str(v))}<br><span class='dim params'>{e(shown)}</span>" if shown else e(str(v)), "l"
     if key == "provenance":
         who = f"{r.get('provenance')}: {r.get('distribution') or r.get('target') or '?'} {r.get('version') or ''}"
         flags = json.loads(r.get("machine") or "{}")
