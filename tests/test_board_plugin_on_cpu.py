@@ -4,37 +4,22 @@ version recorded), and the same class loaded by module:Class path from a folder 
 import json
 import os
 import shutil
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
 from sveb import board, schema, store
 from sveb.bundle import read_bundle
 
-REPO = Path(__file__).resolve().parent.parent
-PLUGIN = REPO / "examples" / "sveb-example-plugin"
+from plugin_env import PLUGIN, REPO, install_plugin, sveb
 
 
 @pytest.fixture(scope="module")
 def envs(tmp_path_factory) -> dict:
     """Environments of processes with the plugin installed (pip --target, offline), or only on the path."""
-    target = tmp_path_factory.mktemp("site")
-    src = shutil.copytree(PLUGIN, tmp_path_factory.mktemp("src") / PLUGIN.name,
-                          ignore=shutil.ignore_patterns("build", "*.egg-info"))
-    r = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index",
-                        "--no-build-isolation", "--target", str(target), str(src)], capture_output=True, text=True)
-    assert r.returncode == 0, r.stdout + r.stderr
     loose = tmp_path_factory.mktemp("loose")
     shutil.copy2(PLUGIN / "sveb_example_plugin.py", loose)
-    return {"installed": {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(target)])},
+    return {"installed": install_plugin(tmp_path_factory),
             "path": {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(loose)])}}
-
-
-def sveb(env: dict, *args) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "sveb.cli", *map(str, args)], capture_output=True, text=True,
-                          env=env, cwd=REPO)
 
 
 def test_plugin_bundles_are_accepted_with_their_provenance(envs, scripted_build, tmp_path):

@@ -1,11 +1,6 @@
 """The example plugin (examples/sveb-example-plugin), installed as a package, evaluated through the CLI."""
 
 import json
-import os
-import shutil
-import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -13,29 +8,12 @@ import pytest
 from sveb import schema, store
 from sveb.builds import load_build
 
-REPO = Path(__file__).resolve().parent.parent
-PLUGIN = REPO / "examples" / "sveb-example-plugin"
+from plugin_env import REPO, install_plugin, sveb
 
 
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory) -> dict:
-    """The environment of a process that has the plugin installed (pip --target: offline, no venv copy)."""
-    target = tmp_path_factory.mktemp("site")
-    # from a copy: building in place would leave build/ and *.egg-info in the checkout
-    src = shutil.copytree(PLUGIN, tmp_path_factory.mktemp("src") / PLUGIN.name,
-                          ignore=shutil.ignore_patterns("build", "*.egg-info"))
-    r = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index",
-                        "--no-build-isolation", "--target", str(target), str(src)],
-                       capture_output=True, text=True)
-    assert r.returncode == 0, r.stdout + r.stderr
-    assert list(target.glob("sveb_example_plugin-*.dist-info/entry_points.txt"))
-    path = os.pathsep.join([str(REPO), str(target)])  # this checkout's sveb, then the plugin
-    return {**os.environ, "PYTHONPATH": path}
-
-
-def sveb(env: dict, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "sveb.cli", *args], capture_output=True, text=True, env=env,
-                          cwd=REPO)
+    return install_plugin(tmp_path_factory)
 
 
 def test_plugin_is_listed_and_evaluated_through_the_cli(installed, scripted_build):
