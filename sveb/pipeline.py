@@ -160,6 +160,8 @@ def build(cfg: BuildConfig, root: str | Path, engine: Engine | None = None, cons
     summary = {"n_candidates": len(candidates), "n_problems": len(kept), "n_states": len(states),
                "skipped_rows": skipped, "candidate_accuracy": accuracy, "seconds": round(time.time() - t0, 1),
                "truncated": truncation(bdir, {p["problem_id"] for p in kept})}
+    if old.get("status") == "complete" and "seconds" in old:  # a rerun found every shard: the build took its time then
+        summary["seconds"] = old["seconds"]
     if len(kept) < cfg.problems:
         console.print(f"[yellow]only {len(kept)} of {cfg.problems} problems passed the difficulty filter "
                       f"[{cfg.min_acc}, {cfg.max_acc}]; raise --oversample or widen the filter[/]")

@@ -126,3 +126,13 @@ def test_shard_metadata_carries_fingerprint(tmp_path, small_cfg):
     bdir2 = build(small_cfg, tmp_path, engine=ScriptedEngine())
     assert store.read_shard(shard).num_rows == rows > 0
     assert bdir2 == bdir
+
+
+def test_a_rerun_of_a_complete_build_keeps_its_build_time(tmp_path, small_cfg):
+    """The manifest's seconds (shown in exports' cards and timings) are the build's, not a no-op rerun's."""
+    bdir = build(small_cfg, tmp_path, engine=ScriptedEngine())
+    m = store.read_manifest(bdir)
+    store.write_manifest(bdir, {**m, "seconds": 1234.5})  # as if sampling had taken that long
+    again = ScriptedEngine()
+    assert build(small_cfg, tmp_path, engine=again) == bdir and not again.calls
+    assert store.read_manifest(bdir)["seconds"] == 1234.5
