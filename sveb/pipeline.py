@@ -110,6 +110,18 @@ def _versions() -> dict[str, str]:
     return out
 
 
+def _frozen(bdir: Path) -> bool:
+    """A complete export (tables hashed in its manifest) sits at this build's place; its hashes are checked."""
+    if not (bdir / "manifest.json").exists():
+        return False
+    m = store.read_manifest(bdir)
+    if "export" not in m or m.get("status") != "complete":
+        return False
+    from sveb.export import verify
+    verify(bdir)
+    return True
+
+
 def build(cfg: BuildConfig, root: str | Path, engine: Engine | None = None, console: Console | None = None,
           ray=None) -> Path:
     """Run the missing stages and shards. `ray` (sveb.distributed.RayOptions): hand the shards to Ray
@@ -125,6 +137,9 @@ def build(cfg: BuildConfig, root: str | Path, engine: Engine | None = None, cons
                          f"at least 2 screening rollouts per candidate (or open it: --min-acc 0 --max-acc 1)")
     fps = stage_fps(cfg)
     bdir = locate(cfg, root)
+    if _frozen(bdir):  # an export restored into the root is data, not a half-made build: never re-sample it
+        console.print(f"[dim]{bdir} is a frozen export of this build; its tables are used as they are[/]")
+        return bdir
     from sveb.device import describe as cpu
     base = {"config": dataclasses.asdict(cfg), "fingerprints": fps, "build_fp": fps["references"],
             "model": cfg.model, "domain": cfg.domain, "versions": _versions(), "dtype": dtype_of(cfg),

@@ -145,3 +145,30 @@ def test_cli_export_eval_leaderboard_on_the_folder(scripted_build, weights, tmp_
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)  # as on a machine without the hub
     r = runner.invoke(app, ["eval", "--build", "hub:nobody/none", "--root", str(tmp_path / "r")])
     assert r.exit_code == 1 and "nobody/none" in r.output and "Traceback" not in r.output
+
+
+def test_an_export_restored_into_a_root_is_used_not_resampled(exported, small_cfg, tmp_path):
+    """`sveb build`/`sveb demo` on a root holding an export at the build's place read it; no engine is touched."""
+    import shutil
+    from dataclasses import replace
+
+    from sveb.pipeline import build, locate
+    root, bdir, ex = exported
+    cfg = replace(small_cfg, model="smollm2-135m")
+    root2 = tmp_path / "restored"
+    place = locate(cfg, root2)
+    assert place.name == bdir.name
+    shutil.copytree(ex, place)
+    before = json.loads((place / "manifest.json").read_text())
+
+    class NoEngine:  # any sampling call is a failure
+        def __getattr__(self, name):
+            raise AssertionError(f"the engine was used ({name}) on a frozen export")
+
+    assert build(cfg, root2, engine=NoEngine()) == place
+    assert json.loads((place / "manifest.json").read_text()) == before
+    assert not (place / "candidates").exists()
+    verify(place)
+    (place / "states" / "part-00000.parquet").write_bytes(b"not parquet")  # a tampered export is refused, not rebuilt
+    with pytest.raises(ExportError, match="states"):
+        build(cfg, root2, engine=NoEngine())
