@@ -17,7 +17,6 @@ from rich.console import Console
 from rich.table import Table
 
 from sveb import store
-from sveb.errors import SvebError
 from sveb.estimators import BASELINE, rank
 from sveb.protocols import PROTOCOLS
 from sveb.pooling import PAIRED, load_view, merge, paired, pools, read_scores
@@ -87,13 +86,10 @@ def write_csv(rows_: list[dict], out: str | Path) -> Path:
 
 
 def _default_params(name: str) -> dict | None:
-    """The estimator's default parameters, or None when it cannot be built here: an estimator that is not
-    installed (unknown name) or whose import fails (e.g. needs torch). Any other error is a bug and raises."""
-    from sveb.estimators import make, params_json
-    try:
-        return json.loads(params_json(make(name)))
-    except (SvebError, ImportError):
-        return None
+    """The estimator's default parameters, or None when it cannot be built here."""
+    from sveb.replicates import default_params
+    pj = default_params(name)
+    return None if pj is None else json.loads(pj)
 
 
 def labels(params: dict[tuple[str, str], str]) -> dict[tuple[str, str], str]:
@@ -197,6 +193,20 @@ def print_pivot(rows_: list[dict], console: Console, wide: bool = False) -> None
             console.print(t)
         if rs[0].get("kind") == "pooled":
             _print_seeds(rows_, rs, names, console)
+    _print_spread(rows_, console)
+
+
+def _print_spread(rows_: list[dict], console: Console) -> None:
+    """Trained estimators scored with several training seeds (`-P seed=K`): mean ± sd over those seeds."""
+    from sveb import replicates
+    found = replicates.of_rows(rows_)
+    if not found:
+        return
+    t = _table("Training seeds: spread of trained estimators", "sd over training seeds (ddof 1); replicates "
+               "are a Holm family of their own", ["estimator", "protocol", "seeds", "MAE", "Δ sq err"])
+    for r, c in zip(found, replicates.cells(found)):
+        t.add_row(f"{c[2]} · {r['domain']}", c[1], c[3], c[4], c[5])
+    console.print(t)
 
 
 def _print_seeds(rows_: list[dict], pooled: list[dict], names: dict, console: Console) -> None:

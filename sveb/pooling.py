@@ -136,10 +136,18 @@ def merge(views: list[View]) -> View:
     return out
 
 
+def _family(key: tuple[str, str], params_json) -> str:
+    if role_of(key[0]) == "scale":
+        return "scale"
+    from sveb.replicates import default_params, training_seed
+    return "replicate" if training_seed(params_json, default_params(key[0])) is not None else "main"
+
+
 def paired(v: View, protocol: str) -> dict[tuple[str, str], dict]:
     """(estimator, params_fp) -> paired Δ of squared error against the baseline on the same states, its
     clustered CI, the cluster-robust p, the Holm-adjusted p and the verdict. Holm family: every estimator of
-    this table (view x protocol) compared with the baseline; the MCS@k scale rows form a family of their own."""
+    this table (view x protocol) compared with the baseline; the MCS@k scale rows form a family of their own, and
+    so do a trained estimator's training-seed replicates (`-P seed=K`, sveb/replicates.py)."""
     base = sorted(k for k in v.est if k[0] == BASELINE and k[2] == protocol)
     if not base:
         return {}
@@ -151,8 +159,8 @@ def paired(v: View, protocol: str) -> dict[tuple[str, str], dict]:
         out[k[:2]] = {**res, "n_states": int(ok.sum()), "n_problems": len(set(v.problem[ok])),
                       "mae": float(np.abs(v.est[k][ok] - v.ref[ok]).mean()) if ok.any() else float("nan"),
                       "mae_grpo": float(np.abs(b[ok] - v.ref[ok]).mean()) if ok.any() else float("nan")}
-    for scale in (False, True):
-        fam = [k for k in out if (role_of(k[0]) == "scale") == scale]
+    for family in ("main", "scale", "replicate"):
+        fam = [k for k in out if _family(k, v.params.get(k)) == family]
         for k, p in zip(fam, scoring.holm([out[k]["p_delta"] for k in fam])):
             out[k]["p_holm"] = float(p)
             out[k]["verdict"] = scoring.verdict(out[k]["delta_sq"], p)

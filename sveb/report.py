@@ -231,6 +231,26 @@ def _drop_variants(views: list[View], labels: dict) -> None:
         v.params = {k: pj for k, pj in v.params.items() if shown(*k)}
 
 
+SPREAD_NOTE = ("A trained estimator scored again with `-P seed=K`: mean ± sd (ddof 1) over its training seeds of "
+               "MAE and of the paired Δ; the verdicts per seed in seed order (replicates: a Holm family of their own).")
+
+
+def _spread_md(spread: list[dict]) -> list[str]:
+    from sveb import replicates
+    if not spread:
+        return []
+    return ["## Training seeds of trained estimators\n", _md_table(replicates.HEADER, replicates.cells(spread), 3),
+            f"\n{SPREAD_NOTE}\n"]
+
+
+def _spread_html(spread: list[dict]) -> list[str]:
+    from sveb import replicates
+    if not spread:
+        return []
+    return ["<h2>Training seeds of trained estimators</h2>", _html_table(replicates.HEADER, replicates.cells(spread)),
+            f"<p class='note'>{html.escape(SPREAD_NOTE)}</p>"]
+
+
 def write_report(root: Path, out: Path, n_boot: int = 2000, all_settings: bool = False, by: tuple = (),
                  builds: set | None = None) -> Path:
     """Write leaderboard.csv, paired.csv, table.md, PNG plots and index.html into `out`; return index.html.
@@ -241,7 +261,15 @@ def write_report(root: Path, out: Path, n_boot: int = 2000, all_settings: bool =
     views, seed_groups, notes = _collect(root, builds)
     seed_views = [v for g in seed_groups for v in g]
     out.mkdir(parents=True, exist_ok=True)
-    leaderboard.write_csv(leaderboard.rows(root, builds), out / "leaderboard.csv")
+    board = leaderboard.rows(root, builds)
+    leaderboard.write_csv(board, out / "leaderboard.csv")
+    from sveb import replicates
+    spread = replicates.of_rows(board)  # trained estimators' training seeds, when several were scored
+    if spread:
+        with open(out / "training_seeds.csv", "w", newline="", encoding="utf-8") as f:
+            w = csv.DictWriter(f, fieldnames=list(spread[0]))
+            w.writeheader()
+            w.writerows(spread)
     # paired tests before hiding ablation settings: the Holm family is every setting, as in leaderboard.csv
     cmp = {(v.fp, p): pooling.paired(v, p) for v in views + seed_views for p in _protocols(v)}
     labels = _labels(views)
@@ -323,7 +351,7 @@ def write_report(root: Path, out: Path, n_boot: int = 2000, all_settings: bool =
     md = [f"# SVEB report\n\nroot: `{root}`  \nmodels: {', '.join(models)}  \ndomains: {', '.join(domains)}\n",
           "## Builds\n", _md_table(BUILD_HEADER, brow, 4), "", *md,
           f"## Paired comparison against {BASELINE}\n", _md_table(PAIRED_HEADER, prow, 4) if prow else "(none)",
-          f"\n{pnote}\n", *seed_md, *(["## Notes\n", *(f"- {n}" for n in notes), ""] if notes else []),
+          f"\n{pnote}\n", *seed_md, *_spread_md(spread), *(["## Notes\n", *(f"- {n}" for n in notes), ""] if notes else []),
           "## Figures\n", *(f"- ![{p}]({p})" for p in pngs)]
     (out / "table.md").write_text("\n".join(md) + "\n", encoding="utf-8")
 
@@ -336,7 +364,7 @@ def write_report(root: Path, out: Path, n_boot: int = 2000, all_settings: bool =
         page.append("<h2>Notes</h2><ul>" + "".join(f"<li class='warn'>{html.escape(n)}</li>" for n in notes) + "</ul>")
     page += body + [f"<h2>Paired comparison against {BASELINE}</h2>",
                     _html_table(PAIRED_HEADER, prow) if prow else "<p>(none)</p>", f"<p class='note'>{pnote}</p>",
-                    *seed_html,
+                    *seed_html, *_spread_html(spread),
                     "<h2>Per-build figures</h2>", *figs, "</body></html>"]
     (out / "index.html").write_text("\n".join(page), encoding="utf-8")
     return out / "index.html"

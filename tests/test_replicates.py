@@ -1,0 +1,73 @@
+"""Training-seed replicates: recognised only when the seed alone differs, summarised as mean ± sd, and kept out
+of the headline Holm family (so scoring a trained estimator again cannot weaken another estimator's verdict)."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from sveb import pooling, replicates
+from sveb.replicates import default_params, spread, training_seed
+
+
+def _pj(name: str, **change) -> str:
+    return json.dumps({**json.loads(default_params(name)), **change}, sort_keys=True)
+
+
+def test_a_replicate_differs_from_the_default_only_in_its_seed():
+    d = default_params("probe")
+    assert training_seed(_pj("probe", seed=2), d) == 2
+    assert training_seed(d, d) is None                                  # the default row itself
+    assert training_seed(_pj("probe", seed=2, pca=8), d) is None        # an ablation, not a replicate
+    assert training_seed(_pj("probe", pca=8), d) is None
+    assert training_seed("{}", default_params("grpo")) is None          # no seed: never a replicate
+
+
+def _row(name, params, mae, delta, protocol="held-out", verdict="no difference", kind="pooled"):
+    return {"model": "m", "domain": "number", "protocol": protocol, "build_fp": "a+b", "estimator": name,
+            "params": params, "mae": mae, "delta_sq": delta, "verdict": verdict, "kind": kind}
+
+
+def test_spread_is_mean_and_sample_sd_over_training_seeds():
+    d = default_params("probe")
+    rows = [_row("probe", d, 0.10, -0.01, verdict="better"), _row("probe", _pj("probe", seed=1), 0.12, 0.0),
+            _row("probe", _pj("probe", seed=2), 0.14, 0.01),
+            _row("probe", _pj("probe", pca=8), 0.5, 0.2),                   # an ablation: left out
+            _row("probe", _pj("probe", seed=1), 0.9, 0.9, kind="seed"),     # a per-build row: left out
+            _row("probe", d, 0.2, 0.0, protocol="in-group"),                 # one seed only: no spread row
+            _row("grpo", "{}", 0.15, 0.0)]
+    out = spread(rows, {"probe": d, "grpo": default_params("grpo")})
+    assert len(out) == 1
+    r = out[0]
+    assert r["training_seeds"] == "0,1,2" and r["n"] == 3
+    assert r["mae_mean"] == pytest.approx(0.12) and r["mae_sd"] == pytest.approx(np.std([0.1, 0.12, 0.14], ddof=1))
+    assert r["delta_sq_mean"] == pytest.approx(0.0) and r["delta_sq_sd"] == pytest.approx(0.01)
+    assert r["verdicts"] == "better,no difference,no difference"
+    assert replicates.cells(out)[0][4] == "0.120 ± 0.020"
+
+
+def test_replicates_are_a_holm_family_of_their_own():
+    rng = np.random.default_rng(0)
+    n = 400
+    ref = rng.uniform(0.2, 0.8, n)
+    problem = np.repeat(np.arange(100), 4).astype(object)
+    base = ref + rng.normal(0, 0.2, n)
+    better = ref + rng.normal(0, 0.15, n)  # a real improvement
+    d = default_params("probe")
+    est = {("grpo", "g", "held-out"): base, ("probe", "p0", "held-out"): better}
+    params = {("grpo", "g"): "{}", ("probe", "p0"): d}
+    view = pooling.View(Path("b"), "m", "number", "complete", [], problem, ref, np.full(n, 0.5), est=est,
+                        params=params)
+    alone = pooling.paired(view, "held-out")[("probe", "p0")]["p_holm"]
+    for k in range(1, 6):  # five more training seeds, each no better than grpo
+        view.est[("probe", f"p{k}", "held-out")] = base + rng.normal(0, 0.01, n)
+        view.params[("probe", f"p{k}")] = _pj("probe", seed=k)
+    out = pooling.paired(view, "held-out")
+    assert out[("probe", "p0")]["p_holm"] == pytest.approx(alone)  # the headline p is not diluted
+    reps = [out[("probe", f"p{k}")]["p_holm"] for k in range(1, 6)]
+    raw = sorted(out[("probe", f"p{k}")]["p_delta"] for k in range(1, 6))
+    assert min(reps) == pytest.approx(min(1.0, raw[0] * 5))  # Holm over the five replicates
+    view.est[("probe", "abl", "held-out")] = base + rng.normal(0, 0.01, n)  # an ablation does join the main family
+    view.params[("probe", "abl")] = _pj("probe", pca=8)
+    assert pooling.paired(view, "held-out")[("probe", "p0")]["p_holm"] > alone
