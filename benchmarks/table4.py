@@ -7,6 +7,9 @@ first, then in-group, the paper's protocol), scores.csv, domains.csv (states, ac
 export size) and timing.csv (seconds per state of each stage: screening, rollouts, references, hidden pass, each
 estimator), each naming the machine's CPU flags.
 
+Each domain's builds are the powered preset's (50 problems x 4 states in step pairs, G = 16, MCS@20 + 4 extras,
+seed 0; a train build of 60 problems x 2 states, MC@4), so the number column is the powered run's seed-0 build.
+
     python benchmarks/table4.py                       # the five domains (hours on 2 cores; rerun to resume)
     python benchmarks/table4.py --domains number --problems 8 --states 2
 """
@@ -29,16 +32,24 @@ from sveb.table4 import markdown, stage_timer, verdicts
 
 DOMAINS = ["number", "math", "science", "general", "programming"]
 # Per domain: the builtin generator unless a real dataset puts >= 30% of its screened candidates inside the band
-# on the default model (see `band share` in domains.csv); the session that runs the builds sets these.
-SOURCES = {d: "builtin" for d in DOMAINS}
+# on the default model (docs/domains.md: gsm8k, math500 and humaneval 0.12, mbpp 0, arc-challenge 0.88,
+# mmlu-stem 0.62). Science takes mmlu-stem: its file has no split of its own, so halves by id give a disjoint
+# train build offline (the ARC copy here holds only ARC's test split, so trained estimators would have none).
+MMLU = Path(__file__).resolve().parents[1] / ".." / "shared" / "datasets" / "mmlu_stem" / "test.jsonl"
+SOURCES = {d: "builtin" for d in DOMAINS} | {"science": f"mmlu-stem={MMLU.resolve()}" if MMLU.exists() else "mmlu-stem"}
 PROTOCOLS = ["held-out", "in-group"]
 
 
 def configs(domain: str, a, source: str) -> tuple[BuildConfig, BuildConfig]:
+    """The powered preset's benchmark and train builds (sveb/demo.py), so the number column is the powered
+    run's seed-0 build: the same fingerprint, never sampled twice."""
     base = dict(domain=domain, model=a.model, source=source, oversample=a.oversample, rollouts=a.rollouts,
-                min_acc=a.min_acc, max_acc=a.max_acc, min_novel_numbers=a.min_novel_numbers, seed=a.seed, engine=a.engine, sampling=SamplingConfig(max_tokens=a.max_tokens))
-    test = BuildConfig(problems=a.problems, states_per_problem=a.states, mc=a.mc, mc_extra=a.mc_extra, **base)
-    train = BuildConfig(split="train", problems=a.train_problems, states_per_problem=1, mc=2, mc_extra=0, **base)
+                min_acc=a.min_acc, max_acc=a.max_acc, min_novel_numbers=a.min_novel_numbers, seed=a.seed,
+                engine=a.engine, sampling=SamplingConfig(max_tokens=a.max_tokens))
+    test = BuildConfig(problems=a.problems, states_per_problem=a.states, mc=a.mc, mc_extra=a.mc_extra,
+                       step_pairs=a.step_pairs, **base)
+    train = BuildConfig(split="train", problems=a.train_problems, states_per_problem=a.train_states, mc=a.train_mc,
+                        mc_extra=0, step_pairs=a.step_pairs, **base)
     return test, train
 
 
@@ -147,8 +158,7 @@ def write_csv(path: Path, rows: list[dict]) -> None:
         w.writerows(rows)
 
 
-def main(argv: list[str] | None = None, engine=None, model_dir=None) -> Path:
-    """`engine`, `model_dir`: a passed-in engine (tests: the scripted one) and the weights to hash."""
+def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--domains", default=" ".join(DOMAINS))
     p.add_argument("--source", action="append", default=[], help="DOMAIN=SOURCE (default: builtin)")
@@ -158,15 +168,27 @@ def main(argv: list[str] | None = None, engine=None, model_dir=None) -> Path:
     p.add_argument("--root", default="sveb_data")
     p.add_argument("--exports", default="results/table4/exports")
     p.add_argument("--out", default="results/table4")
-    for k, v in (("problems", 50), ("states", 4), ("rollouts", 16), ("mc", 20), ("mc-extra", 4), ("oversample", 4),
-                 ("max-tokens", 256), ("train-problems", 24), ("bootstrap", 2000), ("seed", 0),
-                 ("min-novel-numbers", -1)):
+    from sveb.demo import BASE, PRESETS
+    size, train = PRESETS["powered"]
+    for k, v in (("problems", size["problems"]), ("states", size["states_per_problem"]), ("rollouts", size["rollouts"]),
+                 ("mc", BASE["mc"]), ("mc-extra", BASE["mc_extra"]), ("oversample", BASE["oversample"]),
+                 ("max-tokens", BASE["sampling"].max_tokens), ("train-problems", train["problems"]),
+                 ("train-states", train["states_per_problem"]), ("train-mc", train["mc"]), ("bootstrap", 2000),
+                 ("seed", 0), ("min-novel-numbers", -1)):
         p.add_argument(f"--{k}", type=int, default=v)
-    p.add_argument("--min-acc", type=float, default=0.1)
-    p.add_argument("--max-acc", type=float, default=0.8)
+    p.add_argument("--min-acc", type=float, default=BASE["min_acc"])
+    p.add_argument("--max-acc", type=float, default=BASE["max_acc"])
+    p.add_argument("--no-step-pairs", dest="step_pairs", action="store_false",
+                   help="cut states independently (default: in pairs t1 < t2 of one rollout, as the powered preset)")
     p.add_argument("--no-train", dest="train", action="store_false", help="skip the training builds (ppo-1 needs one)")
     a = p.parse_args(argv)
     a.source = dict(s.split("=", 1) for s in a.source)
+    return a
+
+
+def main(argv: list[str] | None = None, engine=None, model_dir=None) -> Path:
+    """`engine`, `model_dir`: a passed-in engine (tests: the scripted one) and the weights to hash."""
+    a = parse(argv)
     console = Console(stderr=True)
     from sveb.estimators import BASELINE, entry, names as registered
     names = [n.strip() for n in a.estimators.split(",") if n.strip()] or registered()
