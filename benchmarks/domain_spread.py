@@ -29,7 +29,7 @@ def main() -> None:
     from sveb.data_builders.load import load_problems
     from sveb.engines import Request, make_engine
     from sveb.models import resolve
-    from sveb.pipeline import _rewards
+    from sveb.build_jobs import rewards as _rewards
 
     engine = make_engine(args.engine, resolve(args.model))
     rows = []

@@ -1,4 +1,5 @@
-"""The read side of the store: find builds, load one for evaluation, turn its rows into estimator inputs.
+"""The read side of the store: find builds, load one for evaluation, turn its rows into estimator inputs,
+sum one up (the share cut off by the token budget, the one-line description).
 
 Everything that reads a finished build (evaluate, estimators that train on another build, reports)
 goes through here; only `sveb.pipeline` writes builds.
@@ -184,3 +185,23 @@ def load_scores(root: str | Path) -> list[dict]:
     for bdir in store.list_builds(root):
         rows += store.read_table(bdir / "scores", schema.SCORES).to_pylist() if (bdir / "scores").exists() else []
     return rows
+
+
+def truncation(bdir: Path, problem_ids: set[str]) -> dict[str, float]:
+    """Share of the benchmark's rollouts and reference continuations cut off by the token budget."""
+    rolls = [r["finish_reason"] for rows in load_rollouts(bdir, problem_ids).values() for r in rows]
+    conts: list[str] = []
+    for path in sorted((bdir / "references").glob("part-*.parquet")):
+        t = store.read_shard(path)
+        if "finish_reasons" in t.column_names:
+            for fr, n in zip(t.column("finish_reasons").to_pylist(), t.column("n_ref").to_pylist()):
+                conts += fr[:n]
+    share = lambda xs: round(sum(x == "length" for x in xs) / len(xs), 4) if xs else None
+    return {"rollouts": share(rolls), "references": share(conts)}
+
+
+def describe(bdir: Path) -> str:
+    """The manifest's headline fields as one JSON line."""
+    m = store.read_manifest(bdir)
+    return json.dumps({k: m.get(k) for k in ("model", "domain", "build_fp", "status", "n_problems", "n_states",
+                                             "truncated")})

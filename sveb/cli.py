@@ -60,7 +60,9 @@ def build(
     from dataclasses import replace
     from sveb.config import BuildConfig, SamplingConfig
     from sveb.distributed import ray_options
-    from sveb.pipeline import build as run_build, describe, validate
+    from sveb.build_rules import validate
+    from sveb.builds import describe
+    from sveb.pipeline import build as run_build
     from sveb.data_builders.fields import parse as parse_fields
     from sveb.data_builders.look import resolve_domain
     domain, fields = resolve_domain(domain, source), parse_fields(field)

@@ -7,7 +7,6 @@ on a scripted build whose model is a tiny random Llama (real hidden states, real
   own-outcome machinery: the estimator is rerun on the group with that reward flipped).
 """
 
-import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,13 +17,9 @@ import torch
 
 from sveb import estimators as reg
 from sveb.builds import load_build
-from sveb.config import BuildConfig, SamplingConfig
-from sveb.engines.scripted import ScriptedEngine
 from sveb.estimators.base import Estimator
 from sveb.hidden import hidden_provider
-from sveb.pipeline import build
 from sveb.protocols import PROTOCOLS, estimate_all
-from test_critic import tiny_llama
 
 torch.set_num_threads(1)
 
@@ -36,19 +31,8 @@ EXTRA = ["sveb_example_plugin:GroupMedian"]
 
 
 @pytest.fixture(scope="module")
-def data(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("contract")
-    src = tmp / "dapo.jsonl"
-    src.write_text("\n".join(json.dumps({"prompt": f"What is {a} + {b}?", "solution": str(a + b)})
-                             for a in range(1, 10) for b in range(1, 10)))
-    model = tiny_llama(tmp / "llama")
-    root = tmp / "root"
-    for split, seed in (("train", 4), ("test", 3)):  # ppo-1 trains on the disjoint train split
-        cfg = BuildConfig(domain="number", model=model, source=str(src), split=split, problems=3, oversample=3,
-                          rollouts=8, states_per_problem=2, mc=4, mc_extra=4, min_acc=0.1, max_acc=0.9, seed=seed,
-                          min_novel_numbers=0, sampling=SamplingConfig(max_tokens=120), engine="scripted")
-        bdir = build(cfg, root, engine=ScriptedEngine())
-    return load_build(bdir)
+def data(tiny_llama_builds):
+    return load_build(tiny_llama_builds[2])  # the test build; ppo-1 trains on the disjoint train build
 
 
 def run(name: str, protocol: str, data, params=None):

@@ -1,8 +1,6 @@
 """The probe end to end on scripted builds whose model is a tiny random Llama: both regimes through evaluate
 and the CLI, the fit cached under the train build by its content hash, protocol independence and blindness
-to the state's own outcome."""
-
-import json
+to the state's own outcome (builds: conftest.py's tiny_llama_builds)."""
 
 import numpy as np
 import pytest
@@ -12,35 +10,14 @@ from typer.testing import CliRunner
 from sveb import schema, store
 from sveb.builds import group_for, load_build, state_for
 from sveb.cli import app
-from sveb.config import BuildConfig, SamplingConfig
-from sveb.engines.scripted import ScriptedEngine
 from sveb.errors import EvalError
 from sveb.estimators import make
 from sveb.estimators import probe as probe_mod
 from sveb.evaluate import evaluate
-from sveb.pipeline import build
 from sveb.protocols import estimate_all, flip_own
-from tests.test_critic import tiny_llama
 
 torch.set_num_threads(1)
 CHEAP = {"cs": "0.01,1", "folds": "2", "prefixes": "4"}
-
-
-@pytest.fixture(scope="module")
-def builds(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("probe")
-    src = tmp / "dapo.jsonl"
-    src.write_text("\n".join(json.dumps({"prompt": f"What is {a} + {b}?", "solution": str(a + b)})
-                             for a in range(1, 10) for b in range(1, 10)))
-    model = tiny_llama(tmp / "llama")
-    root = tmp / "root"
-    out = {}
-    for split, seed in (("train", 4), ("test", 3)):
-        cfg = BuildConfig(domain="number", model=model, source=str(src), split=split, problems=3, oversample=3,
-                          rollouts=8, states_per_problem=2, mc=4, mc_extra=2, min_acc=0.1, max_acc=0.9, seed=seed,
-                          min_novel_numbers=0, sampling=SamplingConfig(max_tokens=120), engine="scripted")
-        out[split] = build(cfg, root, engine=ScriptedEngine())
-    return root, out["train"], out["test"], model
 
 
 def values(bdir, name):
@@ -49,8 +26,8 @@ def values(bdir, name):
 
 
 @pytest.mark.parametrize("name,params", [("probe", {}), ("probe-mc", {"relative": "0", "pool": "mean"}), ("probe", {"relative": "0", "offset": "0"})])
-def test_probe_end_to_end_and_cached_by_train_content(builds, monkeypatch, name, params):
-    root, tdir, bdir, _ = builds
+def test_probe_end_to_end_and_cached_by_train_content(tiny_llama_builds, monkeypatch, name, params):
+    root, tdir, bdir, _ = tiny_llama_builds
     params = {**CHEAP, **params}
     for p in ("held-out", "in-group"):
         row = evaluate(bdir, name, params, protocol=p, n_boot=20)
@@ -70,8 +47,8 @@ def test_probe_end_to_end_and_cached_by_train_content(builds, monkeypatch, name,
     assert make(name, params).cache_key(bdir, store.read_manifest(bdir)) == store.content_hash(tdir)
 
 
-def test_probe_is_blind_to_the_own_outcome_in_both_protocols(builds):
-    _, _, bdir, _ = builds
+def test_probe_is_blind_to_the_own_outcome_in_both_protocols(tiny_llama_builds):
+    _, _, bdir, _ = tiny_llama_builds
     data = load_build(bdir)
     est = make("probe", CHEAP)
     est.prepare(data, None)
@@ -87,8 +64,8 @@ def test_probe_is_blind_to_the_own_outcome_in_both_protocols(builds):
     assert any(est.estimate(f, [st])[0] != est.estimate(g, [st])[0] for f in flipped)
 
 
-def test_probe_refuses_bad_parameters_and_overlapping_train_build(builds):
-    _, _, bdir, _ = builds
+def test_probe_refuses_bad_parameters_and_overlapping_train_build(tiny_llama_builds):
+    _, _, bdir, _ = tiny_llama_builds
     data = load_build(bdir)
     with pytest.raises(Exception, match="pool=x"):
         make("probe", {"pool": "x"}).prepare(data, None)
@@ -98,9 +75,9 @@ def test_probe_refuses_bad_parameters_and_overlapping_train_build(builds):
         make("probe", {"train_build": str(bdir)}).prepare(data, None)
 
 
-def test_learning_curve_subsample_is_nested(builds):
+def test_learning_curve_subsample_is_nested(tiny_llama_builds):
     """max_train keeps a seeded subset of the rows; a larger one contains the smaller (a curve's points)."""
-    _, tdir, bdir, _ = builds
+    _, tdir, bdir, _ = tiny_llama_builds
     data = load_build(bdir)
     designs = []
     for k in (5, 10):
@@ -113,8 +90,8 @@ def test_learning_curve_subsample_is_nested(builds):
     assert all(tuple(np.round(h[:4], 5)) + (t,) in rows for h, t in zip(small["H"], small["S"][:, 2]))
 
 
-def test_cli_eval_probe(builds):
-    root, _, bdir, model = builds
+def test_cli_eval_probe(tiny_llama_builds):
+    root, _, bdir, model = tiny_llama_builds
     args = ["eval", "--root", str(root), "--build", bdir.name, "--model", model, "-e", "probe",
             "--bootstrap", "20",
             *[x for k, v in CHEAP.items() for x in ("-P", f"{k}={v}")]]
