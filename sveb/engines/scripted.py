@@ -4,6 +4,8 @@ Tokens are characters. For a question "What is a + b ...?" the policy writes a l
 ("steps: 1 0 1 ...") and then "\\boxed{gold}" when at least half the flips are 1, else a wrong
 answer. Each flip is 1 with a probability fixed per question, so the true value of any prefix is a
 binomial tail that tests can compute exactly. Continuations read the flips already in the prefix.
+With `loop_probability` q > 0 (off by default), after each flip the policy enters, with probability q,
+a loop that writes LOOP until the budget cuts it off (graded wrong); a prefix holding LOOP loops on.
 """
 
 from __future__ import annotations
@@ -21,6 +23,13 @@ from sveb.config import SamplingConfig
 from sveb.engines.base import Completion, Request
 
 ASSISTANT = "<|assistant|>"
+LOOP = "~"  # written forever once the policy loops
+STEPS = "steps: "
+
+
+def after_flip(k: int) -> int:
+    """Response index of the character after flip k (1-based): where a loop entered after flip k starts."""
+    return len(STEPS) + 2 * k - 1
 
 
 class CharTokenizer:
@@ -69,21 +78,29 @@ class Fault:
 
 
 class ScriptedEngine:
-    def __init__(self, n_flips: int = 8, fault: Fault | None = None, trace: str | None = None):
+    def __init__(self, n_flips: int = 8, fault: Fault | None = None, trace: str | None = None,
+                 loop_probability: float = 0.0):
         self.tokenizer = CharTokenizer()
-        self.n_flips = n_flips
+        self.n_flips, self.loop_probability = n_flips, loop_probability
         self.calls: list[int] = []   # number of requests per generate call (tests inspect it)
         self.fault, self.trace, self._seen = fault, trace, {}
 
-    def _complete(self, text: str, seed: int) -> str:
+    def _complete(self, text: str, seed: int, budget: int) -> str:
         head, _, so_far = text.rpartition(ASSISTANT)
+        if LOOP in so_far:
+            return LOOP * (budget + 1)
         question = head.split("<|user|>")[-1].strip()
-        body = so_far[len("steps: "):].split(".")[0] if so_far.startswith("steps: ") else ""
+        body = so_far[len(STEPS):].split(".")[0] if so_far.startswith(STEPS) else ""
         done = [int(c) for c in body if c in "01"]  # flips are one character: never cut
         rng = random.Random(seed)
         p = flip_probability(question)
         flips = done + [int(rng.random() < p) for _ in range(self.n_flips - len(done))]
         full = render(flips, gold_of(question), self.n_flips)
+        if self.loop_probability > 0:  # drawn after the flips, so the flips are those of q = 0
+            pending = [after_flip(k) for k in range(1, self.n_flips + 1) if after_flip(k) >= len(so_far)]
+            start = next((i for i in pending if rng.random() < self.loop_probability), None)
+            if start is not None:
+                full = full[:start] + LOOP * (budget + len(so_far) + 1 - start)
         if not full.startswith(so_far):
             raise AssertionError(f"scripted prefix diverged: {so_far!r}")
         return full[len(so_far):]
@@ -99,7 +116,7 @@ class ScriptedEngine:
         out = []
         for r in requests:
             text = self.tokenizer.decode(r.prompt_token_ids)
-            full = self._complete(text, r.seed)
+            full = self._complete(text, r.seed, r.budget(params))
             cont = full[: r.budget(params)]
             ids = tuple(ord(c) for c in cont)
             out.append(Completion(ids, "stop" if cont == full else "length"))
