@@ -231,6 +231,7 @@ def _drop_variants(views: list[View], labels: dict) -> None:
         v.params = {k: pj for k, pj in v.params.items() if shown(*k)}
 
 
+FIGURE_KINDS = ("mae", "hist", "calib", "position")  # the report's own PNG names start with these
 SPREAD_NOTE = ("A trained estimator scored again with `-P seed=K`: mean ± sd (ddof 1) over its training seeds of "
                "MAE and of the paired Δ; the verdicts per seed in seed order (replicates: a Holm family of their own).")
 
@@ -348,6 +349,9 @@ def write_report(root: Path, out: Path, n_boot: int = 2000, all_settings: bool =
     brow = [[v.model, v.domain, v.fp, v.status, str(len(v.ref)), str(len({k[:2] for k in v.est})),
              *_truncated(v.bdir)] for v in sorted([v for v in views if not v.pooled] + seed_views, key=_key)]
     pngs = re.findall(r"<img src='([^']+)'", "".join(body + figs))
+    for old in out.glob("*.png"):  # figures of builds no longer in the root: stale, and linked from nowhere
+        if old.name.split("_")[0] in FIGURE_KINDS and old.name not in pngs:
+            old.unlink()
     md = [f"# SVEB report\n\nroot: `{root}`  \nmodels: {', '.join(models)}  \ndomains: {', '.join(domains)}\n",
           "## Builds\n", _md_table(BUILD_HEADER, brow, 4), "", *md,
           f"## Paired comparison against {BASELINE}\n", _md_table(PAIRED_HEADER, prow, 4) if prow else "(none)",

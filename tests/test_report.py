@@ -183,3 +183,12 @@ def test_labels_show_only_non_default_params():
     assert labels[("numca", "a")] == "numca" and labels[("numca", "b")] == "numca (foo=2)"
     # default unknown: only the parameter that differs between settings is shown
     assert labels[("no-such-est", "c")] == "no-such-est (k=1)" and labels[("no-such-est", "d")] == "no-such-est (k=2)"
+
+
+def test_a_rewrite_removes_its_own_stale_figures_only(out, root):
+    stale, mine = out / "hist_scripted-a_number_000000000000_held-out.png", out / "my_notes.png"
+    stale.write_bytes(b"old"), mine.write_bytes(b"a user's file")
+    report.write_report(root, out, n_boot=50)
+    assert not stale.exists() and mine.exists()
+    assert len(list(out.glob("*.png"))) == 4 + 2 * 2 * 3 + 1
+    mine.unlink()
