@@ -124,11 +124,13 @@ def stopping_cuts(rng, usable, n):
 
 @pytest.fixture(scope="module")
 def builds(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("trunc")  # its path is in the source, so the draws change per run: checks at 4 SE
+    tmp = tmp_path_factory.mktemp("trunc")
     src = tmp / "sums.jsonl"
+    chdir = pytest.MonkeyPatch()
+    chdir.chdir(tmp)  # a relative source name: the fingerprint (so every draw) is the same on every run
     src.write_text("\n".join(json.dumps({"prompt": f"What is {a} + {b} + {c}?", "solution": str(a + b + c)})
                              for a in range(1, 9) for b in range(1, 9) for c in range(1, 13)))
-    cfg = BuildConfig(domain="number", model="scripted", source=str(src), problems=200, oversample=1, rollouts=16,
+    cfg = BuildConfig(domain="number", model="scripted", source=src.name, problems=200, oversample=1, rollouts=16,
                       states_per_problem=5, mc=10, mc_extra=0, min_acc=0.0, max_acc=1.0, seed=5,
                       min_novel_numbers=0, sampling=SamplingConfig(max_tokens=B), engine="scripted")
     eng = Recording(loop_probability=Q)
@@ -140,6 +142,7 @@ def builds(tmp_path_factory):
         stopping = load(pipeline.build(stop_cfg, tmp / "stopping", engine=ScriptedEngine(loop_probability=Q)))
     finally:
         mp.undo()
+        chdir.undo()
     return uniform, stopping, eng.log
 
 
