@@ -321,6 +321,12 @@ def test_reference_solutions_pass_the_built_tests(name, kind):
 def test_hub_unreachable_is_one_clear_line(monkeypatch, tmp_path):
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
     monkeypatch.setenv("HF_HOME", str(tmp_path))
+    # both libraries read their offline flags at import: set them too, or an unreachable hub is retried with
+    # backoff for minutes instead of failing at once
+    import datasets.config
+    import huggingface_hub.constants
+    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", True, raising=False)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
     for name, src in registry().items():
         with pytest.raises(SourceError) as e:
             scan(src.domain, name)
