@@ -36,21 +36,24 @@ def _params(pj) -> dict:
         return {}
 
 
-def base_key(params_json) -> str:
-    """The settings with the training seed left out: replicates of one setting share it."""
-    p = _params(params_json)
-    p.pop(SEED, None)
-    return json.dumps(p, sort_keys=True, default=str)
+def _without_seed(p: dict) -> dict:
+    return {k: v for k, v in p.items() if k != SEED}
+
+
+def seed_of(params_json, default_json) -> int | None:
+    """The training seed of a row whose settings are the default's but for `seed` (the default row itself
+    included), else None: an ablation, or an estimator without a seed."""
+    p, d = _params(params_json), _params(default_json)
+    if SEED not in d or _without_seed(p) != _without_seed(d):
+        return None
+    return p.get(SEED, d[SEED])
 
 
 def training_seed(params_json, default_json) -> int | None:
     """The training seed of a replicate row (its settings differ from the default only in a non-default
     `seed`), else None: default rows and other settings are not replicates."""
-    p, d = _params(params_json), _params(default_json)
-    if SEED not in p or SEED not in d or p[SEED] == d[SEED]:
-        return None
-    rest = {k: v for k, v in p.items() if k != SEED}
-    return p[SEED] if rest == {k: v for k, v in d.items() if k != SEED} else None
+    seed = seed_of(params_json, default_json)
+    return None if seed is None or seed == _params(default_json)[SEED] else seed
 
 
 def spread(rows: list[dict], defaults: dict[str, str | None]) -> list[dict]:
@@ -61,15 +64,11 @@ def spread(rows: list[dict], defaults: dict[str, str | None]) -> list[dict]:
     for r in rows:
         if r.get("kind", "build") not in ("build", "pooled"):
             continue
-        d = defaults.get(r["estimator"])
-        if d is None or SEED not in _params(d):
-            continue
-        seed = training_seed(r.get("params"), d)
-        is_default = base_key(r.get("params")) == base_key(d) and seed is None
-        if seed is None and not is_default:
-            continue  # another setting (an ablation): not a replicate of the default
+        seed = seed_of(r.get("params"), defaults.get(r["estimator"]))
+        if seed is None:
+            continue  # another setting (an ablation), or no training seed: not a replicate of the default
         key = (r["model"], r["domain"], r["protocol"], r.get("build_fp"), r["estimator"])
-        groups.setdefault(key, {})[_params(d)[SEED] if is_default else seed] = r
+        groups.setdefault(key, {})[seed] = r
     out = []
     for (model, domain, protocol, fp, name), by_seed in groups.items():
         if len(by_seed) < 2:
