@@ -18,6 +18,7 @@ from sveb.estimators import BASELINE, CONSTRUCTED, rank, role_of
 from sveb.protocols import PROTOCOL_LABELS, PROTOCOLS
 from sveb.errors import SvebError
 from sveb.pooling import View  # noqa: F401  (report.View: the per-state view of a build or pool)
+from sveb.report_format import CSS, cell, html_table, img, md_table, num, ok, spread_html, spread_md
 
 PAIRED_COLUMNS = ["model", "domain", "build_fp", "kind", "seeds", "protocol", "estimator", "params", "n_states",
                   "n_problems", "mae", "mae_grpo", *pooling.PAIRED]
@@ -59,21 +60,6 @@ def _slug(*parts: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", "_".join(parts)).strip("-")
 
 
-def _ok(x) -> bool:
-    return x is not None and bool(np.isfinite(x))
-
-
-def _f(x, nd: int = 3) -> str:
-    return f"{x:.{nd}f}" if _ok(x) else "n/a"
-
-
-def _cell(r: dict | None) -> str:
-    if r is None:
-        return "–"
-    mae, lo, hi = r["mae"], r["mae_ci_low"], r["mae_ci_high"]
-    return "n/a" if not _ok(mae) else f"{mae:.3f} ± {(hi - lo) / 2:.3f}" if _ok(lo) and _ok(hi) else f"{mae:.3f}"
-
-
 def _table(views: list[View], protocol: str, labels: dict) -> dict:
     """Paper Table 4: domains as columns, estimators as rows, noise floor, then the scale rows."""
     hit = {(v.fp, r["estimator"], r["params_fp"]): r for v in views for r in v.scores if r["protocol"] == protocol}
@@ -81,43 +67,26 @@ def _table(views: list[View], protocol: str, labels: dict) -> dict:
     main = [k for k in keys if not _is_scale(k[0])]
     best = {}
     for v in views:
-        maes = [(hit[(v.fp, *k)]["mae"], i) for i, k in enumerate(main) if _ok(hit.get((v.fp, *k), {}).get("mae"))]
+        maes = [(hit[(v.fp, *k)]["mae"], i) for i, k in enumerate(main) if ok(hit.get((v.fp, *k), {}).get("mae"))]
         best[v.fp] = min(maes)[1] if maes else None
-    rows = [(labels.get(k, k[0]), [_cell(hit.get((v.fp, *k))) for v in views], [best[v.fp] == i for v in views],
+    rows = [(labels.get(k, k[0]), [cell(hit.get((v.fp, *k))) for v in views], [best[v.fp] == i for v in views],
              "est") for i, k in enumerate(main)]
     floors = [next((r.get("oracle_floor") for (fp, *_), r in hit.items() if fp == v.fp), None) for v in views]
     noise = [next((r.get("ref_noise") for (fp, *_), r in hit.items() if fp == v.fp), None) for v in views]
-    rows.append(("oracle floor (knows V)", [_f(x) for x in floors], [False] * len(views), "floor"))
-    rows.append(("ref noise (not a bound)", [_f(x) for x in noise], [False] * len(views), "floor"))
-    rows += [(labels.get(k, k[0]), [_cell(hit.get((v.fp, *k))) for v in views], [False] * len(views), "mcs")
+    rows.append(("oracle floor (knows V)", [num(x) for x in floors], [False] * len(views), "floor"))
+    rows.append(("ref noise (not a bound)", [num(x) for x in noise], [False] * len(views), "floor"))
+    rows += [(labels.get(k, k[0]), [cell(hit.get((v.fp, *k))) for v in views], [False] * len(views), "mcs")
              for k in keys if _is_scale(k[0])]
     n = [next((f"{r['n_states']} / {r['n_problems']}" for (fp, *_), r in hit.items() if fp == v.fp), "–")
          for v in views]
     rows.append(("states / problems", n, [False] * len(views), "n"))
-    own = [(labels.get(k, k[0]), [_f(hit[(v.fp, *k)].get("own_share")) if (v.fp, *k) in hit else "–" for v in views])
+    own = [(labels.get(k, k[0]), [num(hit[(v.fp, *k)].get("own_share")) if (v.fp, *k) in hit else "–" for v in views])
            for k in main]
     return {"own": own, "title": f"{views[0].model} — {PROTOCOL_LABELS.get(protocol, protocol)}", "header": [f"{v.col} ↓" for v in views], "rows": rows,
             "series": {labels.get(k, k[0]): [tuple(hit[(v.fp, *k)][c] if (v.fp, *k) in hit else np.nan
                                                   for c in ("mae", "mae_ci_low", "mae_ci_high")) for v in views]
                        for k in keys},
-            "floors": [x if _ok(x) else np.nan for x in floors], "cols": [v.col for v in views]}
-
-
-def _md_table(header: list[str], rows: list[list[str]], right_from: int = 1) -> str:
-    lines = ["| " + " | ".join(header) + " |",
-             "|" + "|".join(":--" if i < right_from else "--:" for i in range(len(header))) + "|"]
-    return "\n".join(lines + ["| " + " | ".join(str(c).replace("|", "\\|") for c in r) + " |" for r in rows])
-
-
-def _html_table(header: list[str], rows: list[list[str]], classes: list[str] | None = None,
-                bold: list[list[bool]] | None = None) -> str:
-    head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
-    body = []
-    for i, r in enumerate(rows):
-        cells = "".join(f"<td>{'<b>' if bold and j and bold[i][j - 1] else ''}{html.escape(str(c))}"
-                        f"{'</b>' if bold and j and bold[i][j - 1] else ''}</td>" for j, c in enumerate(r))
-        body.append(f"<tr class='{classes[i] if classes else ''}'>{cells}</tr>")
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+            "floors": [x if ok(x) else np.nan for x in floors], "cols": [v.col for v in views]}
 
 
 def _paired(v: View, protocol: str, labels: dict, notes: list[str], cmp: dict, kind: str = "") -> tuple[list[dict], list]:
@@ -147,13 +116,6 @@ PAIRED_HEADER = ["model", "domain", "protocol", "estimator", "states", "MAE", f"
                  "Δ sq err [95% CI]", "p", "p (Holm)", "verdict"]
 BUILD_HEADER = ["model", "domain", "build", "status", "states", "estimators", "rollouts cut off",
                 "reference draws cut off"]
-CSS = ("body{font-family:system-ui,sans-serif;margin:2em;max-width:1400px;color:#222}"
-       "table{border-collapse:collapse;margin:0.6em 0 1.4em}td,th{border-bottom:1px solid #ddd;padding:3px 10px;"
-       "text-align:right}td:first-child,th:first-child{text-align:left}tr.floor td{border-top:2px solid #888;"
-       "font-style:italic}tr.mcs td,tr.n td{color:#777}img{max-width:100%;margin:0.4em 0 1.2em}"
-       ".note{color:#555;font-size:0.9em}li.warn,p.warn{color:#a35b00}")
-
-
 def _collect(root: Path, only: set | None = None) -> tuple[list[View], list[list[View]], list[str]]:
     """The views the tables show (a pooled view per group of seeds, else the build) sorted, the groups of
     seeds behind each pooled view, and notes."""
@@ -192,10 +154,6 @@ def _truncated(bdir: Path) -> list[str]:
     return [f"{tr[k]:.1%}" if isinstance(tr.get(k), (int, float)) else "n/a" for k in ("rollouts", "references")]
 
 
-def _img(png: Path) -> str:
-    return f"<img src='{png.name}' alt='{png.name}'>"
-
-
 def _figures(v: View, proto: str, labels: dict, colors: dict, out: Path, cmp: dict, notes: list[str]):
     """Paired rows and HTML for one build and protocol: difference histograms, calibration, error by position."""
     what = f"{v.model} — {v.col} — {proto}"
@@ -204,7 +162,7 @@ def _figures(v: View, proto: str, labels: dict, colors: dict, out: Path, cmp: di
     html_ = [f"<h3>{html.escape(what)}</h3>"]
     name = lambda kind: out / f"{_slug(kind, v.model, v.domain, v.fp, proto)}.png"  # noqa: E731
     if diffs:
-        html_.append(_img(plots.hist_diffs(diffs, colors, f"V_est − V_{BASELINE} per state — {what}", name("hist"))))
+        html_.append(img(plots.hist_diffs(diffs, colors, f"V_est − V_{BASELINE} per state — {what}", name("hist"))))
     else:  # say why on the page, where the histogram would have been
         if any(k[0] == BASELINE for k in keys):
             notes.append(f"{what}: {BASELINE} is the only estimator, so there is no difference histogram to draw")
@@ -213,8 +171,8 @@ def _figures(v: View, proto: str, labels: dict, colors: dict, out: Path, cmp: di
         notes.append(f"{what}: scores but no stored estimates, so no per-state plots")
         return paired, html_
     errs = [(labels.get(k[:2], k[0]), v.est[k], v.ref) for k in keys]
-    html_.append(_img(plots.calibration(errs, colors, f"Calibration — {what}", name("calib"))))
-    html_.append(_img(plots.error_by_position([(lab, v.pos, np.abs(e - r)) for lab, e, r in errs], colors,
+    html_.append(img(plots.calibration(errs, colors, f"Calibration — {what}", name("calib"))))
+    html_.append(img(plots.error_by_position([(lab, v.pos, np.abs(e - r)) for lab, e, r in errs], colors,
                                               f"Error by position in the rollout — {what}", name("position"))))
     return paired, html_
 
@@ -232,26 +190,6 @@ def _drop_variants(views: list[View], labels: dict) -> None:
 
 
 FIGURE_KINDS = ("mae", "hist", "calib", "position")  # the report's own PNG names start with these
-SPREAD_NOTE = ("A trained estimator scored again with `-P seed=K`: mean ± sd (ddof 1) over its training seeds of "
-               "MAE and of the paired Δ; the verdicts per seed in seed order (replicates: a Holm family of their own).")
-
-
-def _spread_md(spread: list[dict]) -> list[str]:
-    from sveb import replicates
-    if not spread:
-        return []
-    return ["## Training seeds of trained estimators\n", _md_table(replicates.HEADER, replicates.cells(spread), 3),
-            f"\n{SPREAD_NOTE}\n"]
-
-
-def _spread_html(spread: list[dict]) -> list[str]:
-    from sveb import replicates
-    if not spread:
-        return []
-    return ["<h2>Training seeds of trained estimators</h2>", _html_table(replicates.HEADER, replicates.cells(spread)),
-            f"<p class='note'>{html.escape(SPREAD_NOTE)}</p>"]
-
-
 def write_report(root: Path, out: Path, n_boot: int = 2000, all_settings: bool = False, by: tuple = (),
                  builds: set | None = None) -> Path:
     """Write leaderboard.csv, paired.csv, table.md, PNG plots and index.html into `out`; return index.html.
@@ -290,20 +228,20 @@ def write_report(root: Path, out: Path, n_boot: int = 2000, all_settings: bool =
                 continue
             t = _table(cols, proto, labels)
             cells = [[lab, *(f"**{c}**" if b else c for c, b in zip(cs, bs))] for lab, cs, bs, _ in t["rows"]]
-            md += [f"## MAE: {t['title']}\n", _md_table(["estimator", *t["header"]], cells), f"\n{NOTE}\n"]
+            md += [f"## MAE: {t['title']}\n", md_table(["estimator", *t["header"]], cells), f"\n{NOTE}\n"]
             own_rows = [[lab, *cs] for lab, cs in t["own"]]
             md += [f"Own-outcome share ({proto}): mean |Δ estimate| when the state's own final reward flips "
                    "(0 by construction under held-out; n/a: a critic trained on that rollout).\n",
-                   _md_table(["estimator", *t["cols"]], own_rows), ""]
+                   md_table(["estimator", *t["cols"]], own_rows), ""]
             png = plots.mae_bars(t["cols"], t["series"], t["floors"], colors,
                                  f"MAE vs MC reference — {m} — {proto}", out / f"{_slug('mae', m, proto)}.png")
             body += [f"<h2>MAE: {html.escape(t['title'])}</h2>",
-                     _html_table(["estimator", *t["header"]], [[lab, *cs] for lab, cs, _, _ in t["rows"]],
+                     html_table(["estimator", *t["header"]], [[lab, *cs] for lab, cs, _, _ in t["rows"]],
                                  [k for *_, k in t["rows"]], [bs for _, _, bs, _ in t["rows"]]),
                      f"<p class='note'>{html.escape(NOTE)}</p>",
                      f"<p>Own-outcome share ({html.escape(proto)}): mean |Δ estimate| when the state's own final "
-                     "reward flips.</p>", _html_table(["estimator", *t["cols"]], [[lab, *cs] for lab, cs in t["own"]]),
-                     _img(png)]
+                     "reward flips.</p>", html_table(["estimator", *t["cols"]], [[lab, *cs] for lab, cs in t["own"]]),
+                     img(png)]
     all_paired, figs = [], []
     for v in views:
         for proto in _protocols(v):
@@ -316,12 +254,12 @@ def write_report(root: Path, out: Path, n_boot: int = 2000, all_settings: bool =
             per = [_paired(v, proto, labels, [], cmp, "seed")[0] for v in g]
             all_paired += [r for rs in per for r in rs]
             ests = list(dict.fromkeys(r["estimator"] for rs in per for r in rs))
-            cells = [[e, *(next((_f(r["delta_sq"], 4) for r in rs if r["estimator"] == e), "–") for rs in per)]
+            cells = [[e, *(next((num(r["delta_sq"], 4) for r in rs if r["estimator"] == e), "–") for rs in per)]
                      for e in ests]
             header = ["estimator", *(f"seed {v.seeds[0]}" for v in g)]
             title = f"{g[0].model} — {g[0].domain} — {proto}: Δ sq err vs {BASELINE} per seed"
-            seed_md += [f"### {title}\n", _md_table(header, cells), ""]
-            seed_html += [f"<h3>{html.escape(title)}</h3>", _html_table(header, cells)]
+            seed_md += [f"### {title}\n", md_table(header, cells), ""]
+            seed_html += [f"<h3>{html.escape(title)}</h3>", html_table(header, cells)]
 
     for key in by:  # MAE per value of a problem property (meta key), as tables and by_KEY.csv
         from sveb import report_by
@@ -330,8 +268,8 @@ def write_report(root: Path, out: Path, n_boot: int = 2000, all_settings: bool =
         md.append(f"## MAE by {key}\n\nPer value of the problems' `{key}` (all rows in `{csv_by}`).\n")
         body.append(f"<h2>MAE by {html.escape(key)}</h2><p class='note'>all rows in {html.escape(csv_by)}</p>")
         for title, header, cells in report_by.tables(rows_by, key):
-            md += [f"### {title}\n", _md_table(header, cells, 2), ""]
-            body += [f"<h3>{html.escape(title)}</h3>", _html_table(header, cells)]
+            md += [f"### {title}\n", md_table(header, cells, 2), ""]
+            body += [f"<h3>{html.escape(title)}</h3>", html_table(header, cells)]
     with open(out / "paired.csv", "w", newline="", encoding="utf-8") as f:
         w = csv.DictWriter(f, fieldnames=PAIRED_COLUMNS)
         w.writeheader()
@@ -342,9 +280,9 @@ def write_report(root: Path, out: Path, n_boot: int = 2000, all_settings: bool =
              "problem-clustered bootstrap CI; p: cluster-robust paired t-test (clusters = problems, or (build, "
              "problem) for pooled seeds); p (Holm): Holm-adjusted over every estimator compared with grpo in the "
              "table (MCS@k scale rows: a family of their own); verdict: Holm p < 0.05 and the sign of Δ.")
-    prow = [[*(r[c] for c in ("model", "domain", "protocol", "estimator")), str(r["n_states"]), _f(r["mae"]),
-             _f(r["mae_grpo"]), f"{_f(r['delta_sq'], 4)} [{_f(r['delta_sq_ci_low'], 4)}, "
-             f"{_f(r['delta_sq_ci_high'], 4)}]", leaderboard._p(r["p_delta"]), leaderboard._p(r["p_holm"]),
+    prow = [[*(r[c] for c in ("model", "domain", "protocol", "estimator")), str(r["n_states"]), num(r["mae"]),
+             num(r["mae_grpo"]), f"{num(r['delta_sq'], 4)} [{num(r['delta_sq_ci_low'], 4)}, "
+             f"{num(r['delta_sq_ci_high'], 4)}]", leaderboard._p(r["p_delta"]), leaderboard._p(r["p_holm"]),
              r["verdict"]] for r in all_paired if r["kind"] != "seed"]
     brow = [[v.model, v.domain, v.fp, v.status, str(len(v.ref)), str(len({k[:2] for k in v.est})),
              *_truncated(v.bdir)] for v in sorted([v for v in views if not v.pooled] + seed_views, key=_key)]
@@ -353,9 +291,9 @@ def write_report(root: Path, out: Path, n_boot: int = 2000, all_settings: bool =
         if old.name.split("_")[0] in FIGURE_KINDS and old.name not in pngs:
             old.unlink()
     md = [f"# SVEB report\n\nroot: `{root}`  \nmodels: {', '.join(models)}  \ndomains: {', '.join(domains)}\n",
-          "## Builds\n", _md_table(BUILD_HEADER, brow, 4), "", *md,
-          f"## Paired comparison against {BASELINE}\n", _md_table(PAIRED_HEADER, prow, 4) if prow else "(none)",
-          f"\n{pnote}\n", *seed_md, *_spread_md(spread), *(["## Notes\n", *(f"- {n}" for n in notes), ""] if notes else []),
+          "## Builds\n", md_table(BUILD_HEADER, brow, 4), "", *md,
+          f"## Paired comparison against {BASELINE}\n", md_table(PAIRED_HEADER, prow, 4) if prow else "(none)",
+          f"\n{pnote}\n", *seed_md, *spread_md(spread), *(["## Notes\n", *(f"- {n}" for n in notes), ""] if notes else []),
           "## Figures\n", *(f"- ![{p}]({p})" for p in pngs)]
     (out / "table.md").write_text("\n".join(md) + "\n", encoding="utf-8")
 
@@ -363,12 +301,12 @@ def write_report(root: Path, out: Path, n_boot: int = 2000, all_settings: bool =
             "</head><body><h1>SVEB report</h1>",
             f"<p>root: <code>{html.escape(str(root))}</code> · generated {time.strftime('%Y-%m-%d %H:%M')}<br>"
             f"models: {html.escape(', '.join(models))} · domains: {html.escape(', '.join(domains))} · "
-            f"states: {sum(len(v.ref) for v in views)}</p>", _html_table(BUILD_HEADER, brow)]
+            f"states: {sum(len(v.ref) for v in views)}</p>", html_table(BUILD_HEADER, brow)]
     if notes:
         page.append("<h2>Notes</h2><ul>" + "".join(f"<li class='warn'>{html.escape(n)}</li>" for n in notes) + "</ul>")
     page += body + [f"<h2>Paired comparison against {BASELINE}</h2>",
-                    _html_table(PAIRED_HEADER, prow) if prow else "<p>(none)</p>", f"<p class='note'>{pnote}</p>",
-                    *seed_html, *_spread_html(spread),
+                    html_table(PAIRED_HEADER, prow) if prow else "<p>(none)</p>", f"<p class='note'>{pnote}</p>",
+                    *seed_html, *spread_html(spread),
                     "<h2>Per-build figures</h2>", *figs, "</body></html>"]
     (out / "index.html").write_text("\n".join(page), encoding="utf-8")
     return out / "index.html"
