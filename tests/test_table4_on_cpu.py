@@ -79,3 +79,12 @@ def test_two_domains_resumable_with_exports_and_timings(tmp_path):
     assert (out / "scores.csv").read_text() == before
     assert (out / "table4.md").read_text().split("## Domains")[0] == md.split("## Domains")[0]  # wall times differ
     assert not (exp / "estimates").exists() and not (exp / "scores").exists()  # the export stays as exported
+    # an export deleted while its build stays in the root: exported again without sampling, and no stage time is
+    # claimed for a run that found every shard done; the build's seconds come from its own manifest
+    import shutil
+    shutil.rmtree(exp)
+    table4.main(args, engine=ScriptedEngine(), model_dir=weights)
+    verify(exp)
+    assert not {"screening", "rollouts", "references", "build wall"} & set(json.loads((out / "timing.json").read_text())["number"])
+    dom = next(csv.DictReader(open(out / "domains.csv")))
+    assert float(dom["build s"]) == json.loads((exp / "manifest.json").read_text())["seconds"] > 0
