@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import shutil
 import tempfile
 from pathlib import Path
@@ -22,9 +23,9 @@ import pyarrow as pa
 
 from sveb import scoring, store
 from sveb.bundle import BundleError, build_identity, estimates_key, read_bundle, unpack
+from sveb.board_pool import PROTOCOLS, clean as _clean, pooled_rows, view_of, write_verdicts
 from sveb.errors import SvebError
 
-PROTOCOLS = ("held-out", "in-group")
 TOL = 1e-9  # the evaluator's own tolerance on [0, 1] (float noise at the ends)
 N_BOOT, SEED = 2000, 0  # `sveb eval`'s defaults: a board row equals the eval row of the same estimates
 
@@ -50,15 +51,6 @@ def _jsonable(x):
     return str(x)
 
 
-def _clean(x):
-    """NaN -> None for JSON (strict JSON has no NaN)."""
-    if isinstance(x, float) and not math.isfinite(x):
-        return None
-    if isinstance(x, (np.floating, np.integer)):
-        return _clean(x.item())
-    return x
-
-
 _idents: dict[tuple, dict] = {}
 
 
@@ -75,16 +67,23 @@ def register(board: Path, bdirs: list[Path]) -> dict[str, Path]:
     conf = _read_json(board / "board.json", {"format": "sveb-board", "builds": {}})
     for b in bdirs:
         bdir = open_build(str(b), board)  # an export's tables are checked against their hashes here
-        conf["builds"][_identity(bdir)["content_hash"]] = str(Path(bdir).resolve())
+        conf["builds"][_identity(bdir)["content_hash"]] = _where(Path(bdir), board)
     board.mkdir(parents=True, exist_ok=True)
     _write_json(board / "board.json", conf)
     return known_builds(board)
 
 
+def _where(bdir: Path, board: Path) -> str:
+    """A build's path as board.json keeps it: relative to the board when the build lies beside it (a board and
+    its exports committed together keep working in any clone), absolute otherwise."""
+    b, home = bdir.resolve(), board.resolve().parent
+    return os.path.relpath(b, board.resolve()) if b.is_relative_to(home) else str(b)
+
+
 def known_builds(board: Path) -> dict[str, Path]:
     """content hash -> build folder: the registered ones and the exports under builds/."""
     conf = _read_json(board / "board.json", {"builds": {}})
-    out = {h: Path(p) for h, p in conf.get("builds", {}).items() if (Path(p) / "manifest.json").exists()}
+    out = {h: board / p for h, p in conf.get("builds", {}).items() if (board / p / "manifest.json").exists()}
     for m in sorted((board / "builds").glob("*/manifest.json")):
         out.setdefault(_identity(m.parent)["content_hash"], m.parent)
     return out
@@ -229,35 +228,35 @@ def bundles(board: Path) -> list[tuple[dict, pa.Table]]:
 
 def rebuild(board: Path) -> list[dict]:
     """Every accepted bundle's rows with paired Δ of squared error vs grpo and Holm verdicts per (build, protocol)
-    table (pooling.paired: the leaderboard's own families); written to scores.parquet and scores.csv."""
+    table, then one pooled table per group of seed builds (kind "pooled"); written to scores.parquet and .csv."""
     from sveb.builds import load_build
-    from sveb.pooling import View, paired
     board = Path(board)
     rows = [r for p in sorted((board / "scored").glob("*.json")) if (board / "bundles" / p.stem).is_dir()
             for r in _read_json(p, [])]
     known = known_builds(board)
+    views = {}
     for h in sorted({r["content_hash"] for r in rows}):
+        mine = [r for r in rows if r["content_hash"] == h]
+        for r in mine:
+            r["kind"] = "build"
         if h not in known:
             continue  # the build went away: rows stay, unpaired
         data = load_build(known[h])
+        view = views[h] = view_of(known[h], data, mine)
         order = {s["state_id"]: i for i, s in enumerate(data.states)}
-        ref = np.array([data.references[s]["value"] for s in order], dtype=float)
-        pids = np.array([s["problem_id"] for s in data.states], dtype=object)
-        view = View(known[h], "", "", "", [], pids, ref, np.zeros(len(ref)))
         for meta, table in bundles(board):
             if meta["build"]["content_hash"] != h:
                 continue
             e = meta["estimator"]
-            for sid, proto, v in zip(*(table.column(c).to_pylist() for c in ("state_id", "protocol", "value"))):
-                view.est.setdefault((e["name"], e.get("params_fp") or "", proto), np.full(len(ref), np.nan))[order[sid]] = v
-        for proto in PROTOCOLS:
-            cmp = paired(view, proto)
-            for r in rows:
-                if r["content_hash"] == h and r["protocol"] == proto:
-                    c = cmp.get((r["estimator"], r["params_fp"]), {})
-                    r.update({k: _clean(c.get(k)) for k in ("delta_sq", "delta_sq_ci_low", "delta_sq_ci_high",
-                                                            "p_delta", "p_holm")},
-                             verdict=c.get("verdict") or ("baseline" if r["estimator"] == "grpo" else "n/a"))
+            key = (e["name"], e.get("params_fp") or "")
+            view.params[key] = json.dumps(e["params"], sort_keys=True)
+            cols = (table.column(c).to_pylist() for c in ("state_id", "protocol", "value", "own_shift"))
+            for sid, proto, v, d in zip(*cols):
+                view.est.setdefault((*key, proto), np.full(len(order), np.nan))[order[sid]] = v
+                view.shift.setdefault((*key, proto), np.full(len(order), np.nan))[order[sid]] = (
+                    np.nan if d is None else d)
+        write_verdicts(view, mine)
+    rows += pooled_rows(views)
     _write_table(board, rows)
     return rows
 
@@ -284,6 +283,6 @@ def rows(board: Path) -> list[dict]:
     """The board's scores table (recomputed when missing)."""
     import pyarrow.parquet as pq
     path = Path(board) / "scores.parquet"
-    if not path.exists():
+    if not path.exists() or "kind" not in pq.read_schema(path).names:  # missing, or written before seed pools
         return rebuild(board) if (Path(board) / "scored").exists() else []
     return pq.read_table(path).to_pylist()

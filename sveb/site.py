@@ -120,19 +120,24 @@ def write_site(board: Path, out: Path) -> Path:
     parts = []
     for domain in sorted({r["domain"] for r in rows}):
         drows = [r for r in rows if r["domain"] == domain]
-        curves = {h: mcs_curve(load_build(known[h])) for h in {r["content_hash"] for r in drows} if h in known}
-        png = cost_plot(drows, curves, f"{domain}: accuracy vs cost", out / f"cost-{domain}.png")
+        per_build = [r for r in drows if r.get("kind") != "pooled"]  # a pooled row repeats its builds' points
+        curves = {h: mcs_curve(load_build(known[h])) for h in {r["content_hash"] for r in per_build} if h in known}
+        png = cost_plot(per_build, curves, f"{domain}: accuracy vs cost", out / f"cost-{domain}.png")
         parts.append(f"<h2>{html.escape(domain)}</h2><p><img src=\"{png.name}\" alt=\"accuracy vs cost, "
                      f"{html.escape(domain)}\"></p>")
         tables: dict[tuple, list[dict]] = {}
         for r in drows:
             tables.setdefault((r["model"], r["content_hash"], r["protocol"]), []).append(r)
-        for (model, h, proto), rs in sorted(tables.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2] != "held-out")):
+        # seed pools first (the headline: most states), then each build
+        order = lambda kv: (kv[0][0], "+" not in kv[0][1], kv[0][1], kv[0][2] != "held-out")  # noqa: E731
+        for (model, h, proto), rs in sorted(tables.items(), key=order):
             rs.sort(key=lambda r: (*rank(r["estimator"]), r["estimator"], r.get("params") or ""))
-            parts.append(_table(rs, f"{model} · build {h} · {proto}" + (" (paper; sees own outcome)"
-                                                                        if proto == "in-group" else "")))
+            where = (f"seeds {rs[0].get('seeds')} pooled (builds {h.replace('+', ', ')})" if "+" in h
+                     else f"build {h}")
+            parts.append(_table(rs, f"{model} · {where} · {proto}" + (" (paper; sees own outcome)"
+                                                                      if proto == "in-group" else "")))
     (out / "bundles").mkdir(exist_ok=True)
-    for key in sorted({r["bundle"] for r in rows}):
+    for key in sorted({r["bundle"] for r in rows if r.get("kind") != "pooled"}):
         src = board / "bundles" / key
         if src.is_dir() and not (out / "bundles" / f"{key}.tar.gz").exists():
             shutil.make_archive(str(out / "bundles" / key), "gztar", root_dir=src.parent, base_dir=key)

@@ -191,3 +191,22 @@ def test_submit_refuses_a_used_out_folder_before_any_work(scripted_build, tmp_pa
     assert (tmp_path / "used" / "x").read_text() == "keep me"
     r = cli("leaderboard", "add", "--board", tmp_path / "b")
     assert r.exit_code == 1 and "--from-root" in r.output
+
+
+def test_a_board_and_its_builds_moved_together_still_find_each_other(bundled, tmp_path):
+    """board.json keeps a build beside the board relative to it (a committed board and its exports work in any
+    clone), one elsewhere absolute."""
+    root, bdir, bundles = bundled
+    home = tmp_path / "results"
+    shutil.copytree(bdir, home / "exports" / "b")
+    lb = home / "board"
+    assert cli("leaderboard", "add", bundles["grpo"], "--board", lb, "--build", home / "exports" / "b").exit_code == 0
+    assert json.loads((lb / "board.json").read_text())["builds"] == {store.content_hash(bdir): "../exports/b"}
+    board.register(tmp_path / "elsewhere" / "board", [bdir])  # not beside the board: absolute
+    assert json.loads((tmp_path / "elsewhere" / "board" / "board.json").read_text())["builds"] == {
+        store.content_hash(bdir): str(bdir.resolve())}
+    moved = tmp_path / "clone" / "results"
+    shutil.copytree(home, moved)
+    shutil.rmtree(home)
+    assert board.known_builds(moved / "board")[store.content_hash(bdir)].resolve() == (moved / "exports" / "b").resolve()
+    assert [r["mae"] for r in board.rebuild(moved / "board")] == [r["mae"] for r in board.rows(moved / "board")]

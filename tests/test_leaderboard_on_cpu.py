@@ -207,3 +207,30 @@ def test_cli_leaderboard_wide(root, tmp_path):
     assert res.exit_code == 0, res.output
     assert "calibration" in res.output and "per seed" in res.output
     assert len(list(csv.DictReader(open(tmp_path / "lb.csv")))) == len(leaderboard.rows(r))
+
+
+def test_board_pools_seed_builds_as_the_leaderboard_does(root, tmp_path):
+    """A shared board holding bundles of three seed builds of one config shows one pooled table per protocol whose
+    MAE, paired Δ, Holm p and verdict equal `sveb leaderboard`'s pooled rows; a build of another model stays alone."""
+    from sveb import board
+    from sveb.board_root import add_root
+    r, seeds, alone = root
+    lb = tmp_path / "board"
+    add_root(r, lb, Console(quiet=True))
+    rows = board.rows(lb)
+    pooled = {(x["estimator"], x["protocol"]): x for x in rows if x["kind"] == "pooled"}
+    assert set(pooled) == {(e, p) for e in ESTIMATORS for p in ("held-out", "in-group")}
+    hashes = {store.content_hash(b) for b in seeds}
+    ref = {(x["estimator"], x["protocol"]): x for x in leaderboard.rows(r) if x["kind"] == "pooled"}
+    for key, x in pooled.items():
+        assert set(x["content_hash"].split("+")) == hashes and x["seeds"] == "0,1,2"
+        assert x["n_states"] == sum(len(store.read_table(b / "states")) for b in seeds) == ref[key]["n_states"]
+        for c in ("mae", "mae_ci_low", "mae_ci_high", "delta_sq", "p_delta", "p_holm"):
+            assert x[c] == pytest.approx(ref[key][c], nan_ok=True), (key, c)
+        assert x["verdict"] == (ref[key]["verdict"] or "baseline")
+        assert len(x["bundle"].split("+")) == 3
+    assert all(store.content_hash(alone) != x["content_hash"] for x in pooled.values())
+    assert sum(x["kind"] == "build" for x in rows) == 4 * len(ESTIMATORS) * 2
+    from sveb.site import write_site
+    page = write_site(lb, tmp_path / "site").read_text()
+    assert page.index("seeds 0,1,2 pooled") < page.index("· build ")
