@@ -51,12 +51,19 @@ def stage_timer(seconds: dict[str, float]):
 def verdicts(est: dict[str, np.ndarray], base: str, ref: np.ndarray, groups: np.ndarray, n_boot: int = 2000,
              seed: int = 0) -> dict[str, dict]:
     """Each estimator against `base` on one domain and protocol, with the leaderboard's method (sveb.scoring):
-    paired Δ of squared error, cluster-robust t-test, Holm over the table, better / worse / no difference."""
+    paired Δ of squared error, cluster-robust t-test, better / worse / no difference after Holm over the table's
+    estimators; the MCS@k scale rows are a Holm family of their own, as on the leaderboard (sveb.pooling)."""
+    from sveb.estimators import role_of
     names = [n for n in est if n != base]
     stats = {n: scoring.paired_sq_diff(est[n], est[base], ref, groups, n_boot, seed) for n in names}
-    adj = scoring.holm([stats[n]["p_delta"] for n in names])
-    return {n: {"d_sq": stats[n]["delta_sq"], "d_lo": stats[n]["delta_sq_ci_low"], "d_hi": stats[n]["delta_sq_ci_high"],
-                "p_holm": float(p), "verdict": scoring.verdict(stats[n]["delta_sq"], p)} for n, p in zip(names, adj)}
+    out = {}
+    for family in ({n for n in names if role_of(n) == "scale"}, {n for n in names if role_of(n) != "scale"}):
+        fam = [n for n in names if n in family]
+        for n, p in zip(fam, scoring.holm([stats[n]["p_delta"] for n in fam])):
+            out[n] = {"d_sq": stats[n]["delta_sq"], "d_lo": stats[n]["delta_sq_ci_low"],
+                      "d_hi": stats[n]["delta_sq_ci_high"], "p_holm": float(p),
+                      "verdict": scoring.verdict(stats[n]["delta_sq"], p)}
+    return out
 
 
 def cell(row: dict, verdict: dict | None) -> str:

@@ -88,3 +88,18 @@ def test_two_domains_resumable_with_exports_and_timings(tmp_path):
     assert not {"screening", "rollouts", "references", "build wall"} & set(json.loads((out / "timing.json").read_text())["number"])
     dom = next(csv.DictReader(open(out / "domains.csv")))
     assert float(dom["build s"]) == json.loads((exp / "manifest.json").read_text())["seconds"] > 0
+
+
+def test_scale_rows_are_a_holm_family_of_their_own():
+    """Adding MCS@k rows to a domain's table leaves the estimators' Holm p as it was (and the reverse)."""
+    rng = np.random.default_rng(1)
+    v = rng.uniform(0, 1, 200)
+    groups = np.repeat(np.arange(50), 4)
+    ref = np.clip(v + rng.normal(0, 0.1, 200), 0, 1)
+    est = {"grpo": np.clip(v + rng.normal(0, 0.3, 200), 0, 1), "numca": np.clip(v + rng.normal(0, 0.25, 200), 0, 1),
+           "hista": np.clip(v + rng.normal(0, 0.28, 200), 0, 1)}
+    alone = verdicts(est, "grpo", ref, groups, n_boot=200)
+    scale = {f"mcs-{k}": np.clip(v + rng.normal(0, 0.3 / k, 200), 0, 1) for k in (1, 2, 4)}
+    both = verdicts({**est, **scale}, "grpo", ref, groups, n_boot=200)
+    assert all(both[n]["p_holm"] == alone[n]["p_holm"] for n in ("numca", "hista"))
+    assert both["mcs-4"]["p_holm"] == verdicts({"grpo": est["grpo"], **scale}, "grpo", ref, groups, 200)["mcs-4"]["p_holm"]
