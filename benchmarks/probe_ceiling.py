@@ -9,7 +9,7 @@ beat grpo clearly, more train data of the outcome kind will not either: the feat
 `--no-hidden` drops the hidden block (entropies, position and the group offset only), which says what the
 hidden states add.
 
-    python benchmarks/probe_ceiling.py --root ROOT --seeds 0,1,2 [--folds 5] [--no-hidden]
+    python benchmarks/probe_ceiling.py --root ROOT --seeds 0,1,2 [--folds 5] [--no-hidden] [--layer -3]
 """
 
 from __future__ import annotations
@@ -67,12 +67,13 @@ def main(argv=None) -> dict:
     ap.add_argument("--model", default="smollm2-135m")
     ap.add_argument("--folds", type=int, default=5)
     ap.add_argument("--no-hidden", action="store_true")
+    ap.add_argument("--layer", type=int, default=-1, help="hidden layer (the probe's `layer`; -3 is cached by the critics)")
     ap.add_argument("--boot", type=int, default=2000)
     a = ap.parse_args(argv)
     parts, views = [], []
     for bdir in find_seed_builds(a.root, a.model, a.domain, [int(s) for s in a.seeds.split(",")]):
         data = load_build(bdir)
-        est = make("probe", {})
+        est = make("probe", {"layer": a.layer})
         est.prepare(data, None)
         d = design(data, est)
         if a.no_hidden:
@@ -84,7 +85,7 @@ def main(argv=None) -> dict:
     ref = np.concatenate([v.ref for v in views])
     cs = [float(c) for c in make("probe", {}).cs.split(",")]
     ceiling = cross_fit(d, clusters, a.folds, cs, 0 if a.no_hidden else make("probe", {}).pca, 0)
-    out = {"states": int(len(ref)), "problems": int(len(set(clusters))), "hidden": not a.no_hidden,
+    out = {"states": int(len(ref)), "problems": int(len(set(clusters))), "hidden": not a.no_hidden, "layer": a.layer,
            "mae": {"ceiling": float(np.abs(ceiling - ref).mean())}, "vs": {}}
     for name in ("grpo", "probe", "mcs-2", "mcs-3"):
         other = np.concatenate([stored(v, name) for v in views])
