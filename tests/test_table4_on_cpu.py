@@ -75,8 +75,12 @@ def test_two_domains_resumable_with_exports_and_timings(tmp_path):
     # a rerun samples nothing: no engine is passed, and the scripted one cannot be started by name
     before = (out / "scores.csv").read_text()
     (out / "table4.md").unlink()
+    first = {r["stage"]: float(r["seconds"]) for r in timing}
     table4.main(args)
     assert (out / "scores.csv").read_text() == before
+    again = {r["stage"]: float(r["seconds"]) for r in csv.DictReader(open(out / "timing.csv"))}
+    for stage in ("eval mcs-2 (held-out)", "eval mcs-4 (in-group)"):  # the run that computed them, not the reread
+        assert again[stage] == pytest.approx(first[stage], abs=0.01)
     assert (out / "table4.md").read_text().split("## Domains")[0] == md.split("## Domains")[0]  # wall times differ
     assert not (exp / "estimates").exists() and not (exp / "scores").exists()  # the export stays as exported
     # an export deleted while its build stays in the root: exported again without sampling, and no stage time is
@@ -103,3 +107,15 @@ def test_scale_rows_are_a_holm_family_of_their_own():
     both = verdicts({**est, **scale}, "grpo", ref, groups, n_boot=200)
     assert all(both[n]["p_holm"] == alone[n]["p_holm"] for n in ("numca", "hista"))
     assert both["mcs-4"]["p_holm"] == verdicts({"grpo": est["grpo"], **scale}, "grpo", ref, groups, 200)["mcs-4"]["p_holm"]
+
+
+def test_eval_seconds_are_the_computing_runs_and_a_cached_pass_keeps_its_time(tmp_path):
+    row = {"estimator": "probe", "params_fp": "abc", "protocol": "held-out", "seconds": 2.0}
+    (tmp_path / "timings").mkdir()
+    (tmp_path / "timings" / "probe-abc-held-out.json").write_text(json.dumps({"prepare_seconds": 5.0}))
+    assert table4.eval_seconds(tmp_path, row, wall=0.01) == 7.0  # estimation + training, not the reread's 0.01
+    assert table4.eval_seconds(tmp_path, {**row, "protocol": "in-group"}, wall=0.01) == 2.0
+    assert table4.eval_seconds(tmp_path, {**row, "seconds": None}, wall=0.01) == 0.01
+    old = {"hidden pass": 400.0, "eval grpo (held-out)": 0.1}
+    assert table4.merge_timing(old, {"hidden pass": 3.0, "eval grpo (held-out)": 0.2}) == {
+        "hidden pass": 400.0, "eval grpo (held-out)": 0.2}
