@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 
 import numpy as np
 
@@ -53,10 +54,14 @@ def cross_fit(d: dict, clusters: np.ndarray, folds: int, cs: list[float], pca: i
 
 
 def stored(view, name: str) -> np.ndarray:
-    from sveb.replicates import default_params
-    keys = [k for k in view.est if k[0] == name and k[2] == "held-out"]
-    best = [k for k in keys if view.params.get(k[:2]) == default_params(name)] or keys
-    return view.est[best[0]] if best else np.full(len(view.ref), np.nan)
+    """The held-out estimates of `name` at its default settings (benchmarks/paired_vs.py's choice), NaN if none."""
+    import sys
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from paired_vs import default_key
+    try:
+        return view.est[default_key(view, name, "held-out")]
+    except SystemExit:
+        return np.full(len(view.ref), np.nan)
 
 
 def main(argv=None) -> dict:
