@@ -108,11 +108,9 @@ def eval_domain(domain: str, a, names: list[str], console) -> tuple[list[dict], 
         from sveb.export import check_weights
         from sveb.hidden import HiddenStates
         check_weights(bdir, data.manifest)
-        t0 = time.perf_counter()
-        hs = HiddenStates(bdir, data.manifest["model"])
-        for pid in sorted(data.problems):  # the shared pass every hidden-state consumer reads
-            hs.ensure(pid, data.rollouts[pid])
-        timing["hidden pass"] = time.perf_counter() - t0
+        seconds = hidden_pass(HiddenStates(bdir, data.manifest["model"]), data)
+        if seconds is not None:  # found cached: the time stays the one the computing run recorded
+            timing["hidden pass"] = seconds
     rows = []
     for name in names:
         for protocol in PROTOCOLS:
@@ -147,13 +145,12 @@ def eval_seconds(bdir: Path, row: dict, wall: float) -> float:
     return float(est) + float(prep) if est is not None and np.isfinite(est) else wall
 
 
-def merge_timing(old: dict, new: dict) -> dict:
-    """A domain's stage seconds after a rerun: a shared pass found cached (seconds, not minutes) keeps the time
-    the run that computed it recorded."""
-    out = dict(old)
-    for k, v in new.items():
-        out[k] = max(v, old.get(k, 0.0)) if k == "hidden pass" else v
-    return out
+def hidden_pass(hs, data) -> float | None:
+    """Seconds of the shared hidden-state pass every hidden-state consumer reads, or None when this run found
+    all of it cached (HiddenStates.ensure returns None for a cached group)."""
+    t0 = time.perf_counter()
+    computed = [hs.ensure(pid, data.rollouts[pid]) is not None for pid in sorted(data.problems)]
+    return time.perf_counter() - t0 if any(computed) else None
 
 
 def domain_row(domain: str, a, timing: dict, eval_s: float) -> dict:
@@ -247,7 +244,7 @@ def main(argv: list[str] | None = None, engine=None, model_dir=None) -> Path:
         rows, v, ev = eval_domain(d, a, names, console)
         scores += rows
         verdict.update(v)
-        timings[d] = merge_timing(timings.get(d, {}), ev)
+        timings.setdefault(d, {}).update(ev)
         timing_path.write_text(json.dumps(timings, indent=1))  # each domain's as soon as it is scored
         spent = sum(v for k, v in timings[d].items() if k.startswith("eval ") or k == "hidden pass")
         drows.append(domain_row(d, a, timings[d], spent or time.perf_counter() - t0))

@@ -23,7 +23,7 @@ import pyarrow as pa
 
 from sveb import scoring, store
 from sveb.bundle import BundleError, build_identity, estimates_key, read_bundle, unpack
-from sveb.board_pool import PROTOCOLS, clean as _clean, pooled_rows, view_of, write_verdicts
+from sveb.board_pool import PROTOCOLS, clean as _clean, pooled_rows, write_verdicts
 from sveb.errors import SvebError
 
 TOL = 1e-9  # the evaluator's own tolerance on [0, 1] (float noise at the ends)
@@ -229,11 +229,12 @@ def bundles(board: Path) -> list[tuple[dict, pa.Table]]:
 def rebuild(board: Path) -> list[dict]:
     """Every accepted bundle's rows with paired Δ of squared error vs grpo and Holm verdicts per (build, protocol)
     table, then one pooled table per group of seed builds (kind "pooled"); written to scores.parquet and .csv."""
-    from sveb.builds import load_build
+    from sveb.pooling import base_view
     board = Path(board)
     rows = [r for p in sorted((board / "scored").glob("*.json")) if (board / "bundles" / p.stem).is_dir()
             for r in _read_json(p, [])]
     known = known_builds(board)
+    accepted = bundles(board)
     views = {}
     for h in sorted({r["content_hash"] for r in rows}):
         mine = [r for r in rows if r["content_hash"] == h]
@@ -241,10 +242,9 @@ def rebuild(board: Path) -> list[dict]:
             r["kind"] = "build"
         if h not in known:
             continue  # the build went away: rows stay, unpaired
-        data = load_build(known[h])
-        view = views[h] = view_of(known[h], data, mine)
-        order = {s["state_id"]: i for i, s in enumerate(data.states)}
-        for meta, table in bundles(board):
+        view, order = base_view(known[h], mine)  # the build's own stored estimates stay out: bundles only
+        views[h] = view
+        for meta, table in accepted:
             if meta["build"]["content_hash"] != h:
                 continue
             e = meta["estimator"]

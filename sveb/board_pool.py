@@ -1,10 +1,9 @@
-"""The board's per-state views: one per registered build (only accepted bundles' estimates), their paired
-verdicts, and the pooled table of builds that differ only in their seed (as `sveb leaderboard` pools them)."""
+"""The board's paired verdicts per build view (filled with accepted bundles' estimates only), and the pooled
+table of builds that differ only in their seed (as `sveb leaderboard` pools them)."""
 
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import numpy as np
 
@@ -18,21 +17,6 @@ def clean(x):
     if isinstance(x, (np.floating, np.integer)):
         return clean(x.item())
     return x
-
-
-def view_of(bdir: Path, data, rows: list[dict]):
-    """The board's per-state view of one build: references, clusters, and only the accepted bundles' estimates
-    (never what the build folder may hold of its own)."""
-    from sveb.pooling import View
-    st = data.states
-    pid = np.array([s["problem_id"] for s in st], dtype=object)
-    t, T = (np.array([s[c] for s in st], dtype=float) for c in ("t", "T"))
-    return View(bdir, str(data.manifest.get("model")), str(data.manifest.get("domain")), "", rows, pid,
-                np.array([data.references[s["state_id"]]["value"] for s in st], dtype=float),
-                np.divide(t, T, out=np.full(len(t), np.nan), where=T > 0), pid=pid,
-                rollout=np.array([s["rollout_idx"] for s in st]), t=t, bdirs=[bdir], bidx=np.zeros(len(st), int),
-                seeds=[(data.manifest.get("config") or {}).get("seed")],
-                n_ref=int(data.references[st[0]["state_id"]]["n_ref"]) if st else 20)
 
 
 def write_verdicts(view, rows: list[dict]) -> None:
@@ -54,10 +38,11 @@ def pooled_rows(views: dict[str, object]) -> list[dict]:
     table. An estimator is pooled over the seeds it was submitted on (`n_builds` says how many)."""
     from sveb.pooling import merge, pools
     out = []
+    hash_of = {id(v): h for h, v in views.items()}
     for group in pools(list(views.values())):
         if len(group) < 2:
             continue
-        hashes = [h for v in group for h, w in views.items() if w is v]
+        hashes = [hash_of[id(v)] for v in group]
         pooled = merge(group)
         rows = []
         for r in pooled.scores:

@@ -62,6 +62,26 @@ def read_scores(bdir: Path) -> list[dict]:
 
 
 def load_view(bdir: Path, scores: list[dict]) -> View:
+    """A build's per-state view with every estimate the build stores."""
+    view, index = base_view(bdir, scores)
+    n = len(index)
+    if (bdir / "estimates").exists():
+        e = store.read_table(bdir / "estimates", schema.ESTIMATES)
+        cols = ("state_id", "estimator", "params_fp", "params", "protocol", "value", "own_shift")
+        for sid, name, pfp, pj, proto, v, d in zip(*(e.column(c).to_pylist() for c in cols)):
+            if sid in index:
+                arr = view.est.setdefault((name, pfp, proto), np.full(n, np.nan))
+                arr[index[sid]] = np.nan if v is None else v
+                view.shift.setdefault((name, pfp, proto), np.full(n, np.nan))[index[sid]] = np.nan if d is None else d
+                view.params[(name, pfp)] = pj
+    for r in scores:
+        view.params.setdefault((r["estimator"], r["params_fp"]), r["params"])
+    return view
+
+
+def base_view(bdir: Path, scores: list[dict]) -> tuple[View, dict[str, int]]:
+    """A build's per-state view without estimates (references, clusters, positions), and state_id -> index:
+    a board fills it with the bundles' estimates only."""
     st = store.read_table(bdir / "states", schema.STATES)
     index = {s: i for i, s in enumerate(st.column("state_id").to_pylist())}
     n, ref = len(index), np.full(len(index), np.nan)
@@ -78,18 +98,7 @@ def load_view(bdir: Path, scores: list[dict]) -> View:
                 str(m.get("status", "?")), scores, pid, ref, pos, pid=pid,
                 rollout=np.array(st.column("rollout_idx").to_pylist()), t=t, bdirs=[bdir], bidx=np.zeros(n, int),
                 seeds=[m.get("config", {}).get("seed")], n_ref=int(n_ref[0]) if n_ref else 20)
-    if (bdir / "estimates").exists():
-        e = store.read_table(bdir / "estimates", schema.ESTIMATES)
-        cols = ("state_id", "estimator", "params_fp", "params", "protocol", "value", "own_shift")
-        for sid, name, pfp, pj, proto, v, d in zip(*(e.column(c).to_pylist() for c in cols)):
-            if sid in index:
-                arr = view.est.setdefault((name, pfp, proto), np.full(n, np.nan))
-                arr[index[sid]] = np.nan if v is None else v
-                view.shift.setdefault((name, pfp, proto), np.full(n, np.nan))[index[sid]] = np.nan if d is None else d
-                view.params[(name, pfp)] = pj
-    for r in scores:
-        view.params.setdefault((r["estimator"], r["params_fp"]), r["params"])
-    return view
+    return view, index
 
 
 def pools(views: list[View]) -> list[list[View]]:
@@ -136,7 +145,8 @@ def merge(views: list[View]) -> View:
     return out
 
 
-def _family(key: tuple[str, str], params_json) -> str:
+def family(key: tuple[str, str], params_json=None) -> str:
+    """The Holm family of an (estimator, params_fp) row: main, scale (MCS@k) or replicate (a training seed)."""
     if role_of(key[0]) == "scale":
         return "scale"
     from sveb.replicates import default_params, training_seed
@@ -159,8 +169,8 @@ def paired(v: View, protocol: str) -> dict[tuple[str, str], dict]:
         out[k[:2]] = {**res, "n_states": int(ok.sum()), "n_problems": len(set(v.problem[ok])),
                       "mae": float(np.abs(v.est[k][ok] - v.ref[ok]).mean()) if ok.any() else float("nan"),
                       "mae_grpo": float(np.abs(b[ok] - v.ref[ok]).mean()) if ok.any() else float("nan")}
-    for family in ("main", "scale", "replicate"):
-        fam = [k for k in out if _family(k, v.params.get(k)) == family]
+    for fam_name in ("main", "scale", "replicate"):
+        fam = [k for k in out if family(k, v.params.get(k)) == fam_name]
         for k, p in zip(fam, scoring.holm([out[k]["p_delta"] for k in fam])):
             out[k]["p_holm"] = float(p)
             out[k]["verdict"] = scoring.verdict(out[k]["delta_sq"], p)

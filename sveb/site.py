@@ -129,11 +129,11 @@ def write_site(board: Path, out: Path) -> Path:
         for r in drows:
             tables.setdefault((r["model"], r["content_hash"], r["protocol"]), []).append(r)
         # seed pools first (the headline: most states), then each build
-        order = lambda kv: (kv[0][0], "+" not in kv[0][1], kv[0][1], kv[0][2] != "held-out")  # noqa: E731
+        pooled = lambda rs: rs[0].get("kind") == "pooled"  # noqa: E731
+        order = lambda kv: (kv[0][0], not pooled(kv[1]), kv[0][1], kv[0][2] != "held-out")  # noqa: E731
         for (model, h, proto), rs in sorted(tables.items(), key=order):
             rs.sort(key=lambda r: (*rank(r["estimator"]), r["estimator"], r.get("params") or ""))
-            where = (f"seeds {rs[0].get('seeds')} pooled (builds {h.replace('+', ', ')})" if "+" in h
-                     else f"build {h}")
+            where = f"seeds {rs[0].get('seeds')} pooled (builds {h.replace('+', ', ')})" if pooled(rs) else f"build {h}"
             parts.append(_table(rs, f"{model} · {where} · {proto}" + (" (paper; sees own outcome)"
                                                                       if proto == "in-group" else "")))
     (out / "bundles").mkdir(exist_ok=True)

@@ -53,12 +53,12 @@ def verdicts(est: dict[str, np.ndarray], base: str, ref: np.ndarray, groups: np.
     """Each estimator against `base` on one domain and protocol, with the leaderboard's method (sveb.scoring):
     paired Δ of squared error, cluster-robust t-test, better / worse / no difference after Holm over the table's
     estimators; the MCS@k scale rows are a Holm family of their own, as on the leaderboard (sveb.pooling)."""
-    from sveb.estimators import role_of
+    from sveb.pooling import family
     names = [n for n in est if n != base]
     stats = {n: scoring.paired_sq_diff(est[n], est[base], ref, groups, n_boot, seed) for n in names}
     out = {}
-    for family in ({n for n in names if role_of(n) == "scale"}, {n for n in names if role_of(n) != "scale"}):
-        fam = [n for n in names if n in family]
+    for fam_name in ("main", "scale"):  # default settings only here: no training-seed replicates
+        fam = [n for n in names if family((n, "")) == fam_name]
         for n, p in zip(fam, scoring.holm([stats[n]["p_delta"] for n in fam])):
             out[n] = {"d_sq": stats[n]["delta_sq"], "d_lo": stats[n]["delta_sq_ci_low"],
                       "d_hi": stats[n]["delta_sq_ci_high"], "p_holm": float(p),
