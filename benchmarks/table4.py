@@ -108,9 +108,13 @@ def eval_domain(domain: str, a, names: list[str], console) -> tuple[list[dict], 
         from sveb.export import check_weights
         from sveb.hidden import HiddenStates
         check_weights(bdir, data.manifest)
-        seconds = hidden_pass(HiddenStates(bdir, data.manifest["model"]), data)
-        if seconds is not None:  # found cached: the time stays the one the computing run recorded
+        hs = HiddenStates(bdir, data.manifest["model"])
+        seconds = hidden_pass(hs, data)
+        if seconds is not None:
             timing["hidden pass"] = seconds
+        elif (est := cached_pass_seconds(hs.dir)) is not None:
+            # found cached by a run that did not record it (stopped before writing timing.json)
+            timing["hidden pass (from cache file times)"] = est
     rows = []
     for name in names:
         for protocol in PROTOCOLS:
@@ -153,6 +157,23 @@ def hidden_pass(hs, data) -> float | None:
     return time.perf_counter() - t0 if any(computed) else None
 
 
+def cached_pass_seconds(cache: Path) -> float | None:
+    """The wall time of a cached hidden pass, read from its per-problem files' write times: the span from the
+    first file to the last covers n - 1 problems, so it is scaled by n / (n - 1). None below two files."""
+    times = sorted(p.stat().st_mtime for p in Path(cache).glob("*.npz"))
+    if len(times) < 2:
+        return None
+    return (times[-1] - times[0]) * len(times) / (len(times) - 1)
+
+
+def shown_source(source: str | None) -> str | None:
+    """A source as a reader's table shows it: a local file as its last two path parts, not this machine's path."""
+    if not source or "=" not in source:
+        return source
+    name, path = source.split("=", 1)
+    return f"{name}=" + "/".join(Path(path).parts[-2:])
+
+
 def domain_row(domain: str, a, timing: dict, eval_s: float) -> dict:
     exp = Path(a.exports) / domain
     m = store.read_manifest(exp)
@@ -163,7 +184,7 @@ def domain_row(domain: str, a, timing: dict, eval_s: float) -> dict:
     kept = set(store.read_table(exp / "problems").column("problem_id").to_pylist())
     rewards = [r["reward"] for r in rolls if r["problem_id"] in kept]
     tr = m.get("truncated") or {}
-    return {"domain": domain, "source": cfg.get("source"), "problems": m.get("n_problems"), "states": m.get("n_states"),
+    return {"domain": domain, "source": shown_source(cfg.get("source")), "problems": m.get("n_problems"), "states": m.get("n_states"),
             "accuracy": round(float(np.mean(rewards)), 4) if rewards else None,
             "band share": round(len(band) / len(acc), 4) if acc else None,
             "rollouts cut off": tr.get("rollouts"), "references cut off": tr.get("references"),
@@ -246,7 +267,7 @@ def main(argv: list[str] | None = None, engine=None, model_dir=None) -> Path:
         verdict.update(v)
         timings.setdefault(d, {}).update(ev)
         timing_path.write_text(json.dumps(timings, indent=1))  # each domain's as soon as it is scored
-        spent = sum(v for k, v in timings[d].items() if k.startswith("eval ") or k == "hidden pass")
+        spent = sum(v for k, v in timings[d].items() if k.startswith(("eval ", "hidden pass")))
         drows.append(domain_row(d, a, timings[d], spent or time.perf_counter() - t0))
         n = drows[-1]["states"] or 1
         trows += [{"domain": d, "stage": k, "seconds": round(s, 2), "seconds per state": round(s / n, 4)}

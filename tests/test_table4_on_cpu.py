@@ -134,3 +134,20 @@ def test_a_cached_hidden_pass_keeps_the_time_its_computing_run_recorded():
     hs = _Pass(cached={"a", "b"})
     assert table4.hidden_pass(hs, data) is None and hs.asked == ["a", "b"]
     assert table4.hidden_pass(_Pass(cached={"a"}), data) >= 0.0  # part of it computed now: timed
+
+
+def test_a_cached_pass_unrecorded_is_estimated_from_its_files_write_times(tmp_path):
+    import os
+    for i, t in enumerate([100.0, 110.0, 130.0]):  # three problems; the span 30 s covers two of them
+        f = tmp_path / f"p{i}.npz"
+        f.write_bytes(b"x")
+        os.utime(f, (t, t))
+    assert table4.cached_pass_seconds(tmp_path) == 45.0
+    (tmp_path / "p1.npz").unlink()
+    (tmp_path / "p2.npz").unlink()
+    assert table4.cached_pass_seconds(tmp_path) is None  # one file says nothing of a pass's length
+
+
+def test_a_local_source_is_shown_without_this_machines_path():
+    assert table4.shown_source("mmlu-stem=/work/shared/datasets/mmlu_stem/test.jsonl") == "mmlu-stem=mmlu_stem/test.jsonl"
+    assert table4.shown_source("builtin") == "builtin"
