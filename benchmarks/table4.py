@@ -28,7 +28,7 @@ from rich.console import Console
 
 from sveb import store
 from sveb.config import BuildConfig, SamplingConfig
-from sveb.table4 import markdown, stage_timer, verdicts
+from sveb.table4 import cost_markdown, markdown, stage_timer, verdicts
 
 DOMAINS = ["number", "math", "science", "general", "programming"]
 # Per domain: the builtin generator unless a real dataset puts >= 30% of its screened candidates inside the band
@@ -288,7 +288,12 @@ def main(argv: list[str] | None = None, engine=None, model_dir=None) -> Path:
         label = "held-out (the headline)" if protocol == "held-out" else "in-group (the paper's protocol)"
         md += [f"## {label}", "", markdown(scores, verdict, domains, protocol, names), ""]
     md += ["## Domains", "", "| " + " | ".join(drows[0]) + " |", "|---" * len(drows[0]) + "|",
-           *["| " + " | ".join(str(v) for v in r.values()) + " |" for r in drows], ""]
+           *["| " + " | ".join(str(v) for v in r.values()) + " |" for r in drows], "",
+           "## Seconds per state of each stage", "",
+           "Build stages from the run that sampled the domain (none for a build resumed or sampled before per-stage "
+           "timing); estimators: estimation plus their recorded training, from the run that computed them.", "",
+           cost_markdown({d: timings.get(d, {}) for d in domains}, {r["domain"]: r["states"] for r in drows},
+                         domains), ""]
     (out / "table4.md").write_text("\n".join(md))
     console.print(f"wrote {out / 'table4.md'}")
     return out

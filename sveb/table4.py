@@ -79,3 +79,15 @@ def markdown(scores: list[dict], verdict: dict, domains: list[str], protocol: st
         cells = [cell(by[(name, d)], verdict.get((d, protocol, name))) if (name, d) in by else "-" for d in domains]
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def cost_markdown(timing: dict[str, dict[str, float]], states: dict[str, int], domains: list[str]) -> str:
+    """Seconds per state of each stage (rows) in each domain (columns); '-' where a domain has no record of it.
+    Stages keep their first-seen order (build stages, then the hidden pass, then the estimators)."""
+    stages = list(dict.fromkeys(k for d in domains for k in timing.get(d, {})))
+    lines = ["| stage | " + " | ".join(domains) + " |", "|---|" + "---:|" * len(domains)]
+    for k in stages:
+        cells = [f"{timing[d][k] / states[d]:.3f}" if k in timing.get(d, {}) and states.get(d) else "-"
+                 for d in domains]
+        lines.append(f"| {k} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)

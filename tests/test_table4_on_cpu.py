@@ -151,3 +151,10 @@ def test_a_cached_pass_unrecorded_is_estimated_from_its_files_write_times(tmp_pa
 def test_a_local_source_is_shown_without_this_machines_path():
     assert table4.shown_source("mmlu-stem=/work/shared/datasets/mmlu_stem/test.jsonl") == "mmlu-stem=mmlu_stem/test.jsonl"
     assert table4.shown_source("builtin") == "builtin"
+
+
+def test_the_cost_table_divides_by_each_domains_states_and_marks_what_is_missing():
+    from sveb.table4 import cost_markdown
+    md = cost_markdown({"a": {"rollouts": 10.0, "eval x": 2.0}, "b": {"eval x": 9.0}}, {"a": 5, "b": 3}, ["a", "b"])
+    assert md.splitlines()[2] == "| rollouts | 2.000 | - |"
+    assert md.splitlines()[3] == "| eval x | 0.400 | 3.000 |"
