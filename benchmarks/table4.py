@@ -266,6 +266,8 @@ def main(argv: list[str] | None = None, engine=None, model_dir=None) -> Path:
         scores += rows
         verdict.update(v)
         timings.setdefault(d, {}).update(ev)
+        if "hidden pass" in timings[d]:  # a recorded time beats the cache files' estimate
+            timings[d].pop("hidden pass (from cache file times)", None)
         timing_path.write_text(json.dumps(timings, indent=1))  # each domain's as soon as it is scored
         spent = sum(v for k, v in timings[d].items() if k.startswith(("eval ", "hidden pass")))
         drows.append(domain_row(d, a, timings[d], spent or time.perf_counter() - t0))

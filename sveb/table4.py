@@ -83,8 +83,9 @@ def markdown(scores: list[dict], verdict: dict, domains: list[str], protocol: st
 
 def cost_markdown(timing: dict[str, dict[str, float]], states: dict[str, int], domains: list[str]) -> str:
     """Seconds per state of each stage (rows) in each domain (columns); '-' where a domain has no record of it.
-    Stages keep their first-seen order (build stages, then the hidden pass, then the estimators)."""
-    stages = list(dict.fromkeys(k for d in domains for k in timing.get(d, {})))
+    Stages keep their first-seen order: the build's, then the hidden pass, then the estimators'."""
+    stages = sorted(dict.fromkeys(k for d in domains for k in timing.get(d, {})),
+                    key=lambda k: (k.startswith("eval "), k.startswith("hidden")))
     lines = ["| stage | " + " | ".join(domains) + " |", "|---|" + "---:|" * len(domains)]
     for k in stages:
         cells = [f"{timing[d][k] / states[d]:.3f}" if k in timing.get(d, {}) and states.get(d) else "-"
