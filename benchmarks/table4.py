@@ -28,6 +28,7 @@ from rich.console import Console
 
 from sveb import store
 from sveb.config import BuildConfig, SamplingConfig
+from sveb.report_format import md_table
 from sveb.table4 import cost_markdown, markdown, stage_timer, verdicts
 
 DOMAINS = ["number", "math", "science", "general", "programming"]
@@ -289,8 +290,7 @@ def main(argv: list[str] | None = None, engine=None, model_dir=None) -> Path:
     for protocol in PROTOCOLS:
         label = "held-out (the headline)" if protocol == "held-out" else "in-group (the paper's protocol)"
         md += [f"## {label}", "", markdown(scores, verdict, domains, protocol, names), ""]
-    md += ["## Domains", "", "| " + " | ".join(drows[0]) + " |", "|---" * len(drows[0]) + "|",
-           *["| " + " | ".join(str(v) for v in r.values()) + " |" for r in drows], "",
+    md += ["## Domains", "", md_table(list(drows[0]), [list(r.values()) for r in drows], right_from=2), "",
            "## Seconds per state of each stage", "",
            "Build stages from the run that sampled the domain (none for a build resumed or sampled before per-stage "
            "timing); estimators: estimation plus their recorded training, from the run that computed them.", "",

@@ -86,9 +86,7 @@ def cost_markdown(timing: dict[str, dict[str, float]], states: dict[str, int], d
     Stages keep their first-seen order: the build's, then the hidden pass, then the estimators'."""
     stages = sorted(dict.fromkeys(k for d in domains for k in timing.get(d, {})),
                     key=lambda k: (k.startswith("eval "), k.startswith("hidden")))
-    lines = ["| stage | " + " | ".join(domains) + " |", "|---|" + "---:|" * len(domains)]
-    for k in stages:
-        cells = [f"{timing[d][k] / states[d]:.3f}" if k in timing.get(d, {}) and states.get(d) else "-"
-                 for d in domains]
-        lines.append(f"| {k} | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+    from sveb.report_format import md_table
+    return md_table(["stage", *domains],
+                    [[k, *(f"{timing[d][k] / states[d]:.3f}" if k in timing.get(d, {}) and states.get(d) else "-"
+                           for d in domains)] for k in stages])
