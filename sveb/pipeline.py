@@ -203,7 +203,9 @@ def _stage_rollouts(cfg, bdir, fp, candidates, runner, console) -> tuple[list[di
         kept += chosen
         if len(kept) >= cfg.problems:
             break
-    for h in writes:  # screens run ahead past the last shard needed are dropped unwritten
+    # Screens run ahead past the last shard needed are waited for, then deleted below: a worker may still be
+    # writing one, and a shard it wrote after the cleanup would make the table depend on the worker count.
+    for h in [*writes, *screens.values()]:
         runner.result(h)
     used = set(paths[:k + 1] + spaths[:k + 1]) if shards else set()
     for path in [*(bdir / "rollouts").glob("part-*.parquet"), *(bdir / "screens").glob("part-*.parquet")]:

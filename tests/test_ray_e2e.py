@@ -11,10 +11,13 @@ import sys
 import pytest
 
 from sveb import store
+from sveb.pipeline import SHARD_STATES
 
 pytestmark = [pytest.mark.e2e, pytest.mark.ray]
 
-# 5 problems x 4 rollouts (one rollout shard), 20 states: 2 reference shards (16 + 4), one per worker
+# 5 problems x 4 rollouts (one rollout shard), up to 20 states: 2 reference shards (16 + the rest), one per worker.
+# How many states a problem yields depends on what was sampled (a 1-token response has no cut; a short one may
+# repeat a cut), and that follows the machine's numerics: the test asks for more than one shard, not for 20.
 TINY = ["--problems", "5", "--oversample", "1", "--rollouts", "4", "--screen", "0", "--states-per-problem", "4",
         "--mc", "2", "--mc-extra", "0", "--max-tokens", "32", "--min-acc", "0", "--max-acc", "1", "--eager"]
 TABLES = ("candidates", "problems", "rollouts", "states", "references")  # an open filter screens nothing
@@ -38,7 +41,9 @@ def ray_build(root, workers):
 def test_two_workers_equal_one_worker_row_for_row(tmp_path):
     one = ray_build(tmp_path / "one", 1)
     two = ray_build(tmp_path / "two", 2)
-    assert len(one["problems"]) == 5 and len(one["rollouts"]) == 20 and len(one["references"]) == 20
+    assert len(one["problems"]) == 5 and len(one["rollouts"]) == 20
+    # every state has its reference row, and there are two reference shards to share between the workers
+    assert len(one["references"]) == len(one["states"]) > SHARD_STATES, len(one["states"])
     for t in TABLES:
         assert len(two[t]) == len(one[t])
         for a, b in zip(one[t], two[t]):
