@@ -13,6 +13,7 @@ from contextlib import contextmanager
 import numpy as np
 
 from sveb import scoring
+from sveb.report_format import md_table
 
 # Build jobs (sveb.build_jobs) -> the stage they are; a nested job call counts in its caller's stage.
 STAGE_JOBS = {"screen_shard": "screening", "group_shard": "rollouts", "reference_shard": "references"}
@@ -74,11 +75,9 @@ def cell(row: dict, verdict: dict | None) -> str:
 def markdown(scores: list[dict], verdict: dict, domains: list[str], protocol: str, order: list[str]) -> str:
     """One protocol's table: scores rows (estimator, domain, protocol, mae, ci), verdict[(domain, estimator)]."""
     by = {(r["estimator"], r["domain"]): r for r in scores if r["protocol"] == protocol}
-    lines = ["| estimator | " + " | ".join(domains) + " |", "|---|" + "---:|" * len(domains)]
-    for name in order:
-        cells = [cell(by[(name, d)], verdict.get((d, protocol, name))) if (name, d) in by else "-" for d in domains]
-        lines.append(f"| {name} | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+    return md_table(["estimator", *domains],
+                    [[name, *(cell(by[(name, d)], verdict.get((d, protocol, name))) if (name, d) in by else "-"
+                              for d in domains)] for name in order])
 
 
 def cost_markdown(timing: dict[str, dict[str, float]], states: dict[str, int], domains: list[str]) -> str:
@@ -86,7 +85,6 @@ def cost_markdown(timing: dict[str, dict[str, float]], states: dict[str, int], d
     Stages keep their first-seen order: the build's, then the hidden pass, then the estimators'."""
     stages = sorted(dict.fromkeys(k for d in domains for k in timing.get(d, {})),
                     key=lambda k: (k.startswith("eval "), k.startswith("hidden")))
-    from sveb.report_format import md_table
     return md_table(["stage", *domains],
                     [[k, *(f"{timing[d][k] / states[d]:.3f}" if k in timing.get(d, {}) and states.get(d) else "-"
                            for d in domains)] for k in stages])

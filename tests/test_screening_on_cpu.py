@@ -8,6 +8,7 @@ import pytest
 from scipy.stats import binom
 
 from sveb import store
+from sveb.build_jobs import LocalRunner
 from sveb.engines.scripted import ScriptedEngine, flip_probability
 from sveb.errors import BuildError
 from sveb.pipeline import build
@@ -97,26 +98,18 @@ def test_the_screening_bias_benchmark_sees_the_selection(tmp_path, small_cfg):
     assert (d["before"] - d["ref"]).mean() < (d["after"] - d["ref"]).mean()
 
 
-class LateRunner:
-    """Two workers that finish late: a job runs when its result is asked for, and any job nobody asked for runs at
-    close, as a Ray worker still screening ahead finishes after the driver has moved on."""
+class LateRunner(LocalRunner):
+    """Two workers that finish late: a job runs only when its own result is asked for, and any job nobody asked
+    for runs at close, as a Ray worker still screening ahead finishes after the driver has moved on."""
     slots = 2
 
-    def __init__(self, lazy):
-        self.lazy, self.todo, self.done = lazy, {}, {}
-
-    def submit(self, fn, *args):
-        self.todo[len(self.todo) + len(self.done)] = (fn, args)
-        return len(self.todo) + len(self.done) - 1
-
-    def result(self, h):
-        fn, args = self.todo.pop(h)
-        self.done[h] = True
+    def result(self, handle):
+        _, fn, args = self._todo.pop(next(i for i, job in enumerate(self._todo) if job[0] == handle))
         return fn(self.lazy.get, *args)
 
     def close(self):
-        for h in list(self.todo):
-            self.result(h)
+        while self._todo:
+            self.result(self._todo[0][0])
 
 
 def test_a_screen_run_ahead_and_not_needed_leaves_no_shard(tmp_path, small_cfg, monkeypatch):
@@ -127,7 +120,7 @@ def test_a_screen_run_ahead_and_not_needed_leaves_no_shard(tmp_path, small_cfg, 
     monkeypatch.setattr(sveb.build_jobs, "LocalRunner", LateRunner)
     late = build(small_cfg, tmp_path / "late", engine=ScriptedEngine())
     assert len(list((late / "screens").glob("part-*"))) < 3  # the third shard's screen ran ahead, then was dropped
+    key = lambda r: sorted(map(str, r.values()))  # noqa: E731
     for t in ("problems", "screens", "rollouts", "states", "references"):
-        key = lambda r: sorted(map(str, r.values()))  # noqa: E731
         assert sorted(map(key, store.read_table(late / t).to_pylist())) == \
             sorted(map(key, store.read_table(local / t).to_pylist())), t
