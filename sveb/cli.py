@@ -238,8 +238,8 @@ def demo(
              parse_seeds(seeds, 0), build_only)
 
 
-from sveb import cli_board, cli_export, cli_inspect  # noqa: E402,F401  (register `export`, `import`, `ls`, `plan`,
-#   `submit`, `leaderboard`)
+from sveb import cli_board, cli_conformance, cli_export, cli_inspect  # noqa: E402,F401  (register `export`, `import`,
+#   `ls`, `plan`, `submit`, `leaderboard`, `conformance`)
 
 if __name__ == "__main__":
     app()

@@ -162,13 +162,51 @@ class HiddenStates:
         path = self._full_dir(layer) / f"{pid}.npz"
         return _load(path) if path.exists() else self._fill(pid, rollouts, ("full", layer))
 
+    def _prompt_path(self, pid: str) -> Path:
+        return self.bdir / "hidden" / fingerprint("prompt", self.model_spec, self.layer, self.dtype, STORE_FORMAT) / \
+            f"{pid}.npz"
+
+    def prompt_states(self, pid: str, rollouts: list[dict]) -> np.ndarray:
+        """[P, d] float32: this layer at the positions of the prompt the group's rollouts share (a pass over the
+        prompt alone: causal attention gives the prompt the same states whatever follows it)."""
+        path = self._prompt_path(pid)
+        if path.exists():
+            return _load(path)[0]
+        row = {"rollout_idx": 0, "prompt_token_ids": rollouts[0]["prompt_token_ids"], "response_token_ids": []}
+        res = self._forward([row], [], [self.layer])[("full", self.layer)]
+        _save(path, res)
+        return from_store(res[0])
+
+    def start_token(self, prompt_ids) -> int:
+        """The index of the token that ends `<|im_start|>assistant` in the rendered prompt (the authors' response
+        start: the first token whose text reaches the pattern's end); the last prompt token where the model has
+        no tokenizer or its chat template no such header."""
+        from sveb.estimators.hista import START_PATTERN
+        ids = list(prompt_ids)
+        if not hasattr(self, "_tok"):
+            try:
+                from transformers import AutoTokenizer
+                from sveb.models import resolve
+                self._tok = AutoTokenizer.from_pretrained(resolve(self.model_spec))
+            except Exception:  # noqa: BLE001 (a weights-only folder, e.g. a test's random model)
+                self._tok = None
+        text = self._tok.decode(ids) if self._tok is not None else ""
+        if START_PATTERN not in text:
+            return len(ids) - 1
+        end = text.index(START_PATTERN) + len(START_PATTERN)
+        return next(i for i in range(len(ids)) if len(self._tok.decode(ids[: i + 1])) >= end)
+
     def provider(self, console=None) -> Callable[[str, list[dict]], Callable[[int], np.ndarray]]:
-        """pid, rollouts -> hidden_fn(rollout_idx) -> [T, d] float32."""
+        """pid, rollouts -> hidden_fn(rollout_idx) -> [T, d] float32 (a GroupHidden: also the prompt's states
+        and the response start, computed on first use)."""
+        from sveb.records import GroupHidden
+
         def for_problem(pid: str, rollouts: list[dict]):
             # converted once per group: held-out asks for every rollout once per state, and the same
             # array each time lets estimators memoise work per rollout
             arrays = {k: v.astype(np.float32) for k, v in self.group(pid, rollouts).items()}
-            return arrays.__getitem__
+            return GroupHidden(arrays, lambda: self.prompt_states(pid, rollouts),
+                               lambda: self.start_token(rollouts[0]["prompt_token_ids"]))
         return for_problem
 
     def fulls(self, pid: str, rollouts: list[dict], layers: list[int]) -> dict[int, dict[int, np.ndarray]]:
@@ -257,7 +295,10 @@ def hidden_provider(est, data: BuildData, console=None, hidden_options: dict | N
     if not est.needs_hidden:
         return None
     hs = HiddenStates(data.bdir, data.manifest["model"], layer=est.layer, **(hidden_options or {}))
+    prompts = getattr(est, "needs_prompt", False)  # Hista: the prompt's states too (one short pass per problem)
     for pid in track(sorted(data.problems), description="hidden states", console=console):
         hs.ensure(pid, data.rollouts[pid])  # cached groups are not loaded twice
+        if prompts:
+            hs.prompt_states(pid, data.rollouts[pid])
     hs.release()  # every group is on disk now: the policy copy is not kept through the estimator's run
     return hs.provider(console)

@@ -50,6 +50,31 @@ class PrefixHidden:
         return h[: self.t] if rollout_idx == self.own else h
 
 
+class GroupHidden:
+    """One group's hidden states: called with a rollout index, its [T, d] response-position states; `prompt()`
+    the [P, d] states of the prompt the group's rollouts share, `start()` the index of the token that starts the
+    response (the token ending `<|im_start|>assistant`). Both are computed on first use (Hista reads them)."""
+
+    def __init__(self, arrays: dict[int, np.ndarray], prompt: Callable[[], np.ndarray] | None = None,
+                 start: Callable[[], int] | None = None):
+        self.arrays, self._prompt_fn, self._start_fn = arrays, prompt, start
+        self._prompt: np.ndarray | None = None
+        self._start: int | None = None
+
+    def __call__(self, rollout_idx: int) -> np.ndarray:
+        return self.arrays[rollout_idx]
+
+    def prompt(self) -> np.ndarray | None:
+        if self._prompt is None and self._prompt_fn is not None:
+            self._prompt = self._prompt_fn()
+        return self._prompt
+
+    def start(self) -> int | None:
+        if self._start is None and self._start_fn is not None:
+            self._start = int(self._start_fn())
+        return self._start
+
+
 def hidden_source(fn: HiddenFn | None) -> HiddenFn | None:
     """The shared source behind a (possibly per-state) hidden-state function."""
     return fn.source if isinstance(fn, PrefixHidden) else fn

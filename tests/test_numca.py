@@ -1,117 +1,109 @@
-"""Numca: milestone extraction, Algorithm 1's table, fallbacks, in-group vs held-out."""
+"""Numca as its authors compute it: each rule on a hand case whose value is worked out by hand."""
 
-import random
-
-import numpy as np
 import pytest
 
+from sveb.errors import UsageError
 from sveb.estimators import make
 from sveb.estimators.base import ProblemGroup, Rollout, State
-from sveb.estimators.numca import Numca, abstract_path, build_table, milestones, milestones_upto
-
-
-@pytest.mark.parametrize("text, expected", [
-    ("the total is 12", set()),                      # may be cut: 12 -> 125
-    ("the total is 12.", {"12"}),
-    ("the total is 12 ", {"12"}),
-    ("we have 1,000 apples", {"1000"}),
-    ("costs $1{,}234.50$ now", {"1234.5"}),
-    ("3.50 and 3.5 and 03.500", {"3.5"}),
-    ("x = -0 and +0.0 ", {"0"}),
-    ("so -7 and (-3, 4)", {"-7", "-3", "4"}),
-    ("5-3=2 ", {"5", "3", "2"}),                    # binary minus is not a sign
-    ("x-1 ", {"1"}),
-    (r"$\frac{3}{4}$ and 6/8 ", {"3/4"}),            # one value, one milestone
-    (r"gives -\frac{1}{2} so", {"-1/2"}),
-    (r"\dfrac{10}{4} ", {"5/2"}),
-    ("4/2 ", {"2"}),
-    ("1.5/2 ", {"1.5/2"}),
-    ("a .5 b", {"0.5"}),
-    ("no numbers here", set()),
-])
-def test_milestones(text, expected):
-    assert milestones(text) == frozenset(expected)
-
-
-@pytest.mark.parametrize("text, expected", [
-    ("so 3/", set()),            # "3/4" may follow
-    ("so 7 and 1,0", {"7"}),     # "1,000" may follow
-    ("so 7 and 1,", {"7"}),
-    (r"so 7 and \frac{1}{", {"7"}),
-    (r"so \frac{12", set()),
-    (r"\frac{1}{2}", {"1/2"}),   # closed: it cannot grow
-])
-def test_open_tails_are_cut(text, expected):
-    assert milestones(text) == frozenset(expected)
-
-
-def test_abstract_path_hand_case():
-    path = abstract_path("First 3 then 4, so 3 again and 7.")
-    assert path == (frozenset(), frozenset({"3"}), frozenset({"3", "4"}), frozenset({"3", "4", "7"}))
-
-
-def test_abstract_path_equals_every_prefix():
-    """The incremental walk equals milestones() on every character prefix."""
-    rnd = random.Random(0)
-    pieces = ["We", " have", " x", " =", " ", "12", "3", ".", "5", ",", "000", "/", "4", r"\frac{", "}{", "}",
-              "-", " so", "\n", "(", ")", "0", "7", "{,}", " and the answer is"]
-    for _ in range(150):
-        text = "".join(rnd.choice(pieces) for _ in range(rnd.randint(1, 250)))
-        brute = [frozenset()]
-        for p in range(len(text) + 1):
-            s = milestones_upto(text, p)
-            assert s == milestones(text[:p])
-            if s != brute[-1]:
-                brute.append(s)
-        assert abstract_path(text) == tuple(brute), text
-
-
-def test_build_table_counts_each_rollout_once():
-    texts = ["a 1 b 2 c 1 d", "a 1 b 3 c", "a 5 b"]
-    table = build_table(texts, [1.0, 0.0, 1.0])
-    assert table[frozenset()] == pytest.approx(2 / 3)       # everyone starts there
-    assert table[frozenset({"1"})] == pytest.approx(0.5)    # rollouts 0 and 1
-    assert table[frozenset({"1", "2"})] == 1.0
-    assert table[frozenset({"1", "3"})] == 0.0
-    assert table[frozenset({"5"})] == 1.0
+from sveb.estimators.numca import Numca, build_table, merge_positions, parse, set_path
 
 
 def group_of(texts, rewards):
-    rolls = tuple(Rollout(i, (), (), t, r) for i, (t, r) in enumerate(zip(texts, rewards)))
-    return ProblemGroup({}, rolls)
+    return ProblemGroup({}, tuple(Rollout(i, (), (), t, r) for i, (t, r) in enumerate(zip(texts, rewards))))
 
 
-def state(i, prefix):
-    return State(f"s{i}-{len(prefix)}", "p", i, len(prefix), prefix)
+def at(i, text, cut):
+    return State(f"s{i}-{cut}", "p", i, cut, text[:cut])
 
 
-def test_estimate_values_and_fallbacks():
-    texts = ["so 2 and 3 then 10 done", "so 2 and 4 then 9 done", "so 2 and 3 then 11 done", "so 8 done"]
-    g = group_of(texts, [1.0, 0.0, 1.0, 0.0])
-    est = Numca()
-    v = est.estimate(g, [state(0, "so"), state(0, "so 2 and 3 th"), state(1, "so 2 and 4 then 9 "),
-                         state(0, "so 2 and 3 then 1")])
-    assert v[0] == pytest.approx(0.5)          # empty set: group mean
-    assert v[1] == pytest.approx(1.0)          # {2, 3}: rollouts 0 and 2
-    assert v[2] == pytest.approx(0.0)          # {2, 4, 9}: rollout 1 only
-    assert v[3] == pytest.approx(1.0)          # "1" is cut: still {2, 3}
-    # an abstract state nobody reached falls back to the latest one the prefix passed through
-    assert est.estimate(g, [state(0, "so 2 and 3 then 99 ")])[0] == pytest.approx(1.0)
-    assert est.estimate(g, [state(0, "so 77 and 3 then 99 ")])[0] == pytest.approx(0.5)
+def test_numbers_are_raw_digit_runs_and_the_last_is_dropped():
+    assert parse("x 3.5 y 05 z 5 w 12") == (["3", "5", "05", "5"], [2, 4, 8, 13])
+    assert parse("\u0663\u0664 and \uff17 then 9")[0] == ["\u0663\u0664", "\uff17"]  # Arabic-Indic, fullwidth
+    assert parse("no numbers") == ([], [])
+    assert parse("only 7") == ([], [])
+    assert parse("only 7", drop_last=False) == (["7"], [5])
 
 
-def test_held_out_differs_from_in_group():
-    texts = ["so 2 and 3 then 10 done", "so 2 and 5 then 9 done", "so 2 and 6 then 11 done"]
-    g = group_of(texts, [1.0, 0.0, 0.0])
-    s = state(0, "so 2 and 3 then ")
-    assert Numca().estimate(g, [s])[0] == pytest.approx(1.0)
-    # without its own rollout {2, 3} is unseen: back to {2}, reached by rollouts 1 and 2
-    assert Numca().estimate(g.without(0), [s])[0] == pytest.approx(0.0)
+def test_merge_cascades_backwards():
+    assert merge_positions([0, 10, 30, 100, 160, 200]) == [30, 30, 30, 100, 200, 200]
+    assert merge_positions([0, 60], 50) == [0, 60]
+    assert merge_positions([]) == []
 
 
-def test_empty_group_and_registry():
-    g = group_of(["so 1 done"], [1.0]).without(0)
-    assert Numca().estimate(g, [state(0, "so 1 ")])[0] == 0.5
+def test_table_counts_each_response_once_per_set():
+    t = build_table([["1", "2", "1"], ["1", "3"], ["5"]], [1.0, 0.0, 1.0])
+    assert t[frozenset()] == (3.0, 2.0)
+    assert t[frozenset({"1"})] == (2.0, 1.0)
+    assert set_path(["1", "2", "1"]) == [frozenset(), frozenset({"1"}), frozenset({"1", "2"})]
+
+
+# Two responses, numbers 60 characters apart (no merging); the last number of each is dropped.
+A = "a" * 10 + "1" + "a" * 59 + "2" + "a" * 59 + "9"     # numbers 1 @10, 2 @70, (9 dropped)
+B = "b" * 10 + "1" + "b" * 59 + "3" + "b" * 59 + "8"     # 1 @10, 3 @70
+C = "c" * 10 + "4" + "c" * 59 + "7"                      # 4 @10
+
+
+def test_value_is_the_root_plus_the_advantages_before_the_cut():
+    g = group_of([A, B, C], [1.0, 0.0, 1.0])
+    v = Numca(clip=False).estimate(g, [at(0, A, 5), at(0, A, 10), at(0, A, 11), at(0, A, 70), at(0, A, 71),
+                                      at(0, A, len(A))])
+    # V({}) = 2/3; V({1}) = 1/2; V({1,2}) = 1. A number counts once its start is at or before the cut: the
+    # cut at 10 already holds "1" (the character after the prefix); the end gives the own final reward.
+    assert v == pytest.approx([2 / 3, 1 / 2, 1 / 2, 1.0, 1.0, 1.0])
+
+
+def test_an_advantage_equal_to_the_next_is_skipped():
+    own = "x1" + " " * 60 + "2" + " " * 60 + "0"          # numbers 1 @1, 2 @62 (0 dropped)
+    g = group_of([own, "x1" + " " * 60 + "2 0", "x1 0", "x1 0", "5 0", "5 0", "5 0", "5 0"],
+                 [1.0, 1.0, 1.0, 0.0, 0.0, 0.0, 0.0, 1.0])
+    # V({}) = 4/8, V({1}) = 3/4, V({1,2}) = 2/2: advantages +1/4 and +1/4, equal, so the first is not added
+    assert Numca(clip=False).estimate(g, [at(0, own, 70)])[0] == pytest.approx(0.75)
+    assert Numca(clip=False, read="table").estimate(g, [at(0, own, 70)])[0] == pytest.approx(1.0)
+    g2 = group_of([own, "x1" + " " * 60 + "2 0", "x5 0", "x5 0"], [1.0, 0.0, 1.0, 0.0])
+    # V({}) = V({1}) = V({1,2}) = 1/2: both advantages 0 (skipped, adding nothing); the segment after the
+    # last number (own reward 1 - 1/2) is added once the cut reaches the end
+    assert Numca(clip=False).estimate(g2, [at(0, own, 70)])[0] == pytest.approx(0.5)
+    assert Numca(clip=False).estimate(g2, [at(0, own, len(own))])[0] == pytest.approx(1.0)
+
+
+def test_a_number_at_character_0_adds_no_segment():
+    own = "7" + " " * 60 + "2" + " " * 60 + "0"
+    g = group_of([own, "7 0", "5 0", "5 0"], [1.0, 1.0, 0.0, 0.0])
+    # V({}) = 1/2, V({7}) = 1, V({7,2}) = 1: "7" at 0 moves the set without a segment; "2" adds 0
+    assert Numca(clip=False).estimate(g, [at(0, own, 70)])[0] == pytest.approx(0.5)
+
+
+def test_held_out_sees_the_prefix_only():
+    own = A
+    g = group_of([A, B, C], [1.0, 0.0, 1.0])
+    s = at(0, own, 75)
+    held = Numca(clip=False).estimate(g.held_out(s), [s])[0]
+    # without the own response: V({}) = 1/2, V({1}) = 0 (B only), {1,2} unseen -> 0.0 (the authors' rule)
+    assert held == pytest.approx(0.0)
+    assert Numca(clip=False, unseen="latest").estimate(g.held_out(s), [s])[0] == pytest.approx(0.0)
+    # a digit run touching the cut may be cut: left out, so the set is {1}
+    s2 = at(0, own, 71)
+    assert Numca(clip=False, read="table").estimate(g.held_out(s2), [s2])[0] == pytest.approx(0.0)
+    # the own outcome is never read held-out
+    flipped = group_of([A, B, C], [0.0, 0.0, 1.0])
+    assert Numca().estimate(flipped.held_out(s), [s])[0] == Numca().estimate(g.held_out(s), [s])[0]
+
+
+def test_parameters_are_checked_and_the_preset_is_sveb_s_variant():
+    with pytest.raises(UsageError, match="read"):
+        make("numca", {"read": "sideways"})
+    with pytest.raises(UsageError, match="merge"):
+        make("numca", {"merge": "-1"})
     est = make("numca")
-    assert est.name == "numca" and not est.needs_hidden
-    assert isinstance(est.estimate(group_of(["1 "], [1.0]), []), np.ndarray)
+    assert (est.numbers, est.drop_last, est.merge, est.unseen, est.read) == ("digits", True, 50, "zero", "advantages")
+    assert type(make("numca-sveb")).__name__ == "NumcaSVEB"
+
+
+def test_clip_keeps_the_contract():
+    # a silent step (number at 0) then a large negative advantage: the authors' read-out leaves [0, 1]
+    own = "7" + " " * 60 + "2" + " " * 60 + "0"
+    texts = [own, "7" + " " * 60 + "2 0"] + ["7 0"] * 10 + ["5 0"] * 20
+    g = group_of(texts, [1.0, 0.0] + [1.0] * 10 + [0.0] * 20)
+    # V({}) = 11/32, V({7}) = 11/12, V({7,2}) = 1/2: 11/32 + (1/2 - 11/12) < 0
+    raw = Numca(clip=False).estimate(g, [at(0, own, 70)])[0]
+    assert raw == pytest.approx(11 / 32 + 0.5 - 11 / 12) and Numca().estimate(g, [at(0, own, 70)])[0] == 0.0

@@ -56,9 +56,22 @@ BUILTIN: tuple[Entry, ...] = (
     *(Entry(f"mcs-{k}", "sveb.estimators.mcs:MonteCarlo", _MCS.format(k=k, s="s" * (k > 1)), role="scale",
             preset={"k": k}) for k in (1, 2, 3, 4)),
     Entry("numca", "sveb.estimators.numca:Numca",
-          "mean reward of rollouts sharing the prefix's set of numbers (Numca)"),
+          "Numca as its authors' code computes it: the value of the prefix's set of digit runs, read as the root "
+          "value plus the segment advantages (VOXXXX1874/Hista numca_dict)",
+          grid={"numbers": ["digits", "normalised"], "drop_last": ["true", "false"], "merge": ["50", "0"],
+                "unseen": ["zero", "latest"], "read": ["advantages", "table"]}),
+    Entry("numca-sveb", "sveb.estimators.numca_sveb:NumcaSVEB",
+          "SVEB's earlier Numca variant: normalised numbers (ints, decimals, fractions), the value of the prefix's "
+          "set, unseen sets fall back to the latest seen"),
     Entry("hista", "sveb.estimators.hista:Hista",
-          "1/d-weighted kNN over EMA-compressed hidden-state histories (Hista)", needs_hidden=True,
+          "Hista as its authors' code computes it: 1/d-weighted kNN over EMA-compressed prompt + response "
+          "hidden-state histories, raw clamp 5.0, k schedule, node snap (VOXXXX1874/Hista hista_utils)",
+          needs_hidden=True,
+          grid={"history": ["prompt", "response"], "read": ["snap", "cut"], "min_distance": ["5.0", "1.0", "10.0"],
+                "min_k": ["6", "66"], "alpha": ["0.7", "0"]}),
+    Entry("hista-sveb", "sveb.estimators.hista_sveb:HistaSVEB",
+          "SVEB's earlier Hista variant: response-only histories, distances in units of the group's mean norm "
+          "(clamp 0.1), nodes every 50 response tokens, the cut's own history, fixed k", needs_hidden=True,
           grid={"alpha": ["0", "0.5", "0.7", "0.9"], "phi": ["1", "5", "10"], "delta": ["25", "50", "100"],
                 "k": ["6", "20", "66"]}),
     Entry("shear", "sveb.estimators.shear:Shear",

@@ -1,14 +1,25 @@
-"""Hista (Hista/Numca paper, Sec. 5.2): 1/d-weighted kNN over EMA-compressed hidden-state prefixes.
+"""Hista as its authors compute it (Hista/Numca paper Sec. 5.2; their code VOXXXX1874/Hista @ 6f4ae4e,
+src/rl/utils/hista_utils.py and the in-group loop of src/sveb/hista/evaluate_sta_estim_from_existing.py).
 
-Nodes: in every group rollout j, the prefixes ending at t = delta, 2*delta, ... < T_j and the
-final state T_j (the public code's end node; it also gives rollouts shorter than delta a node).
-A node's value is r_j. The query state (i, t) is its own compressed prefix; distance = MinDistance
-(Def. 5.1) / the group's mean hidden-state norm, clamped below at d_min; value = weighted mean of r
-over the k nearest nodes. Nodes of the state's own rollout (in-group only) that lie after t are not
-used: a state must not see its own future (the public code masks them the same way).
+Defaults are their scripts' (docs/estimators.md, "Hista"), each rule a parameter:
+- history: the last layer (after the final norm) over prompt + response; an EMA from the prompt's first token
+  (ema_0 = x_0, ema_k = alpha ema_{k-1} + (1 - alpha) x_k, divided by 1 - alpha^(k+1)), kept at absolute
+  positions 0, mean_window, 2 mean_window, ... (float32, as theirs);
+- nodes: at the start token (the token ending `<|im_start|>assistant`, a prompt-only history), at the absolute
+  multiples of node_interval after it and at the last token; a node at token i holds the compressed history up
+  to index i // mean_window and its rollout's binarized reward;
+- distance: MinDistance, the mean over the longer history of each element's minimum L2 distance to the other;
+  own nodes whose history is longer than the query's are masked; clamped below at `min_distance` (raw units);
+  the k smallest, weights 1 / d^t, a total weight below 1e-8 gives 0.0;
+- k follows the own rollout's nodes: k_i = max_k - ((max_k - min_k) // n) * i;
+- read-out (`read="snap"`): the value at the node before the first node at or after the cut's last token.
+Ties among equal clamped distances (torch.topk's order is implementation-defined) are broken by pool order:
+lower rollout index, then earlier node (a stable sort).
 
-Short prefixes: t < phi has no compressed vector; it is represented by the bias-corrected EMA at
-t-1 (one vector); a rollout shorter than phi likewise. t = 0 or an empty group -> group mean.
+Held-out: the group has no own rollout and the own rollout stops at the cut, so the own nodes are the start
+token, the grid nodes before the cut and the cut itself; nothing of the own rollout is a neighbour; the read-out
+snaps as in-group (to the node before the one at the cut). `read="cut"` values the cut's own history instead.
+`hista-sveb` is SVEB's earlier variant (sveb.estimators.hista_sveb).
 """
 
 from __future__ import annotations
@@ -20,190 +31,250 @@ import numpy as np
 import torch
 
 from sveb.errors import UsageError
-from sveb.estimators.base import Estimator, ProblemGroup, State, group_mean, hidden_source
-from sveb.estimators.knn import as_float_tensor, norm_and_centre, pairwise_dist, weighted_knn
+from sveb.estimators.base import Estimator, ProblemGroup, State, hidden_source
 
-_CHUNK = 64  # EMA blocks per matmul: bounds the O(chunk^2) decay matrix
-
-
-def _check_alpha(alpha: float) -> None:
-    if not 0.0 <= alpha < 1.0:
-        raise UsageError(f"EMA alpha must be in [0, 1), got {alpha}")
+TINY_WEIGHT = 1e-8
+START_PATTERN = "<|im_start|>assistant"   # the authors' response start for ChatML models (theirs: "<think>" for R1)
 
 
-def _ema_compress_torch(x: torch.Tensor, alpha: float, interval: int) -> torch.Tensor:
-    """Bias-corrected EMA kept at every interval-th position, by blocks: exact, no per-token loop."""
-    _check_alpha(alpha)
-    n = x.shape[0] // interval
-    if n == 0:
-        return x.new_zeros((0, x.shape[1]))
-    blocks = x[: n * interval].reshape(n, interval, -1)
-    a = torch.tensor(alpha, dtype=torch.float64)
-    w = ((1 - a) * a ** torch.arange(interval - 1, -1, -1, dtype=torch.float64)).to(x.dtype)
-    b = torch.matmul(w, blocks)                          # each block's contribution at its last token
-    decay = float(alpha) ** interval
-    out = torch.empty_like(b)
-    carry = x.new_zeros(x.shape[1])
-    for s in range(0, n, _CHUNK):
-        c = min(_CHUNK, n - s)
-        i = torch.arange(c, dtype=torch.float64)
-        lag = i[:, None] - i[None, :]
-        lower = torch.where(lag >= 0, torch.tensor(decay, dtype=torch.float64) ** lag.clamp(min=0), 0.0)
-        carry_w = torch.tensor(decay, dtype=torch.float64) ** (i + 1)
-        out[s : s + c] = lower.to(x.dtype) @ b[s : s + c] + carry_w.to(x.dtype)[:, None] * carry
-        carry = out[s + c - 1]
-    steps = torch.arange(1, n + 1, dtype=torch.float64) * interval
-    return out / (1 - a**steps).to(x.dtype)[:, None]
+def ema_history(x: torch.Tensor, alpha: float) -> torch.Tensor:
+    """The authors' exponential running average of x [S, H] at every position (float32, their operation order)."""
+    x = x.float()
+    out = torch.empty_like(x)
+    powers = torch.pow(alpha, torch.arange(1, x.shape[0] + 1))
+    ema = None
+    for k in range(x.shape[0]):
+        ema = x[k] if k == 0 else alpha * ema + (1 - alpha) * x[k]
+        out[k] = ema / (1 - powers[k])
+    return out
 
 
-def ema_compress(x, alpha: float, interval: int):
-    """Bias-corrected EMA (m_0 = 0) of x [T, d] kept at positions interval-1, 2*interval-1, ...
-
-    Returns [T // interval, d]; numpy in -> numpy (float64) out, torch in -> torch out.
-    """
-    if isinstance(x, torch.Tensor):
-        return _ema_compress_torch(x, alpha, interval)
-    return _ema_compress_torch(torch.as_tensor(np.asarray(x, dtype=np.float64)), alpha, interval).numpy()
+@dataclass(frozen=True)
+class PromptEMA:
+    """The EMA over a group's shared prompt: its kept rows and its running state at the last prompt token."""
+    rows: torch.Tensor          # [ceil(P / mean_window), H]
+    state: torch.Tensor | None  # ema at token P - 1 (None for an empty prompt)
+    length: int
 
 
-def ema_last(x: torch.Tensor, alpha: float) -> torch.Tensor:
-    """The bias-corrected EMA at the last row of x [t, d] (t >= 1): a short prefix's one vector."""
-    return _ema_compress_torch(x, alpha, x.shape[0])[0]
+def ema_prompt(prompt, alpha: float, mean_window: int, width: int) -> PromptEMA:
+    x = torch.zeros((0, width)) if prompt is None else torch.as_tensor(np.asarray(prompt, np.float32))
+    if len(x) == 0:
+        return PromptEMA(torch.zeros((0, width)), None, 0)
+    full = ema_history(x, alpha)
+    ema = x[0]
+    for k in range(1, len(x)):  # the running (uncorrected) state, same operations as ema_history
+        ema = alpha * ema + (1 - alpha) * x[k]
+    return PromptEMA(full[::mean_window].clone(), ema, len(x))
 
 
-def min_distance(x1, x2, reduce: str = "sum") -> float:
-    """Definition 5.1: for each row of the longer sequence (x1 on ties), its min L2 distance to the
-    other; summed (paper) or averaged (public code)."""
-    if isinstance(x1, torch.Tensor) or isinstance(x2, torch.Tensor):
-        d = torch.cdist(torch.as_tensor(x1, dtype=torch.float64), torch.as_tensor(x2, dtype=torch.float64),
-                        compute_mode="donot_use_mm_for_euclid_dist")
-        d = d.numpy()
+def ema_histories(pre: PromptEMA, responses: list, alpha: float, mean_window: int) -> list[torch.Tensor]:
+    """Each rollout's compressed history (prompt + response, kept at absolute multiples of mean_window),
+    the responses run as one batch from the prompt's state: elementwise the authors' per-sequence loop."""
+    xs = [torch.as_tensor(np.asarray(r, np.float32)) for r in responses]
+    if not xs:
+        return []
+    P, T, B = pre.length, max(len(x) for x in xs), len(xs)
+    H = xs[0].shape[1]
+    batch = torch.zeros((B, T, H))
+    for b, x in enumerate(xs):
+        batch[b, : len(x)] = x
+    powers = torch.pow(alpha, torch.arange(1, P + T + 1))
+    ema = None if pre.state is None else pre.state.expand(B, H)
+    kept = []
+    for k in range(P, P + T):
+        xk = batch[:, k - P]
+        ema = xk if ema is None else alpha * ema + (1 - alpha) * xk
+        if k % mean_window == 0:
+            kept.append((k, ema / (1 - powers[k])))
+    out = []
+    for b, x in enumerate(xs):
+        rows = [v[b] for k, v in kept if k < P + len(x)]
+        out.append(torch.cat([pre.rows, torch.stack(rows)]) if rows else pre.rows)
+    return out
+
+
+def node_tokens(length: int, start: int, interval: int) -> list[int]:
+    """Absolute token indices of a sequence's nodes (the authors' uniform selection, then the start snap)."""
+    end = length - 1
+    if end - 0 < interval:
+        idx = [0, end]
     else:
-        x1, x2 = np.asarray(x1, dtype=np.float64), np.asarray(x2, dtype=np.float64)
-        d = np.sqrt(np.maximum(((x1[:, None, :] - x2[None, :, :]) ** 2).sum(-1), 0.0))
-    if reduce not in ("sum", "mean"):
-        raise UsageError(f"reduce must be 'sum' or 'mean', got {reduce!r}")
-    mins = d.min(axis=1) if d.shape[0] >= d.shape[1] else d.min(axis=0)
-    return float(mins.sum() if reduce == "sum" else mins.mean())
+        idx = [0] + [i * interval for i in range(1, end // interval + 1) if i * interval < end]
+        if idx[-1] != end:
+            idx.append(end)
+    kept = [i for i in idx if i > start - interval]
+    if not kept:
+        return []
+    kept[0] = start
+    return kept
 
 
-def min_distance_table(q: torch.Tensor, e: torch.Tensor, reduce: str = "mean") -> torch.Tensor:
-    """MD(q[:m], e[g, :n]) for every m, n at once (App. F's cummin/cumsum trick).
-
-    q: [M, d]; e: [G, L, d] (rows past a rollout's length may be anything: they are never read
-    for n up to that length). Returns [G, M, L] with entry [g, m-1, n-1].
-    """
-    G, L, d = e.shape
-    M = q.shape[0]
-    D = pairwise_dist(q, e.reshape(G * L, d)).reshape(M, G, L).permute(1, 0, 2)  # [G, M, L]
-    # n <= m: sum over the query's first m rows of their min over the node's first n rows
-    s1 = torch.cumsum(torch.cummin(D, dim=2).values, dim=1)
-    # n > m: sum over the node's first n rows of their min over the query's first m rows
-    s2 = torch.cumsum(torch.cummin(D, dim=1).values, dim=2)
-    m = torch.arange(1, M + 1, dtype=D.dtype)[None, :, None]
-    n = torch.arange(1, L + 1, dtype=D.dtype)[None, None, :]
-    if reduce == "sum":
-        return torch.where(n <= m, s1, s2)
-    if reduce == "mean":
-        return torch.where(n <= m, s1 / m, s2 / n)
-    raise UsageError(f"reduce must be 'sum' or 'mean', got {reduce!r}")
+def k_schedule(max_k: int, min_k: int, n: int) -> list[int]:
+    return [max_k - ((max_k - min_k) // n) * i for i in range(n)]
 
 
-def scheduled_k(k: int, k_min: int, t: int, T: int, delta: int) -> int:
-    """The public code's schedule: k falls linearly along the query's rollout, by
-    (k - k_min) // n per node, n = its node count (grid 0, delta, ... plus its end)."""
-    n = -(-max(T, 1) // delta) + 1
-    j = max(t - 1, 0) // delta  # the last grid position before the state
-    return max(k_min, k - ((k - k_min) // n) * j)
+def node_distances(online: torch.Tensor, online_ends: list[int], block: torch.Tensor, ends: list[int],
+                   mask_longer: bool) -> torch.Tensor:
+    """MinDistance between the online histories online[:m] (m in online_ends) and block[:n] (n in ends),
+    [len(online_ends), len(ends)], by the cummin/cumsum trick on one cdist, as the authors compute it."""
+    m_max, n_max = max(online_ends), max(ends)
+    sub = torch.cdist(online[:m_max].float(), block[:n_max].float(), p=2)
+    rows = torch.cumsum(torch.cummin(sub, dim=1).values, dim=0)
+    cols = torch.cumsum(torch.cummin(sub, dim=0).values, dim=1)
+    r = torch.tensor([m - 1 for m in online_ends])
+    c = torch.tensor([n - 1 for n in ends])
+    m = torch.tensor(online_ends, dtype=torch.float32)[:, None]
+    n = torch.tensor(ends, dtype=torch.float32)[None, :]
+    d = torch.where(m >= n, rows[r[:, None], c[None, :]] / m, cols[r[:, None], c[None, :]] / n)
+    if mask_longer:
+        d = torch.where(m >= n, d, torch.full_like(d, float("inf")))
+    return d
+
+
+def knn_value(dist: torch.Tensor, rewards: torch.Tensor, k: int, clamp: float, t: float) -> float:
+    """1/d^t-weighted mean reward of the k nearest after clamping; ties in pool order (a stable sort)."""
+    d = torch.clamp_min(torch.nan_to_num(dist, nan=float("inf")), clamp)
+    k = min(k, len(d))
+    vals, idx = torch.sort(d, stable=True)
+    vals, idx = vals[:k], idx[:k]
+    w = 1.0 / (vals ** t)
+    total = torch.sum(w)
+    if total < TINY_WEIGHT:
+        return 0.0
+    return float(torch.sum(torch.nan_to_num(rewards[idx], nan=0.0) * w) / total)
+
+
+def hista_values(hist: dict[int, torch.Tensor], lengths: dict[int, int], rewards: dict[int, float],
+                 members: Sequence[int], queries: dict[int, list[int]], prompt_len: int, start: int, *,
+                 mean_window=5, node_interval=50, max_k=66, min_k=6, min_distance=5.0, t=1.0,
+                 read="snap") -> dict[tuple[int, int], float]:
+    """{(rollout, cut_tokens): value} for the queried cuts, from each rollout's compressed history `hist`
+    (`ema_histories`) and token count `lengths` (prompt + response); `members` are the neighbours' rollouts in
+    pool order; a query rollout's history covers what the protocol lets it see."""
+    nodes = {j: node_tokens(lengths[j], start, node_interval) for j in hist}
+    existing = [(j, q // mean_window) for j in members if j in hist for q in nodes[j]]
+    reward = torch.tensor([1.0 if rewards[j] > 0 else 0.0 for j, _ in existing])
+    blocks = {j: [r + 1 for jj, r in existing if jj == j] for j in dict.fromkeys(j for j, _ in existing)}
+    out: dict[tuple[int, int], float] = {}
+    for i, cuts in queries.items():
+        if i not in hist or not nodes[i]:
+            continue
+        if not existing:
+            out.update({(i, c): 0.0 for c in cuts})  # no neighbour: the authors' zero total weight
+            continue
+        q_nodes = nodes[i]
+        ks = k_schedule(max_k, min_k, len(q_nodes))
+        if read == "snap":
+            on_ends = [q // mean_window + 1 for q in q_nodes]
+        else:  # read="cut": the history at each cut's last token
+            on_ends = [(prompt_len + c - 1) // mean_window + 1 for c in cuts]
+        dist = torch.cat([node_distances(hist[i], on_ends, hist[j], ends, mask_longer=j == i)
+                          for j, ends in blocks.items()], dim=1)
+        for c_i, cut in enumerate(cuts):
+            last = prompt_len + cut - 1
+            at = next((n for n, q in enumerate(q_nodes) if q >= last), len(q_nodes) - 1)
+            n = max(at - 1, 0)          # the authors' at - 1; at 0 (a cut at the start) -> the start node
+            row = dist[n] if read == "snap" else dist[c_i]
+            out[(i, cut)] = knn_value(row, reward, ks[n], min_distance, t)
+    return out
 
 
 @dataclass
 class Hista(Estimator):
-    """alpha: EMA factor (0 = none); phi: keep every phi-th EMA vector; delta: node spacing in tokens;
-    k nearest nodes (<= 0: all); d_min: clamp on distances in units of the group's mean hidden-state
-    norm (0.1: the public code's clamp of 5.0 raw units is about 0.1 of a mean norm; the earlier 1e-3
-    let a state's own rollout take 92-97% of the weight in-group); reduce: MinDistance's 'mean' (public
-    code) or 'sum' (paper); k_schedule: k falls from k to k_min along the state's rollout; layer: the
-    hidden layer (-1 = last)."""
+    """The authors' Hista; defaults are their scripts' (module docstring). `history`: "prompt" (the EMA runs
+    from the prompt's first token; nodes at the start token and absolute multiples of node_interval) or
+    "response" (the response alone, nodes from its first token); `read`: "snap" (the node before the first node
+    at or after the cut) or "cut" (the cut's own history); `scale`: "raw" (min_distance in raw units) or "norm"
+    (distances divided by the group's mean hidden-state norm before the clamp, SVEB's earlier unit)."""
 
     alpha: float = 0.7
-    phi: int = 5
-    delta: int = 50
-    k: int = 66
-    d_min: float = 0.1
-    reduce: str = "mean"
-    k_schedule: bool = False
-    k_min: int = 6          # end of the schedule (only with k_schedule)
+    mean_window: int = 5
+    node_interval: int = 50
+    max_k: int = 66
+    min_k: int = 6
+    min_distance: float = 5.0
+    t: float = 1.0
+    history: str = "prompt"
+    read: str = "snap"
+    scale: str = "raw"
     layer: int = -1
     needs_hidden = True
+    needs_prompt = True     # the hidden-state service also gives the prompt's states and the start token
 
-    def _compress(self, x: torch.Tensor) -> torch.Tensor:
-        if x.shape[0] >= self.phi:
-            return _ema_compress_torch(x, self.alpha, self.phi)
-        return ema_last(x, self.alpha)[None] if x.shape[0] else x[:0]
+    def __post_init__(self) -> None:
+        checks = [(0.0 <= self.alpha < 1.0, "alpha", "in [0, 1)"), (self.mean_window >= 1, "mean_window", ">= 1"),
+                  (self.node_interval >= 1, "node_interval", ">= 1"), (self.max_k >= 1, "max_k", ">= 1"),
+                  (1 <= self.min_k <= self.max_k, "min_k", "in [1, max_k]"),
+                  (self.min_distance > 0, "min_distance", "> 0"), (self.t > 0, "t", "> 0"),
+                  (self.history in ("prompt", "response"), "history", "prompt or response"),
+                  (self.read in ("snap", "cut"), "read", "snap or cut"), (self.scale in ("raw", "norm"), "scale",
+                                                                         "raw or norm")]
+        for ok, key, what in checks:
+            if not ok:
+                raise UsageError(f"hista: -P {key}={getattr(self, key)}: must be {what}")
 
-    def _rollout(self, group: ProblemGroup, idx: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """(hidden states, their compression) of one rollout, memoised for the problem at hand: the
-        held-out protocol values each state on its own subgroup, so the same rollouts come back once per
-        state. The memo serves one hidden-state source (subgroups share it) and an entry only while the
-        source returns the very same array. Compressing before centring is exact: the bias-corrected EMA
-        of a constant is that constant."""
-        arr = group.hidden(idx)
-        source = hidden_source(group.hidden_fn)
-        if getattr(self, "_memo_of", None) is not source:  # a new problem: one group in memory
-            self._memo_of, self._memo = source, {}
-        hit = self._memo.get(idx)
-        if hit is None or hit[0] is not arr:
-            x = as_float_tensor(arr)
-            hit = self._memo[idx] = (arr, x, self._compress(x))
-        return hit[1], hit[2]
+    def _group_inputs(self, group: ProblemGroup) -> tuple[PromptEMA, int]:
+        src = hidden_source(group.hidden_fn)
+        if self.history == "response":
+            return None, 0
+        prompt = src.prompt() if hasattr(src, "prompt") else None
+        start = src.start() if hasattr(src, "start") else None
+        if prompt is None or start is None:
+            raise UsageError("hista: the hidden-state source gives no prompt states (history=prompt needs them); "
+                             "use -P history=response")
+        return prompt, int(start)
+
+    def _memo_for(self, group: ProblemGroup) -> dict:
+        """Per-problem memo (held-out asks once per state): the prompt's EMA and each member's history."""
+        src = hidden_source(group.hidden_fn)
+        if getattr(self, "_memo_src", None) is not src:
+            self._memo_src, self._memo = src, {"rollouts": {}}
+        return self._memo
 
     def estimate(self, group: ProblemGroup, states: Sequence[State]) -> np.ndarray:
-        out = np.full(len(states), group_mean(group))
-        members = list(group.rollouts)
-        if not states or not members:
-            return out
-        pairs = {r.rollout_idx: self._rollout(group, r.rollout_idx) for r in members}
-        xs = {j: x for j, (x, _) in pairs.items()}
-        scale, centre = norm_and_centre(xs.values())
-        if centre is None:
-            return out
-        comp = {j: c - centre for j, (_, c) in pairs.items()}
-        order = [r for r in members if len(comp[r.rollout_idx])]
-        if not order:
-            return out
-        L = max(len(comp[r.rollout_idx]) for r in order)
-        e = torch.zeros(len(order), L, len(centre))
-        g_idx, n_idx, t_node, r_node, owner = [], [], [], [], []
-        for g, r in enumerate(order):
-            c, T = comp[r.rollout_idx], len(xs[r.rollout_idx])
-            e[g, : len(c)] = c
-            for t in [*range(self.delta, T, self.delta), T]:
-                g_idx.append(g), n_idx.append(max(1, t // self.phi)), t_node.append(t)
-                r_node.append(r.reward), owner.append(r.rollout_idx)
-        g_idx, n_idx = torch.tensor(g_idx), torch.tensor(n_idx) - 1
-        t_node, r_node, owner = np.array(t_node), np.array(r_node, dtype=np.float64), np.array(owner)
+        return np.clip(self.raw_estimate(group, states), 0.0, 1.0)  # float32 sums can pass 1 by 1e-7
 
-        by_rollout: dict[int, list[int]] = {}
-        for s_i, s in enumerate(states):
-            by_rollout.setdefault(s.rollout_idx, []).append(s_i)
-        for i, s_ids in by_rollout.items():
-            x, c = self._rollout(group, i)
-            x = x - centre
-            ts = {s: min(states[s].t, len(x)) for s in s_ids}
-            M = max(ts.values()) // self.phi
-            if M:  # one table serves every state of this rollout: prefixes of one compressed sequence
-                table = min_distance_table(c[:M] - centre, e, self.reduce)
-            for s, t in ts.items():
-                if t <= 0:
-                    continue
-                if t >= self.phi:
-                    d = table[g_idx, t // self.phi - 1, n_idx]
-                else:
-                    d = min_distance_table(ema_last(x[:t], self.alpha)[None], e, self.reduce)[g_idx, 0, n_idx]
-                keep = ~((owner == i) & (t_node > t))
-                if not keep.any():
-                    continue
-                k = scheduled_k(self.k, self.k_min, t, len(x), self.delta) if self.k_schedule else self.k
-                out[s] = weighted_knn(d.double().numpy()[keep] / scale, r_node[keep], k, self.d_min)
+    def raw_estimate(self, group: ProblemGroup, states: Sequence[State]) -> np.ndarray:
+        """The values as the authors' code gives them (float32 sums, unclipped): conformance compares these."""
+        out = np.zeros(len(states))
+        if not states:
+            return out
+        memo = self._memo_for(group)
+        if "pre" not in memo:
+            prompt, start = self._group_inputs(group)
+            width = np.asarray(group.hidden(states[0].rollout_idx)).shape[1]
+            memo["pre"] = ema_prompt(prompt, self.alpha, self.mean_window, width)
+            memo["start"] = start
+        pre, start = memo["pre"], memo["start"]
+        members = sorted(r.rollout_idx for r in group.rollouts)
+        queries: dict[int, list[int]] = {}
+        for s in states:
+            queries.setdefault(s.rollout_idx, []).append(s.t)
+        hist, lengths, arrays = {}, {}, {}
+        todo = []
+        for j in dict.fromkeys([*members, *queries]):
+            arr = group.hidden(j)
+            hit = memo["rollouts"].get(j)
+            if hit is not None and hit[0] is arr:
+                hist[j] = hit[1]
+            else:
+                todo.append(j)
+            arrays[j] = arr
+            lengths[j] = pre.length + len(arr)
+        for j, h in zip(todo, ema_histories(pre, [arrays[j] for j in todo], self.alpha, self.mean_window)):
+            hist[j] = h
+            memo["rollouts"][j] = (arrays[j], h)
+        hist = {j: h for j, h in hist.items() if lengths[j] > 0}
+        if self.scale == "norm":  # SVEB's earlier unit: distances / the group's mean hidden-state norm
+            norms = [float(torch.as_tensor(np.asarray(arrays[j], np.float32)).norm(dim=1).sum()) for j in members]
+            count = sum(len(arrays[j]) for j in members)
+            unit = (sum(norms) / count) if count else 1.0
+            hist = {j: h / (unit or 1.0) for j, h in hist.items()}
+        rewards = {j: group.rollout(j).reward for j in hist}
+        values = hista_values(hist, lengths, rewards, members, queries, pre.length, start,
+                              mean_window=self.mean_window, node_interval=self.node_interval, max_k=self.max_k,
+                              min_k=self.min_k, min_distance=self.min_distance, t=self.t, read=self.read)
+        for n, s in enumerate(states):
+            out[n] = values.get((s.rollout_idx, s.t), 0.0)
         return out

@@ -1,169 +1,199 @@
-r"""Numca (Hista/Numca paper, Sec. 5.1, Algorithm 1): numbers in the text as milestones.
+r"""Numca as its authors compute it (Hista/Numca paper Sec. 5.1; their code VOXXXX1874/Hista @ 6f4ae4e,
+src/rl/utils/numca_dict.py and the in-group loop of src/sveb/numca/evaluate_sta_estim_from_existing.py).
 
-The abstract state of a prefix is the set of normalised numbers it contains; its value is the
-mean final reward of the group's rollouts that passed through that set (each rollout counted once
-per set). Numbers: integers, decimals, a/b and \frac{a}{b}, optional sign; "1,000" -> "1000",
-"3.50" -> "3.5", "-0" -> "0", integer fractions reduced ("6/8" -> "3/4", "4/2" -> "2").
-A number touching the end of a prefix, or followed by an open tail ("3/", "1,0", "\frac{1}{"), is
-left out: it may be cut. Rollouts are walked character by character (no tokenizer is needed), a
-superset of the token-level walk: a cut such as "12." of "12.5" adds a transient set {.., 12}.
-Unseen sets fall back to the latest set along the prefix's own walk that was seen.
+Every rule is a parameter whose default is the authors' choice (docs/estimators.md, "Numca"):
+- `numbers`: "digits" = maximal runs of Python's `\d` in the raw str (any Unicode decimal digit; "3.5" is
+  "3" and "5", "05" is not "5"); "normalised" = SVEB's integers, decimals and fractions, normalised.
+- `drop_last`: the last number of every response is not used.
+- `merge`: a number's start moves to the next number's start when that starts fewer than `merge` characters
+  later, cascading backwards (0: off). A number counts at a cut when its moved start is at or before the cut.
+- The abstract state is the set of distinct numbers so far; each response adds count 1 and its reward once
+  to every set it passes through (`binarize`: reward > 0 is 1). V(set) = reward sum / count.
+- `unseen`: "zero" = a set no response reached is worth 0.0; "latest" = the latest seen set along the path.
+- `read`: "advantages" = V(root) + the advantages V(next) - V(set) of the segments ending at or before the
+  cut, a segment skipped when its advantage equals the next one's within 1e-6, a number at character 0
+  adding no segment, and (in-group) the segment after the last number worth final reward - V(set) once
+  the cut reaches the response's end; "table" = V(set at the cut).
+- `clip`: the advantage read-out can leave [0, 1] (a skipped or silent step: 7 of the 1,108 public conformance
+  cases); SVEB's evaluator takes probabilities, so values are clipped to [0, 1] (off for conformance).
+
+Protocols. In-group (the paper's) the state's own response is in the table and its full text is read.
+Held-out the estimate gets the group without the own rollout and the prefix only: the own numbers are those
+of the prefix (a digit run touching the cut may be cut, so it is left out; the prefix's last number is kept,
+as it need not be the response's last), merged among themselves (a start may not move to a number past the
+cut: unknown), and there is no final segment (no own reward).
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from fractions import Fraction
-from functools import lru_cache
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
-from sveb.estimators.base import Estimator, ProblemGroup, State, group_mean
+from sveb.errors import UsageError
+from sveb.estimators.base import Estimator, ProblemGroup, State
 
-_SIGN = r"(?:(?<![\w)\]}])[-+\u2212])?"  # a sign only where it cannot be a binary operator
-_NUM = r"(?:\d{1,3}(?:(?:,|\{,\})\d{3})+(?!\d)(?:\.\d+)?|\d+(?:\.\d+)?|\.\d+)"
-_PLAIN = r"(?<![\d.])" + _NUM
-NUMBER = re.compile(
-    r"(?P<frac>" + _SIGN + r"\\[dt]?frac\{\s*(?P<fn>[-+\u2212]?" + _NUM + r")\s*\}\{\s*(?P<fd>[-+\u2212]?"
-    + _NUM + r")\s*\})"
-    r"|(?P<sign>" + _SIGN + r")(?P<a>" + _PLAIN + r")(?:/(?P<b>" + _NUM + r"))?"
-)
-# Tails that may still grow into a longer number: an open \frac, "1,0" (thousands), "3/" (fraction).
-_OPEN_TAIL = re.compile(r"(?:\\[dt]?frac\{[^{}]*(?:\}\{[^{}]*)?|(?<=\d)(?:,|\{,\})\d{0,2}|(?<=\d)/)$")
-_TAIL_WINDOW = 120
+DIGITS = re.compile(r"\d+")
+EQUAL = 1e-6          # the authors' "only add when there is a change"
 
 
-def _norm_decimal(s: str) -> tuple[bool, str]:
-    """'-003.50' -> (True, '3.5'); the sign is returned separately."""
-    s = s.replace("{,}", "").replace(",", "")
-    neg = s[:1] in ("-", "\u2212")
-    s = s.lstrip("+-\u2212")
-    whole, _, frac = s.partition(".")
-    whole = whole.lstrip("0") or "0"
-    frac = frac.rstrip("0")
-    return neg, whole + ("." + frac if frac else "")
+def parse(text: str, numbers: str = "digits", drop_last: bool = True) -> tuple[list[str], list[int]]:
+    """(numbers, start positions) of a text; the last one dropped when `drop_last` (the authors' number_parse)."""
+    if numbers == "digits":
+        found = [(m.group(0), m.start()) for m in DIGITS.finditer(text)]
+    elif numbers == "normalised":
+        from sveb.estimators.numca_sveb import NUMBER, _norm_text
+        found = [(_norm_text(m.group(0)), m.start()) for m in NUMBER.finditer(text)]
+    else:
+        raise UsageError(f"numca: numbers must be 'digits' or 'normalised', got {numbers!r}")
+    if drop_last:
+        found = found[:-1]
+    return [n for n, _ in found], [p for _, p in found]
 
 
-def _signed(neg: bool, body: str) -> str:
-    return "-" + body if neg and body.strip("0.") else body  # "-0" is "0"
+def merge_positions(positions: Sequence[int], threshold: int = 50) -> list[int]:
+    """A start moves to the next start when that is fewer than `threshold` characters later (backwards)."""
+    out = list(positions)
+    for i in range(len(out) - 2, -1, -1):
+        if out[i + 1] - out[i] < threshold:
+            out[i] = out[i + 1]
+    return out
 
 
-def _fraction(neg: bool, num: str, den: str) -> str:
-    nneg, n = _norm_decimal(num)
-    dneg, d = _norm_decimal(den)
-    neg ^= nneg ^ dneg
-    if "." not in n and "." not in d and d != "0":
-        f = Fraction(int(n), int(d))  # 6/8 and 3/4 are one milestone; 4/2 is 2
-        body = str(abs(f))
-        return _signed(neg and f != 0, body)
-    return _signed(neg, f"{n}/{d}")
-
-
-@lru_cache(maxsize=65536)
-def _norm_text(matched: str) -> str:
-    return _normalise(NUMBER.fullmatch(matched))
-
-
-def _normalise(m: re.Match) -> str:
-    if m.group("frac"):
-        return _fraction(m.group("frac")[:1] in ("-", "\u2212"), m.group("fn"), m.group("fd"))
-    neg = m.group("sign") in ("-", "\u2212")
-    if m.group("b") is not None:
-        return _fraction(neg, m.group("a"), m.group("b"))
-    return _signed(neg, _norm_decimal(m.group("a"))[1])
-
-
-def _cut(text: str, end: int) -> int:
-    """Where the text effectively ends: before an open tail that may still grow into a number."""
-    tail = _OPEN_TAIL.search(text, max(0, end - _TAIL_WINDOW), end)
-    return tail.start() if tail else end
-
-
-def _scan(text: str, start: int, end: int) -> set[str]:
-    """Numbers matched in text[start:end] (regex endpos acts as the end of the string)."""
-    return {_norm_text(m.group()) for m in NUMBER.finditer(text, start, end)
-            if not (m.end() == end and text[end - 1].isdigit())}  # touching the cut: maybe partial
-
-
-def milestones_upto(text: str, end: int) -> frozenset[str]:
-    """milestones(text[:end]) without slicing."""
-    return frozenset(_scan(text, 0, _cut(text, end)))
-
-
-def milestones(text: str) -> frozenset[str]:
-    """Normalised numbers of a prefix; a number touching the end (possibly cut) is left out."""
-    return milestones_upto(text, len(text))
-
-
-_NUMERIC_CHARS = set("0123456789.,/{}")
-
-
-def _change_points(text: str) -> list[int]:
-    """Prefix lengths where the milestone set can change: at or just after a numeric character."""
-    pts = {len(text)}
-    for i, c in enumerate(text):
-        if c in _NUMERIC_CHARS:
-            pts.add(i + 1)
-            pts.add(min(i + 2, len(text)))
-    return sorted(pts)
-
-
-_SETTLED = 48  # a match ending this far before the cut is matched the same in every longer prefix
-
-
-@lru_cache(maxsize=4096)
-def abstract_path(text: str) -> tuple[frozenset[str], ...]:
-    """The sequence of distinct consecutive abstract states along a text, starting at the empty set.
-
-    Equal to milestones(text[:p]) over every p, but incremental: numbers far before the cut
-    come from one full scan, only the last stretch is rescanned.
-    """
-    full = list(NUMBER.finditer(text))
+def set_path(numbers: Sequence[str]) -> list[frozenset[str]]:
+    """The sets a response passes through: the empty set, then one more distinct number at a time."""
+    seen: set[str] = set()
     path = [frozenset()]
-    settled: set[str] = set()
-    nxt = q = 0
-    for p in _change_points(text):
-        end = _cut(text, p)
-        if end - _SETTLED < q:  # the cut moved back (an open \frac): restart the settled part
-            settled, nxt, q = set(), 0, 0
-        while nxt < len(full) and full[nxt].end() <= end - _SETTLED:
-            settled.add(_norm_text(full[nxt].group()))
-            q = full[nxt].end()
-            nxt += 1
-        s = frozenset(settled | _scan(text, q, end))
-        if s != path[-1]:
-            path.append(s)
-    return tuple(path)
+    for n in numbers:
+        if n not in seen:
+            seen.add(n)
+            path.append(frozenset(seen))
+    return path
 
 
-def build_table(texts: Sequence[str], rewards: Sequence[float]) -> dict[frozenset[str], float]:
-    """Algorithm 1: each rollout counts once per abstract state it passes through."""
-    sums: dict[frozenset[str], list[float]] = {}
-    for text, r in zip(texts, rewards):
-        for s in set(abstract_path(text)):
-            acc = sums.setdefault(s, [0, 0.0])
-            acc[0] += 1
-            acc[1] += r
-    return {s: tot / n for s, (n, tot) in sums.items()}
+def build_table(number_lists: Sequence[Sequence[str]], rewards: Sequence[float]) -> dict[frozenset[str], tuple[float, float]]:
+    """{set: (count, reward sum)}: each response counted once per set it passes through."""
+    table: dict[frozenset[str], tuple[float, float]] = {}
+    for nums, r in zip(number_lists, rewards):
+        for s in set_path(nums):
+            c, tot = table.get(s, (0.0, 0.0))
+            table[s] = (c + 1.0, tot + float(r))
+    return table
 
 
-def lookup(table: dict[frozenset[str], float], prefix: str, default: float) -> float:
-    """Value of the prefix's abstract state; unseen -> its latest earlier abstract state that was seen."""
-    state = milestones(prefix)
-    if state in table:
-        return table[state]
-    for s in reversed(abstract_path(prefix)):
-        if s in table:
-            return table[s]
-    return default
+def table_value(table: dict, s: frozenset) -> float | None:
+    """V(set), None when no response reached it."""
+    hit = table.get(s)
+    return None if not hit or hit[0] == 0 else hit[1] / hit[0]
+
+
+def grouped_states(numbers: Sequence[str], positions: Sequence[int]) -> list[tuple[int, frozenset[str]]]:
+    """(moved start, the set once that number is seen) for each new distinct number; equal starts collapse."""
+    out: list[tuple[int, frozenset[str]]] = []
+    seen: set[str] = set()
+    for n, p in zip(numbers, positions):
+        if n in seen:
+            continue
+        seen.add(n)
+        nxt = frozenset(seen)
+        if out and out[-1][0] == p:
+            out[-1] = (p, nxt)
+        else:
+            out.append((p, nxt))
+    return out
+
+
+def advantage_read(value: Callable[[frozenset], float], states: list[tuple[int, frozenset[str]]], length: int,
+                   cut: int, final_reward: float | None) -> float:
+    """The authors' read-out: V(root) + the per-character advantages summed up to the cut, an advantage added
+    only where it differs from the next character's by more than 1e-6 (once per segment, at its last character)."""
+    segs: list[tuple[int, float]] = []          # (end, advantage) of consecutive segments from 0
+    cur, last = frozenset(), 0
+    for pos, nxt in states:
+        pos = max(0, min(pos, length))
+        if pos > last:
+            segs.append((pos, value(nxt) - value(cur)))
+            last = pos
+        cur = nxt
+    if length > last:
+        # in-group: the segment after the last number; held-out: the unknown rest, worth nothing
+        segs.append((length, 0.0 if final_reward is None else float(final_reward) - value(cur)))
+    total = value(frozenset())
+    if not segs or cut <= 0:
+        return total
+    for j, (end, adv) in enumerate(segs):
+        if end - 1 >= cut:                      # its last character is not before the cut
+            break
+        if end >= length:                       # the loop's end: the last character's advantage, always added
+            return total + adv
+        if abs(adv - segs[j + 1][1]) > EQUAL:
+            total += adv
+    return total
 
 
 @dataclass
 class Numca(Estimator):
+    """The authors' Numca; each field is one rule (module docstring), defaults theirs. `numca-sveb` is SVEB's
+    earlier variant (sveb.estimators.numca_sveb)."""
+
+    numbers: str = "digits"
+    drop_last: bool = True
+    merge: int = 50
+    unseen: str = "zero"
+    read: str = "advantages"
+    binarize: bool = True
+    clip: bool = True       # the read-out can leave [0, 1] (skipped advantages); the evaluator needs [0, 1]
+
+    def __post_init__(self) -> None:
+        for key, allowed in (("numbers", ("digits", "normalised")), ("unseen", ("zero", "latest")),
+                             ("read", ("advantages", "table"))):
+            if getattr(self, key) not in allowed:
+                raise UsageError(f"numca: -P {key}={getattr(self, key)}: must be one of {', '.join(allowed)}")
+        if self.merge < 0:
+            raise UsageError(f"numca: -P merge={self.merge}: must be >= 0 (0: no merging)")
+
+    def _reward(self, r: float) -> float:
+        return (1.0 if r > 0 else 0.0) if self.binarize else float(r)
+
+    def value_of(self, table: dict, own_text: str, cut: int, final_reward: float | None) -> float:
+        """One state's value: `own_text` is the whole own response in-group (final_reward known), the prefix
+        held-out (final_reward None)."""
+        held_out = final_reward is None
+        nums, pos = parse(own_text, self.numbers, self.drop_last and not held_out)
+        if held_out and nums and self.numbers == "digits" and pos[-1] + len(nums[-1]) >= len(own_text):
+            nums, pos = nums[:-1], pos[:-1]     # touches the cut: may be the start of a longer number
+        if held_out and self.numbers == "normalised":
+            from sveb.estimators.numca_sveb import milestones
+            keep = milestones(own_text)         # SVEB's rule for a number that may be cut
+            pairs = [(n, p) for n, p in zip(nums, pos) if n in keep]
+            nums, pos = [n for n, _ in pairs], [p for _, p in pairs]
+        if self.merge:
+            pos = merge_positions(pos, self.merge)
+        states = grouped_states(nums, pos)
+        path = {frozenset(): table_value(table, frozenset())}
+        last = path[frozenset()] if path[frozenset()] is not None else 0.0
+        for _, s in states:                     # the path's values in order, for unseen = latest
+            v = table_value(table, s)
+            path[s] = v if v is not None else (last if self.unseen == "latest" else 0.0)
+            last = path[s]
+        value = lambda s: path[s] if path[s] is not None else 0.0  # noqa: E731
+        if self.read == "table":
+            at = [s for p, s in states if p <= cut]
+            return value(at[-1] if at else frozenset())
+        length = len(own_text) if not held_out else cut + 1
+        return advantage_read(value, states, length, cut, final_reward)
 
     def estimate(self, group: ProblemGroup, states: Sequence[State]) -> np.ndarray:
-        table = build_table([r.response_text for r in group.rollouts], list(group.rewards))
-        default = group_mean(group)
-        return np.array([lookup(table, s.prefix_text, default) for s in states], dtype=np.float64)
+        members = {r.rollout_idx for r in group.rollouts}
+        table = build_table([parse(r.response_text, self.numbers, self.drop_last)[0] for r in group.rollouts],
+                            [self._reward(r.reward) for r in group.rollouts])
+        out = np.empty(len(states))
+        for i, s in enumerate(states):
+            own = group.rollout(s.rollout_idx)
+            if s.rollout_idx in members:        # in-group: the authors' protocol
+                out[i] = self.value_of(table, own.response_text, len(s.prefix_text), self._reward(own.reward))
+            else:                               # held-out: the prefix only
+                out[i] = self.value_of(table, s.prefix_text, len(s.prefix_text), None)
+        return np.clip(out, 0.0, 1.0) if self.clip else out
