@@ -19,8 +19,9 @@ import pyarrow.parquet as pq
 from sveb import store
 from sveb.errors import SvebError
 
-# The tables an export carries (screens: the filter's screening rollouts, where the build has them).
-TABLES = ("problems", "rollouts", "states", "references", "screens")
+# The tables an export carries (screens: the filter's screening rollouts, where the build has them; hista_noise: an
+# imported hista-json file's noise MAEs per state, sveb.hista_json).
+TABLES = ("problems", "rollouts", "states", "references", "screens", "hista_noise")
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".gguf", ".pt", ".pth")
 
 
@@ -80,7 +81,12 @@ def export_build(bdir: Path, out: Path, model_dir: str | Path | None = None) -> 
     missing = [t for t in store.CONTENT_TABLES if t not in names]
     if missing:
         raise ExportError(f"{bdir}: no {missing[0]} table; not a complete build")
-    wdir = model_dir or _model_dir(manifest["model"])
+    prev = manifest.get("export", {})
+    kept = {k: v for k, v in prev.items() if k not in ("tables", "content_hash", "model_weights_sha256")}
+    if prev.get("format") == "hista-json" and model_dir is None:  # imported text: no weights sampled it here
+        weights = None
+    else:
+        weights = weights_hash(model_dir or _model_dir(manifest["model"]))
     with store.staged_dir(out) as tmp:  # the folder appears whole or not at all
         tables, info = {}, {}
         for name in names:
@@ -89,7 +95,7 @@ def export_build(bdir: Path, out: Path, model_dir: str | Path | None = None) -> 
             pq.write_table(t, store.shard_path(tmp / name, 0), compression="zstd")
             tables[name] = t
             info[name] = {"sha256": store.table_hash(tmp / name), "rows": t.num_rows}
-        export = {"tables": info, "content_hash": store.content_hash(tmp), "model_weights_sha256": weights_hash(wdir),
+        export = {**kept, "tables": info, "content_hash": store.content_hash(tmp), "model_weights_sha256": weights,
                   "sveb_version": _version(), "source_build": bdir.name}
         full = {**manifest, "export": export}
         (tmp / "manifest.json").write_text(json.dumps(full, indent=2, sort_keys=True))
@@ -138,7 +144,12 @@ def verify(bdir: Path) -> dict:
 
 
 def check_weights(bdir: Path, manifest: dict, model_dir: str | Path | None = None) -> None:
-    """For an estimator that reads the model: its weights must be those the export was sampled with."""
+    """For an estimator that reads the model: its weights must be those the export was sampled with. An imported
+    hista-json build has no token ids to run a model on: refused (sveb.hista_json)."""
+    if manifest.get("export", {}).get("format") == "hista-json":
+        from sveb.hista_json import TOKEN_LEVEL, UNAVAILABLE
+        raise ExportError(f"{bdir}: estimators that read token ids, hidden states or train on them ("
+                          f"{', '.join(TOKEN_LEVEL)}) are {UNAVAILABLE}: it holds text only and t counts characters")
     want = manifest.get("export", {}).get("model_weights_sha256")
     if not want:
         return  # a build made here: its model is the one that sampled it

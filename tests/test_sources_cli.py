@@ -40,7 +40,7 @@ def test_ls_sources_lists_every_source():
         assert src.domain in blocks[name] and src.hub_id in blocks[name] and src.licence in blocks[name], blocks[name]
         assert blocks[name].startswith(f"{name} * " if src.paper else f"{name} {src.domain}")
     assert {"gsm8k", "math500", "humaneval", "mbpp", "arc-challenge", "mmlu-stem", "gpqa-diamond", "dapo-math",
-            "openr1-math", "mot-science", "webinstruct", "verifiable-coding"} == set(registry())
+            "openr1-math", "mot-science", "webinstruct", "verifiable-coding", "hista-json"} == set(registry())
     assert blocks["gsm8k"].startswith("gsm8k math (also fits number, science, general); licence: MIT hub: "
                                       "openai/gsm8k (main, test) --split test/train: own")
 

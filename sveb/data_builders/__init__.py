@@ -10,7 +10,7 @@ Beside it, importing only this vocabulary (and each other downward):
                                                 (raise SkipRow("reason") to skip it)
       prompt(problem) -> list[dict]             chat messages for the policy
   boxed, rows                                   text helpers the domains and readers share
-  gsm8k, math500, arc, gpqa, mmlu, mbpp, humaneval, paper
+  gsm8k, math500, arc, gpqa, mmlu, mbpp, humaneval, paper, hista
                                                 dataset readers: each defines `SOURCE = Source(...)` (or
                                                 `SOURCES = [...]`); adding a dataset is adding one such file
   files, fields, load, look                     reading rows (files, hub), --field mappings, `--source`
@@ -119,6 +119,9 @@ class Source:
     # The splits the dataset ships (hub split names = ours): --split test/train read them. Without: halves by id hash.
     own_splits: tuple = ()
     row_split: Callable[[dict], str | None] | None = None  # a file holding every split: a row's split, from the row
+    # Rows whose answer type is decided per row (answer_types empty: each row must fit --domain, else it is skipped),
+    # and the domain a file names by its rows where no --domain is given (e.g. the authors' verifier field).
+    domain_of: Callable[[Any], str | None] | None = None
 
     def split_rule(self) -> str:
         return "own: " + "/".join(self.own_splits) if self.own_splits else "halves by id hash"
@@ -129,4 +132,6 @@ class Source:
         return [self.domain] + fit
 
     def hub_label(self) -> str:
+        if not self.hub_id:
+            return f"none (local files only: --source {self.name}=PATH)"
         return f"{self.hub_id} ({self.hub_config or 'default'}, {self.hub_split})"

@@ -96,6 +96,8 @@ def _own_split(spec: Spec, where: str, rec: dict) -> str | None:
 
 
 def _hub_rows(src: Source):
+    if not src.hub_id:
+        raise SourceError(f"--source {src.name}: has no hub copy; pass a local file: --source {src.name}=PATH")
     for split in src.own_splits or (src.hub_split,):
         yield from read_hub(src.hub_id, src.hub_config, split, src.name)
 
@@ -134,7 +136,11 @@ def default_domain(text: str) -> str | None:
     if text in reg:  # a name wins over a same-named folder, as in resolve(); use ./NAME for the folder
         return reg[text].domain
     name = text.split("=", 1)[0]
-    return reg[name].domain if "=" in text and name in reg and not Path(text).exists() else None
+    if "=" not in text or name not in reg or Path(text).exists():
+        return None
+    path = Path(text.split("=", 1)[1])
+    by_rows = reg[name].domain_of(path) if reg[name].domain_of is not None and path.exists() else None
+    return by_rows or reg[name].domain
 
 
 def looks_worked(answer: str) -> bool:
@@ -203,6 +209,8 @@ def scan(domain: str, text: str, fields: tuple = (), min_tests: int = -1) -> Loa
                     raise SourceError(f"{where}: --field names column '{missing[0]}', which this file does not have "
                                       f"(columns: {', '.join(map(str, rec))})")
             f = read(rec)
+            if src is not None and not src.answer_types and f["answer_type"] not in FITS[domain]:
+                raise SkipRow(f"{f['answer_type']} answer does not fit --domain {domain}")
             if f["answer_type"] == "code" and _n_tests(f) < need:
                 raise SkipRow(f"fewer than {need} test cases")
             meta = dict(f.get("meta") or {})
