@@ -16,6 +16,7 @@ from sveb.errors import EvalError, UsageError
 from sveb.estimators import entry, make, params_fp, params_json
 from sveb.estimators.base import Estimator
 from sveb.hidden import HiddenStates, hidden_provider
+from sveb.hista_json import refusal
 from sveb.protocols import check_protocol, estimate_all
 from sveb.records import BuildData
 
@@ -36,6 +37,9 @@ def evaluate(bdir: Path, name: str, params: dict[str, str] | None = None, protoc
     est = make(name, params)
     pfp = params_fp(est)
     manifest = store.read_manifest(bdir)
+    why = refusal(name, manifest, entry(name).role, est.needs_hidden or entry(name).needs_training)
+    if why:  # an imported hista-json build: text and mean references only
+        raise EvalError(why)
     extra = est.cache_key(bdir, manifest)  # e.g. ppo-1's training build
     fp = fingerprint(manifest["build_fp"], name, pfp, protocol, n_boot, seed, extra, schema.SCHEMA_VERSION)
     sfp = fingerprint(fp, schema.SCORES_VERSION)  # a new scores version recomputes rows, not estimates

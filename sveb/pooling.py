@@ -15,7 +15,7 @@ import numpy as np
 
 from sveb import schema, scoring, store
 from sveb.builds import pool_key
-from sveb.estimators import BASELINE, role_of
+from sveb.estimators import BASELINE, is_variant, role_of
 
 N_BOOT, SEED = 2000, 0  # paired bootstraps and pooled scores: fixed, so every table gives the same numbers
 PAIRED = ("delta_sq", "delta_sq_ci_low", "delta_sq_ci_high", "p_delta", "p_holm", "verdict")
@@ -149,6 +149,8 @@ def family(key: tuple[str, str], params_json=None) -> str:
     """The Holm family of an (estimator, params_fp) row: main, scale (MCS@k) or replicate (a training seed)."""
     if role_of(key[0]) == "scale":
         return "scale"
+    if is_variant(key[0]):  # SVEB's earlier reading of a paper's estimator: tested apart from the main family
+        return "variant"
     from sveb.replicates import default_params, training_seed
     return "replicate" if training_seed(params_json, default_params(key[0])) is not None else "main"
 
@@ -169,7 +171,7 @@ def paired(v: View, protocol: str) -> dict[tuple[str, str], dict]:
         out[k[:2]] = {**res, "n_states": int(ok.sum()), "n_problems": len(set(v.problem[ok])),
                       "mae": float(np.abs(v.est[k][ok] - v.ref[ok]).mean()) if ok.any() else float("nan"),
                       "mae_grpo": float(np.abs(b[ok] - v.ref[ok]).mean()) if ok.any() else float("nan")}
-    for fam_name in ("main", "scale", "replicate"):
+    for fam_name in ("main", "scale", "replicate", "variant"):
         fam = [k for k in out if family(k, v.params.get(k)) == fam_name]
         for k, p in zip(fam, scoring.holm([out[k]["p_delta"] for k in fam])):
             out[k]["p_holm"] = float(p)

@@ -58,7 +58,7 @@ def verdicts(est: dict[str, np.ndarray], base: str, ref: np.ndarray, groups: np.
     names = [n for n in est if n != base]
     stats = {n: scoring.paired_sq_diff(est[n], est[base], ref, groups, n_boot, seed) for n in names}
     out = {}
-    for fam_name in ("main", "scale"):  # default settings only here: no training-seed replicates
+    for fam_name in ("main", "scale", "variant"):  # default settings only here: no training-seed replicates
         fam = [n for n in names if family((n, "")) == fam_name]
         for n, p in zip(fam, scoring.holm([stats[n]["p_delta"] for n in fam])):
             out[n] = {"d_sq": stats[n]["delta_sq"], "d_lo": stats[n]["delta_sq_ci_low"],

@@ -43,7 +43,7 @@ def run(name: str, protocol: str, data, params=None):
 
 
 def everything() -> list[str]:
-    return [*reg.names(), *EXTRA]
+    return [*reg.names(variants=True), *EXTRA]
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)

@@ -125,6 +125,7 @@ def test_token_level_estimators_and_mcs_are_refused_on_an_import(tmp_path):
         assert "Traceback" not in r.output
     r = CliRunner().invoke(app, ["eval", "--build", str(b), "-e", "mcs-2"])
     assert r.exit_code == 1 and "Traceback" not in r.output
+    assert "mcs-2: unavailable for an imported hista-json build" in r.output, r.output
     assert "unavailable for an imported hista-json build" in refusal("mcs-2", m, role="scale")
     assert "token ids" in refusal("shear", m) and "\n" not in refusal("shear", m)
     assert refusal("grpo", m) is None and refusal("numca", m) is None

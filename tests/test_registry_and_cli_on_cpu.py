@@ -20,7 +20,7 @@ def test_params_coerced_and_fingerprinted():
     with pytest.raises(ValueError, match="-P kk: unknown parameter"):
         make("mcs-2", {"kk": "3"})
     with pytest.raises(ValueError, match="not a valid int"):
-        make("hista", {"k": "x"})
+        make("hista", {"max_k": "x"})
     assert params_fp(make("mcs-1")) != params_fp(make("mcs-2"))
 
 
@@ -36,8 +36,10 @@ def test_registry_carries_roles_grids_and_flags():
     assert reg.names("scale") == ["mcs-1", "mcs-2", "mcs-3", "mcs-4"]
     assert sorted(reg.rank(n) for n in ("mcs-1", "numca", "grpo")) == [reg.rank("grpo"), reg.rank("numca"),
                                                                           reg.rank("mcs-1")]
-    assert set(reg.grid("hista")) == {"alpha", "phi", "delta", "k"}
-    for name in reg.names():  # the entry's flags say what the class does
+    assert set(reg.grid("hista-sveb")) == {"alpha", "phi", "delta", "k"}
+    assert set(reg.grid("hista")) <= {"history", "read", "min_distance", "min_k", "alpha"}
+    assert "numca-sveb" not in reg.names() and "numca-sveb" in reg.names(variants=True)
+    for name in reg.names(variants=True):  # the entry's flags say what the class does
         e, est = reg.entry(name), make(name)
         assert e.needs_hidden == est.needs_hidden, name
         assert e.role in reg.ROLES

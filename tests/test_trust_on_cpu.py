@@ -13,7 +13,7 @@ from sveb.config import SamplingConfig
 from sveb.engines.scripted import CharTokenizer, ScriptedEngine
 from sveb.errors import BuildError
 from sveb.estimators.base import ProblemGroup, Rollout, State
-from sveb.estimators.hista import Hista
+from sveb.estimators.hista_sveb import HistaSVEB as Hista
 from sveb.evaluate import evaluate
 from sveb.pipeline import build, context_needed
 from sveb.protocols import flip_own
@@ -111,7 +111,7 @@ def test_layer_is_a_parameter_and_two_layers_are_two_rows(scripted_build, monkey
     assert a["params_fp"] != b["params_fp"]
     rows = store.read_table(bdir / "scores", schema.SCORES).to_pylist()
     assert {json.loads(r["params"])["layer"] for r in rows if r["estimator"] == "hista"} == {-1, -2}
-    assert len(list((bdir / "hidden").iterdir())) == 2  # one cache per layer
+    assert len(list((bdir / "hidden").iterdir())) == 4  # per layer: the response states and the prompt's
 
 
 @pytest.mark.parametrize("flag,value,msg", [

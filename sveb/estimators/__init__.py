@@ -37,6 +37,8 @@ class Entry:
     train_split: bool = False               # trains on a disjoint `--split train` build
     constructed: bool = False               # its V(s) is SVEB's construction from a paper that defines none
     origin: str = "sveb"                    # sveb | the plugin's distribution | "import path"
+    variant: bool = False                   # SVEB's earlier reading of a paper's estimator, kept for comparison:
+    #                                         not run by default, a Holm family of its own
 
     def load(self) -> type:
         module, _, cls = self.target.partition(":")
@@ -62,7 +64,7 @@ BUILTIN: tuple[Entry, ...] = (
                 "unseen": ["zero", "latest"], "read": ["advantages", "table"]}),
     Entry("numca-sveb", "sveb.estimators.numca_sveb:NumcaSVEB",
           "SVEB's earlier Numca variant: normalised numbers (ints, decimals, fractions), the value of the prefix's "
-          "set, unseen sets fall back to the latest seen"),
+          "set, unseen sets fall back to the latest seen", variant=True),
     Entry("hista", "sveb.estimators.hista:Hista",
           "Hista as its authors' code computes it: 1/d-weighted kNN over EMA-compressed prompt + response "
           "hidden-state histories, raw clamp 5.0, k schedule, node snap (VOXXXX1874/Hista hista_utils)",
@@ -71,7 +73,7 @@ BUILTIN: tuple[Entry, ...] = (
                 "min_k": ["6", "66"], "alpha": ["0.7", "0"]}),
     Entry("hista-sveb", "sveb.estimators.hista_sveb:HistaSVEB",
           "SVEB's earlier Hista variant: response-only histories, distances in units of the group's mean norm "
-          "(clamp 0.1), nodes every 50 response tokens, the cut's own history, fixed k", needs_hidden=True,
+          "(clamp 0.1), nodes every 50 response tokens, the cut's own history, fixed k", needs_hidden=True, variant=True,
           grid={"alpha": ["0", "0.5", "0.7", "0.9"], "phi": ["1", "5", "10"], "delta": ["25", "50", "100"],
                 "k": ["6", "20", "66"]}),
     Entry("shear", "sveb.estimators.shear:Shear",
@@ -146,9 +148,14 @@ def entry(name: str) -> Entry:
     raise UnknownEstimator(f"unknown estimator '{name}'{hint} (or pass module:Class)")
 
 
-def names(role: str | None = None) -> list[str]:
-    """Registered SVEB estimators (in registry order), optionally of one role."""
-    return [e.name for e in BUILTIN if role is None or e.role == role]
+def names(role: str | None = None, variants: bool = False) -> list[str]:
+    """Registered SVEB estimators (in registry order), optionally of one role; SVEB's earlier variants
+    (`numca-sveb`, ...) only with `variants`."""
+    return [e.name for e in BUILTIN if (role is None or e.role == role) and (variants or not e.variant)]
+
+
+def is_variant(name: str) -> bool:
+    return any(e.name == name and e.variant for e in BUILTIN)
 
 
 BASELINE = next(e.name for e in BUILTIN if e.role == "baseline")
