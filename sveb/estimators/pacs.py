@@ -2,7 +2,10 @@
 
 PACS scores a response by the policy itself: r(o) = beta * sum_t [log pi_theta(o_t | q, o_<t) -
 log pi_ref(o_t | q, o_<t)] (eq. 7), RLOO-centred in its group: psi_i = r_i - mean_{j != i} r_j (eq. 6),
-and trains pi_theta with the cross-entropy of sigma(psi_i) against the final reward R_i (eq. 8).
+and trains pi_theta with the cross-entropy of sigma(psi_i) against the final reward R_i (eq. 8); the loss, with
+the authors' class-balanced weights (`-P weight=balanced`, their default) or without (`none`), is
+sveb.estimators.pacs_loss.pacs_group. Log-probabilities are taken at `logprob_temperature` (default: the build's
+sampling temperature, as the authors take them at the rollout temperature).
 
 As a value estimator: pi_ref is the build's policy model, pi_theta the same model with the top
 `train_layers` decoder layers and the final norm trained (the layers ppo-1 trains; the LM head stays
@@ -11,7 +14,9 @@ build, one group per optimizer step. A state (prefix of t response tokens of rol
 
   psi_i(t) = r_i(t) - mean_{j != i, j in group} r_j(min(t, T_j)),   r(t) = beta * sum_{u < t} log-ratio,
 
-the baseline taken over the other rollouts' prefixes of the same length. PACS defines no V(s); the value
+the baseline taken over the other rollouts' prefixes of the same length (SVEB's construction; at t >= T_i
+`-P final_baseline=full` takes the others' full sums, the authors' sequence-level psi: pacs_loss.prefix_psi).
+pi_ref is the build's policy, at training and at read-out (docs/estimators.md#pacs). PACS defines no V(s); the value
 is SVEB's construction from its signal psi (`-P value=...`):
   calibrated (default): V = sigma(logit p + psi_i(t)), p = the mean reward of the group's rollouts other
       than i (held-out: the group received, which lacks i), clipped to [1/(2n), 1 - 1/(2n)] for n such
@@ -41,6 +46,8 @@ from sveb.checkpoints import build_key, resident, train_build_key
 from sveb.critic import Critic, Seq, _pad, _token_batches
 from sveb.errors import UsageError
 from sveb.estimators.base import Estimator, ProblemGroup, State
+from sveb.estimators.pacs_loss import (FINAL_BASELINES, VALUES, WEIGHTS, base_rate, logprob_temperature,  # noqa: F401
+                                       pacs_group, pacs_value, prefix_psi, rloo_coefficients)
 
 LOGIT_TOKENS = 2048  # tokens per forward through the LM head (their logits are tokens x vocab floats)
 
@@ -56,6 +63,12 @@ class PacsConfig:
     train_layers: int = 2
     seed: int = 0
     weight_decay: float = 0.01
+    weight: str = "balanced"    # the loss's class weights (pacs_loss.WEIGHTS)
+    temperature: float = 1.0    # log pi = log_softmax(logits / temperature), pi_theta's and pi_ref's
+
+
+# SVEB's loss before `weight` and `temperature` existed: its checkpoints keep their fingerprint (and group order)
+LEGACY = {"weight": "none", "temperature": 1.0}
 
 
 @dataclass(frozen=True)
@@ -67,38 +80,6 @@ class PSeq(Seq):
 def make_pseq(key: tuple, group: str, prompt, response, reward: float) -> PSeq:
     return PSeq(key, tuple(prompt) + tuple(response[:-1]), len(prompt), len(response), float(reward),
                 tuple(response), group)
-
-
-VALUES = ("calibrated", "sigmoid")
-
-
-def base_rate(others: Sequence[float]) -> float:
-    """The leave-one-out success rate of n other rollouts, clipped to [1/(2n), 1 - 1/(2n)] so its logit is
-    finite (as if half a rollout had gone the other way); 1/2 without any."""
-    n = len(others)
-    if n == 0:
-        return 0.5
-    return float(np.clip(np.mean(others), 0.5 / n, 1 - 0.5 / n))
-
-
-def pacs_value(psi: float, others: Sequence[float], how: str = "calibrated") -> float:
-    """V of a state from its RLOO-centred score psi: sigma(logit p + psi) with p = base_rate(others)
-    (calibrated), or sigma(psi) (sigmoid, PACS's training target)."""
-    z = float(psi)
-    if how == "calibrated":
-        p = base_rate(others)
-        z += float(np.log(p / (1 - p)))
-    return float(1.0 / (1.0 + np.exp(-z)))
-
-
-def rloo_coefficients(r: np.ndarray, R: np.ndarray) -> tuple[np.ndarray, float]:
-    """d loss / d r_i of the group's mean BCE(R_i, sigma(psi_i)), psi_i = r_i - mean_{j!=i} r_j, and the loss."""
-    G = len(r)
-    psi = r - (r.sum() - r) / (G - 1)
-    p = 1.0 / (1.0 + np.exp(-psi))
-    loss = float(np.mean(np.logaddexp(0, psi) - R * psi))
-    g = (p - R) / G
-    return g - (g.sum() - g) / (G - 1), loss
 
 
 class PacsScorer(Critic):
@@ -125,15 +106,23 @@ class PacsScorer(Critic):
             self._ref.clear()  # reference log-probs computed from the other source's features
         super().use_features(fn)
 
+    def fingerprint(self, data_key: str) -> str:
+        """As the critic's, the config without the fields at their LEGACY values (SVEB's former loss keeps its fp)."""
+        from dataclasses import asdict
+        cfg = {k: v for k, v in asdict(self.cfg).items() if not (k in LEGACY and v == LEGACY[k])}
+        source = ("shared-pass", getattr(self.features_fn, "dtype", None)) if self.features_fn is not None else "own-pass"
+        return fingerprint("critic", data_key, cfg, source, self.device, self.dtype)
+
     def _logprobs(self, seqs: Sequence[PSeq]) -> list[torch.Tensor]:
-        """log pi(o_t | q, o_<t) of each response token, [T] per rollout (with grad where enabled)."""
+        """log pi(o_t | q, o_<t) at the config's temperature of each response token, [T] per rollout (with grad
+        where enabled)."""
         out = {}
         for batch in _token_batches(seqs, LOGIT_TOKENS):
             with self._amp():
                 h = self.model.top(_pad(self.features(batch)))
             for i, s in enumerate(batch):
                 logits = nn.functional.linear(h[i, s.prompt_len - 1: s.prompt_len - 1 + s.T].float(),
-                                              self.head_weight, self.head_bias)
+                                              self.head_weight, self.head_bias) / self.cfg.temperature
                 tgt = torch.tensor(s.targets, device=logits.device)[:, None]
                 out[s.key] = torch.log_softmax(logits, -1).gather(1, tgt)[:, 0]
         return [out[s.key] for s in seqs]
@@ -151,12 +140,13 @@ class PacsScorer(Critic):
 
     @torch.no_grad()
     def reference(self, seqs: Sequence[PSeq]) -> list[torch.Tensor]:
-        missing = [s for s in seqs if s.key not in self._ref]
+        T = self.cfg.temperature
+        missing = [s for s in seqs if (s.key, T) not in self._ref]
         if missing:
             with self._initial():
                 for s, lp in zip(missing, self._logprobs(missing)):
-                    self._ref[s.key] = lp
-        return [self._ref[s.key] for s in seqs]
+                    self._ref[s.key, T] = lp
+        return [self._ref[s.key, T] for s in seqs]
 
     @torch.no_grad()
     def prefix_scores(self, seqs: Sequence[PSeq]) -> dict[tuple, np.ndarray]:
@@ -182,8 +172,9 @@ class PacsScorer(Critic):
         return [[s for g in order[a:a + per] for s in groups[g]] for a in range(0, len(order), per)]
 
     def _backward(self, step: Sequence[PSeq]) -> tuple[float, int]:
-        """Eq. 8 over the step's groups in two passes: psi from a no-grad pass gives each rollout's
-        coefficient c_i = dL/dr_i, then sum_i c_i r_i is backpropagated one rollout at a time."""
+        """Eq. 8 over the step's groups in two passes: a no-grad pass gives the log-ratio sums x_i and, by
+        pacs_group, each rollout's coefficient c_i = dL/dx_i; then sum_i c_i x_i is backpropagated one rollout
+        at a time. The step's loss is the mean of its groups' (the authors: one group per micro-batch)."""
         groups: dict[str, list[PSeq]] = {}
         for s in step:
             groups.setdefault(s.group, []).append(s)
@@ -191,12 +182,12 @@ class PacsScorer(Critic):
         for members in groups.values():
             ref = self.reference(members)
             with torch.no_grad():
-                r = np.array([float((lp - lr).sum()) for lp, lr in zip(self._logprobs(members), ref)]) * self.cfg.beta
-            c, loss = rloo_coefficients(r, np.array([s.reward for s in members]))
+                x = [float((lp - lr).sum()) for lp, lr in zip(self._logprobs(members), ref)]
+            _, loss, c = pacs_group(x, [s.reward for s in members], self.cfg.beta, self.cfg.weight == "balanced")
             total += loss
             for s, ci, lr in zip(members, c, ref):
                 (lp,) = self._logprobs([s])
-                (float(ci) * self.cfg.beta * (lp - lr).sum() / len(groups)).backward()
+                (float(ci) * (lp - lr).sum() / len(groups)).backward()
         return total, len(groups)
 
 
@@ -207,8 +198,10 @@ _SCORED: dict[tuple, dict] = {}
 @dataclass
 class PACS(Estimator):
     """beta (1, the paper's); lr, epochs, batch (groups per step), grad_accum, train_layers, seed: the
-    training; policy_model ("" = the build's model); train_build (found under the root if ""); value:
-    calibrated (sigma(logit p + psi), p the group's leave-one-out success rate) or sigmoid (sigma(psi))."""
+    training; weight: balanced (the authors' class-balanced BCE) or none; logprob_temperature (None = the
+    build's sampling temperature); policy_model ("" = the build's model); train_build (found under the root if
+    ""); final_baseline: full (at t >= T the others' full sums) or truncated (their same-length prefixes);
+    value: calibrated (sigma(logit p + psi), p the group's leave-one-out success rate) or sigmoid (sigma(psi))."""
 
     beta: float = 1.0
     lr: float = 1e-4
@@ -220,6 +213,13 @@ class PACS(Estimator):
     policy_model: str = ""
     train_build: str = ""
     value: str = "calibrated"
+    weight: str = "balanced"
+    logprob_temperature: float | None = None
+    final_baseline: str = "full"
+
+    def __post_init__(self):
+        if self.weight is None:   # `-P weight=none` arrives as None (sveb.estimators._coerce)
+            self.weight = "none"
 
     def cache_key(self, bdir: Path, manifest: dict) -> str:
         return train_build_key(bdir, manifest, self.train_build, self.name)
@@ -229,7 +229,13 @@ class PACS(Estimator):
             raise UsageError(f"{self.name}: epochs must be >= 0, batch and grad_accum >= 1")
         if self.value not in VALUES:
             raise UsageError(f"-P value={self.value}: {self.name}'s value is one of {', '.join(VALUES)}")
+        for key, val, allowed in (("weight", self.weight, WEIGHTS), ("final_baseline", self.final_baseline, FINAL_BASELINES)):
+            if val not in allowed:
+                raise UsageError(f"-P {key}={val}: {self.name}'s {key} is one of {', '.join(allowed)}")
         tb = find_train_build(build.bdir, build.manifest, self.train_build, self.name, console)
+        self._temperature, note = logprob_temperature(self.logprob_temperature, build.manifest, store.read_manifest(tb))
+        if note and console is not None:
+            console.print(f"[yellow]{self.name}: {note}[/]")
         self._train = (tb, disjoint_problems(tb, build, self.name))
         self._data, self._console, self._scores = build, console, None
 
@@ -239,7 +245,8 @@ class PACS(Estimator):
         from sveb.hidden import SharedFeatures, is_policy
         from sveb.models import resolve
         cfg = PacsConfig(self.policy_model or self._data.manifest["model"], self.beta, self.lr, self.epochs,
-                         self.batch, self.grad_accum, self.train_layers, self.seed)
+                         self.batch, self.grad_accum, self.train_layers, self.seed,
+                         weight=self.weight, temperature=self._temperature)
         path = resolve(cfg.model)
         scorer = resident(("pacs", path, cfg.train_layers), lambda: PacsScorer(cfg, path))
         scorer.cfg = cfg
@@ -275,7 +282,7 @@ class PACS(Estimator):
         if self._scores is None:
             from dataclasses import astuple, replace
             key = (self._data.manifest["build_fp"], build_key(self._train[0]), tuple(self._train[1]),
-                   astuple(replace(self, value="")))  # the scores do not depend on how V is made of them
+                   astuple(replace(self, value="", final_baseline="")))  # nor on how V is made of them
             if key not in _SCORED:
                 _SCORED.clear()
                 _SCORED[key] = self._fit_and_score()
@@ -284,9 +291,9 @@ class PACS(Estimator):
         out = np.empty(len(states))
         for k, s in enumerate(states):
             own = self._scores.get((s.problem_id, s.rollout_idx), empty)
-            base = [v[min(s.t, len(v) - 1)] for r in group.rollouts if r.rollout_idx != s.rollout_idx
-                    for v in [self._scores.get((s.problem_id, r.rollout_idx), empty)]]
-            psi = own[min(s.t, len(own) - 1)] - (float(np.mean(base)) if base else 0.0)
+            base = [self._scores.get((s.problem_id, r.rollout_idx), empty) for r in group.rollouts
+                    if r.rollout_idx != s.rollout_idx]
+            psi = prefix_psi(own, base, s.t, self.final_baseline)
             others = [r.reward for r in group.rollouts if r.rollout_idx != s.rollout_idx]
             out[k] = pacs_value(psi, others, self.value)
         return out
