@@ -118,3 +118,24 @@ def test_hidden_states_batched_equal_single(vllm_build):
     # cached on disk, second call reads the file
     a = hs.group("p", rollouts)
     assert (hs.dir / "p.npz").exists() and set(hs.group("p", rollouts)) == set(a)
+
+
+def test_prompt_states_and_start_token_as_the_authors_find_them(vllm_build):
+    """Hista's extra inputs on the real model: the start token ends `<|im_start|>assistant` (the authors' rule), and
+    the prompt's states from a prompt-only pass equal the prompt positions of a full prompt + response pass."""
+    import torch
+    from transformers import AutoModelForCausalLM
+    from sveb.hidden import HiddenStates
+    root, bdir = vllm_build
+    r = store.read_table(bdir / "rollouts").to_pylist()[0]
+    hs = HiddenStates(bdir, "smollm2-135m")
+    ids = r["prompt_token_ids"]
+    start = hs.start_token(ids)
+    assert hs._tok.decode(ids[: start + 1]).endswith("<|im_start|>assistant")
+    assert not hs._tok.decode(ids[:start]).endswith("<|im_start|>assistant")
+    prompt = hs.prompt_states("p", [r])
+    model = AutoModelForCausalLM.from_pretrained(resolve("smollm2-135m"), dtype=torch.float32)
+    with torch.no_grad():
+        full = model(input_ids=torch.tensor([ids + r["response_token_ids"]]), output_hidden_states=True)
+    h = full.hidden_states[-1][0, : len(ids)].numpy()
+    assert prompt.shape == h.shape and np.abs(prompt - h).max() < 0.05 * max(1.0, float(np.abs(h).max()))
