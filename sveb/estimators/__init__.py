@@ -42,10 +42,22 @@ class Entry:
 
     def load(self) -> type:
         module, _, cls = self.target.partition(":")
+        if self.origin == "import path":
+            _cwd_on_path()
         try:
             return getattr(importlib.import_module(module), cls)
         except (ImportError, AttributeError) as e:
             raise UnknownEstimator(f"estimator '{self.name}': cannot load {self.target} ({e})") from None
+
+
+def _cwd_on_path() -> None:
+    """`-e my_module:Class` from the module's own folder: the `sveb` script's path holds its bin folder, not the
+    current directory (as `python -m` would); the current directory goes last, so it shadows no installed module."""
+    import os
+    import sys
+    cwd = os.getcwd()
+    if not any(p in ("", ".", cwd) for p in sys.path):
+        sys.path.append(cwd)
 
 
 class UnknownEstimator(UsageError):
@@ -90,6 +102,11 @@ BUILTIN: tuple[Entry, ...] = (
           "SVEB's construction from PACS's signal (PACS defines no V(s)): sigma(logit of the group's leave-one-out "
           "success rate + the policy's RLOO-centred log-ratio), trained on a disjoint problem set",
           needs_training=True, train_split=True, constructed=True, grid={"beta": ["0.1", "0.5", "1", "2", "10"], "lr": ["3e-5", "3e-4"]}),
+    Entry("pacs-sveb", "sveb.estimators.pacs:PACS",
+          "SVEB's construction from PACS's signal, SVEB's earlier variant (PACS defines no V(s)): unweighted loss, "
+          "log-probs at T = 1, the same-length baseline at a rollout's end", needs_training=True, train_split=True,
+          constructed=True, variant=True,
+          preset={"weight": "none", "logprob_temperature": 1.0, "final_baseline": "truncated"}),
     *(Entry(f"probe{sfx}", "sveb.estimators.probe:Probe",
             f"logistic value probe on the policy's hidden states, entropy, t and the group's mean, trained on "
             f"a disjoint problem set ({what})", needs_training=True, train_split=True, preset={"regime": regime},
