@@ -54,11 +54,17 @@ def stage_fps(cfg: BuildConfig) -> dict[str, str]:
         parts.append({"fields": sorted(map(list, cfg.fields)), "min_tests": cfg.min_tests})
     problems = fingerprint(*parts)
     rollouts = fingerprint("rollouts", problems, cfg.model, cfg.sampling, cfg.rollouts, cfg.seed, dtype_of(cfg), v,
-                           "fresh groups after a separate screen", engine_key(cfg))
+                           "fresh groups after a separate screen", engine_key(cfg), *paper_fp_parts(cfg))
     states = fingerprint("states", rollouts, cfg.problems, cfg.min_acc, cfg.max_acc, min_novel(cfg),
                          cfg.states_per_problem, screen_size(cfg), v, *(["step pairs"] if cfg.step_pairs else []))
     references = fingerprint("references", states, cfg.mc, cfg.mc_extra, v)
     return {"problems": problems, "rollouts": rollouts, "states": states, "references": references}
+
+
+def paper_fp_parts(cfg: BuildConfig) -> list:
+    """The paper protocol's marks on the rollouts fingerprint (none for SVEB's: its builds keep their fingerprints)."""
+    from sveb.paper import fp_parts
+    return fp_parts(cfg)
 
 
 def engine_key(cfg: BuildConfig) -> str:
@@ -88,6 +94,8 @@ def context_needed(cfg: BuildConfig, candidates: list[dict], tokenizer) -> int:
     mod = domain_module(cfg.domain)
     longest, pid = max((len(tokenizer.encode_chat(mod.prompt(p))), p["problem_id"]) for p in candidates)
     need = longest + cfg.sampling.max_tokens
+    if cfg.protocol == "paper":  # a continuation: the prefix re-tokenised (a little slack) + the full budget again
+        need += cfg.sampling.max_tokens + 16
     limit = model_context(resolve(cfg.model))
     if limit is not None and need > limit:
         raise BuildError(f"problem {pid}: its prompt of {longest} tokens + --max-tokens {cfg.sampling.max_tokens} "

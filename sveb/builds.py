@@ -79,6 +79,7 @@ def pool_key(bdir: Path) -> str:
     cfg = {k: v for k, v in (m.get("config") or {}).items() if k != "seed" and (k == "engine" or k not in NOT_IN_FP)}
     if not cfg:  # no config recorded: a build pools with nothing
         return bdir.name
+    cfg["protocol"] = cfg.get("protocol", "sveb")  # builds of different protocols never pool (sveb/paper.py)
     return json.dumps([m.get("model"), m.get("domain"), cfg], sort_keys=True, default=str)
 
 

@@ -55,7 +55,11 @@ def build(
     gpus_per_worker: float = typer.Option(-1, help="--ray: GPUs per actor (-1: --tp where the cluster has GPUs, "
                                           "else 0)."),
     cpus_per_worker: float = typer.Option(1, help="--ray: CPUs per actor (a CPU engine uses as many threads)."),
-):
+    preset: str = typer.Option("sveb", help="sveb: SVEB's protocol | paper: the Hista/Numca authors' protocol as "
+                               "their scripts run it (G 32, one space cut per problem, full-budget continuations, "
+                               "--max-tokens 4096, 20 screens, equal tiers; docs/data.md); flags given win."),
+    ctx: typer.Context = None,
+) -> None:
     """Sample rollouts, cut states, compute Monte-Carlo reference values."""
     from dataclasses import replace
     from sveb.config import BuildConfig, SamplingConfig
@@ -75,8 +79,11 @@ def build(
                       dtype=dtype, engine=engine, batch_size=batch_size, eager=eager, tensor_parallel_size=tp,
                       gpu_memory_utilization=gpu_memory_utilization,
                       workers=workers if workers is not None and ray is None else 4)
+    cfg = _preset(cfg, preset, ctx)
     from sveb import signals
     validate(cfg)  # every flag checked before a model or an engine is touched
+    from sveb.paper import validate as validate_protocol
+    validate_protocol(cfg)
     opts = ray_options(ray, workers, gpus_per_worker, cpus_per_worker, tp)
     cfgs = [replace(cfg, seed=s) for s in parse_seeds(seeds, seed)]
     signals.install()  # Ctrl-C / SIGTERM stop within seconds; no engine process outlives this one
@@ -84,6 +91,23 @@ def build(
     for bdir in bdirs:
         out.print(describe(bdir))
         out.print(str(bdir))
+
+
+def _preset(cfg, preset: str, ctx):
+    """`--preset paper`: the authors' protocol's fields, except those whose flag was given on the command line."""
+    if preset == "sveb":
+        return cfg
+    if preset != "paper":
+        raise typer.BadParameter(f"unknown preset '{preset}'; known: sveb, paper", param_hint="--preset")
+    from dataclasses import replace
+    from sveb.paper import MAX_TOKENS, PRESET
+
+    def given(name: str) -> bool:
+        src = ctx.get_parameter_source(name)
+        return src is not None and src.name in ("COMMANDLINE", "ENVIRONMENT")
+    fields = {k: v for k, v in PRESET.items() if k == "protocol" or not given(k)}
+    sampling = cfg.sampling if given("max_tokens") else replace(cfg.sampling, max_tokens=MAX_TOKENS)
+    return replace(cfg, **fields, sampling=sampling)
 
 
 @app.command("eval", cls=OptionalRayValue)
@@ -218,7 +242,8 @@ def demo(
     engine: str = typer.Option("vllm"),
     estimators: str = typer.Option("", help="Comma-separated estimators (default: all)."),
     preset: str = typer.Option("demo", help="demo: 8 problems x 16 rollouts x 3 states (~10 min on 2 cores); quick: "
-                               "6 x 16 x 2 per domain; powered: 50 x 16 x 4 in step pairs per seed (`make powered`: --seeds 0,1,2, 600 states, hours)."),
+                               "6 x 16 x 2 per domain; powered: 50 x 16 x 4 in step pairs per seed (`make powered`: --seeds 0,1,2, 600 states, hours); "
+                               "paper: the Hista/Numca authors' protocol (docs/data.md), 12 problems x 32 x 1."),
     quick: bool = typer.Option(False, help="Same as --preset quick."),
     seeds: Optional[str] = SEEDS,
     build_only: bool = typer.Option(False, "--build-only", help="Sample the builds and stop (score them later: rerun "

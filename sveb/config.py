@@ -40,6 +40,8 @@ class BuildConfig:
     seed: int = 0
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
     dtype: str = "auto"            # compute dtype; auto: from the hardware (see sveb.device). Changes samples.
+    protocol: str = "sveb"         # "sveb" | "paper" (the Hista/Numca authors' protocol, sveb/paper.py): in the
+    #                                stage fingerprints only when "paper", so SVEB's builds keep theirs
     # speed-only knobs
     engine: str = "vllm"
     batch_size: int = 64

@@ -7,6 +7,7 @@ from pathlib import Path
 from rich.console import Console
 
 from sveb.config import BuildConfig, SamplingConfig
+from sveb.paper import PRESET as PAPER
 
 BASE = dict(model="smollm2-135m", source="builtin", oversample=3, mc=20, mc_extra=4, min_acc=0.1, max_acc=0.8,
             seed=0, sampling=SamplingConfig(max_tokens=256))
@@ -20,6 +21,10 @@ PRESETS = {
     # states for paired tests that survive Holm; the train build is big enough for the probe's MC labels
     "powered": (dict(problems=50, rollouts=16, states_per_problem=4, step_pairs=True),
                 dict(problems=60, states_per_problem=2, mc=4, mc_extra=0)),
+    # `--preset paper`: the Hista/Numca authors' protocol (sveb/paper.py: G = 32, one space cut per problem in the
+    # first rollout, full-budget continuations, 20 screens, equal tiers), 4 problems per tier; the demo's
+    # 256-token budget (theirs is 4096: `sveb build --preset paper`)
+    "paper": (dict(PAPER, problems=12, oversample=4), dict(problems=6, mc=2, mc_extra=0)),
 }
 PROTOCOLS = ["held-out", "in-group"]
 

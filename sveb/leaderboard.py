@@ -17,14 +17,15 @@ from rich.console import Console
 from rich.table import Table
 
 from sveb import store
-from sveb.estimators import BASELINE, rank
+from sveb.estimators import BASELINE, ROLES, rank
 from sveb.protocols import PROTOCOLS
 from sveb.pooling import PAIRED, load_view, merge, paired, pools, read_scores
 
 COLUMNS = ["model", "domain", "estimator", "params", "protocol", "kind", "seeds", "n_builds", "n_states",
            "n_problems", "mae", "mae_ci_low", "mae_ci_high", *PAIRED, "bias", "bias_ci_low", "bias_ci_high",
            "calib_slope", "concordance", "sign_agreement", "sign_pairs", "rmse", "debiased_mse", "ref_noise",
-           "oracle_floor", "own_share", "own_shift_p95", "own_shift_max", "seconds", "build_fp", "params_fp"]
+           "oracle_floor", "own_share", "own_shift_p95", "own_shift_max", "seconds", "build_fp", "params_fp",
+           "build_protocol"]  # sveb | paper (sveb/paper.py): builds of two protocols are never pooled
 KINDS = ("build", "pooled", "seed")
 
 
@@ -33,19 +34,33 @@ def _proto(p: str) -> int:
 
 
 def _order(name: str) -> tuple:
-    """Baseline first, then the estimators, the scale rows (MCS@k) last, each in registry order."""
-    return (*rank(name), name)
+    """Baseline first, then the estimators, the scale rows (MCS@k) last, each in registry order; the authors'
+    MCS@k rows (k of the reference draws, paper-protocol builds) after SVEB's."""
+    from sveb.paper import is_ref_row
+    return (len(ROLES), 0, name) if is_ref_row(name) else (*rank(name), name)
+
+
+def build_protocol(view) -> str:
+    """The protocol the view's builds were made under (a pool holds one: the pool key includes it)."""
+    from sveb.paper import protocol_of
+    return protocol_of(store.read_manifest(view.bdir))
 
 
 def _rows_of(view, kind: str) -> list[dict]:
     cmp = {p: paired(view, p) for p in {r["protocol"] for r in view.scores}}
+    bp = build_protocol(view)
+    seeds = ",".join(str(s) for s in view.seeds)
     out = []
     for r in view.scores:
         c = cmp[r["protocol"]].get((r["estimator"], r["params_fp"]), {})
         row = {col: r.get(col) for col in COLUMNS}
-        row.update({k: c.get(k) for k in PAIRED}, kind=kind, n_builds=r.get("n_builds", 1),
-                   seeds=",".join(str(s) for s in view.seeds))
+        row.update({k: c.get(k) for k in PAIRED}, kind=kind, n_builds=r.get("n_builds", 1), seeds=seeds,
+                   build_protocol=bp)
         out.append(row)
+    if bp == "paper":  # the authors' MCS@k rows: k of the same reference draws, exact over subsets
+        from sveb.paper import ref_rows
+        out += [{**{col: r.get(col) for col in COLUMNS}, "kind": kind, "seeds": seeds, "build_protocol": bp}
+                for r in ref_rows(view, sorted(cmp))]
     return out
 
 
@@ -166,7 +181,8 @@ def print_pivot(rows_: list[dict], console: Console, wide: bool = False) -> None
         seeds = rs[0].get("seeds") or ""
         what = f"{rs[0].get('n_states')} states, {rs[0].get('n_problems')} problems" + (
             f", seeds {seeds}" if rs[0].get("kind") == "pooled" else "")
-        title = f"{model} · {domain} · {proto}" + (" (paper)" if proto == "in-group" else "") + f"\n{what}"
+        title = f"{model} · {domain} · {proto}" + (" (paper)" if proto == "in-group" else "") + (
+            " · paper's build protocol" if rs[0].get("build_protocol") == "paper" else "") + f"\n{what}"
         own = proto == "in-group" and not wide
         t = _table(title, f"Δ sq err: paired vs {BASELINE}, < 0 better; p: Holm-adjusted; "
                    + ("[95% CI]" if wide else "± 95% CI half-width") + ("; own: own-outcome share" if own else ""),

@@ -60,6 +60,8 @@ def build(cfg: BuildConfig, root: str | Path, engine: Engine | None = None, cons
           ray=None) -> Path:
     """Run the missing stages and shards. `ray` (sveb.distributed.RayOptions): hand the shards to Ray
     actors, each with its own engine; a passed-in `engine` then serves only as the driver's tokenizer."""
+    from sveb import paper
+    paper.validate(cfg)
     cfg = dataclasses.replace(cfg, model=check_model(cfg.model) if engine is None else canonical(cfg.model))
     console = console or Console(stderr=True)
     if ray is not None:
@@ -100,7 +102,7 @@ def build(cfg: BuildConfig, root: str | Path, engine: Engine | None = None, cons
             runner = RayRunner(ray, ray.engine_factory or jobs.EngineSpec(cfg, lazy.max_model_len), console)
         kept, accuracy = _stage_rollouts(cfg, bdir, fps["rollouts"], candidates, runner, console)
         states = _stage_states(cfg, bdir, fps["states"], kept, lazy)
-        _stage_references(cfg, bdir, fps["references"], kept, states, runner, console)
+        _stage_references(cfg, bdir, fps["references"], kept, states, runner, console, lazy)
     finally:
         if runner is not None:
             runner.close()
@@ -144,6 +146,9 @@ def _stage_candidates(cfg, bdir: Path, fp: str, console) -> tuple[list[dict], di
 
 def _passes(cfg, p: dict, rows: list[dict]) -> tuple[bool, float]:
     rewards = [r["reward"] for r in rows]
+    if cfg.protocol == "paper":  # their tiers and their number rule (sveb/paper.py)
+        from sveb import paper
+        return paper.passes(cfg, p, [r["response_text"] for r in rows], rewards, min_novel(cfg))
     acc = sum(rewards) / len(rewards)
     ok = cfg.min_acc <= acc <= cfg.max_acc
     if ok and min_novel(cfg):
@@ -170,13 +175,18 @@ def _stage_rollouts(cfg, bdir, fp, candidates, runner, console) -> tuple[list[di
     sfps = [fingerprint(fp, "screen", n_screen, [p["problem_id"] for p in shard]) for shard in shards]
     screens: dict[int, int] = {}
     writes = []
+    tiers = None
+    if cfg.protocol == "paper":  # equal problems per screening tier: each tier's room
+        from sveb import paper
+        tiers = paper.quotas(cfg.problems)
 
     def screen(k):
         return runner.submit(jobs.screen_shard, cfg, spaths[k], shards[k], n_screen, fp, sfps[k])
 
     for k, shard in enumerate(shards):
         room = cfg.problems - len(kept)
-        done_fp = fingerprint(sfps[k], "groups", cfg.rollouts, room, cfg.min_acc, cfg.max_acc, min_novel(cfg))
+        done_fp = fingerprint(sfps[k], "groups", cfg.rollouts, room, cfg.min_acc, cfg.max_acc, min_novel(cfg),
+                              *([tiers] if tiers is not None else []))
         if not n_screen:
             rows = []
         elif store.shard_done(spaths[k], sfps[k]):
@@ -195,7 +205,12 @@ def _stage_rollouts(cfg, bdir, fp, candidates, runner, console) -> tuple[list[di
             ok, acc = _passes(cfg, p, mine) if n_screen else (True, None)
             if acc is not None:
                 accuracy[p["problem_id"]] = acc
-            if ok and len(chosen) < room:
+            if ok and tiers is not None:
+                tier = paper.tier_of(acc)
+                if tiers[tier] > 0:
+                    tiers[tier] -= 1
+                    chosen.append(p)
+            elif ok and len(chosen) < room:
                 chosen.append(p)
         if not store.shard_done(paths[k], done_fp):
             console.print(f"rollouts: shard {k + 1}/{len(shards)} ({len(chosen)} kept problems x {cfg.rollouts})")
@@ -256,6 +271,15 @@ def _stage_states(cfg, bdir, fp, kept, lazy: LazyEngine) -> list[dict]:
         pid = p["problem_id"]
         usable = [r for r in rollouts[pid] if len(r["response_token_ids"]) >= 2]
         rng = random.Random(derive_seed(cfg.seed, fp, pid))
+        if cfg.protocol == "paper":  # their cut: a space of the group's first rollout (seeded here, not there)
+            from sveb import paper
+            r = rollouts[pid][0]
+            pos = paper.space_cut(r["response_text"], rng)
+            t = paper.token_cut(lazy.tokenizer(), r["response_token_ids"], r["response_text"], pos)
+            states.append({"state_id": f"{pid}-{r['rollout_idx']}-{t}", "problem_id": pid,
+                           "rollout_idx": r["rollout_idx"], "t": t, "T": len(r["response_token_ids"]),
+                           "prefix_text": r["response_text"][:pos]})
+            continue
         chosen: set[tuple[int, int]] = set()
         for r, t in (_pair_cuts if cfg.step_pairs else _single_cuts)(rng, usable, cfg.states_per_problem):
             if (r["rollout_idx"], t) not in chosen:
@@ -267,7 +291,7 @@ def _stage_states(cfg, bdir, fp, kept, lazy: LazyEngine) -> list[dict]:
     return states
 
 
-def _stage_references(cfg, bdir, fp, kept, states, runner, console) -> None:
+def _stage_references(cfg, bdir, fp, kept, states, runner, console, lazy: LazyEngine | None = None) -> None:
     problems = {p["problem_id"]: p for p in kept}
     shards = [states[i:i + SHARD_STATES] for i in range(0, len(states), SHARD_STATES)]
     n = cfg.mc + cfg.mc_extra
@@ -283,7 +307,13 @@ def _stage_references(cfg, bdir, fp, kept, states, runner, console) -> None:
         inputs = []
         for s in shard:
             r = rollouts[s["problem_id"]][s["rollout_idx"]]
-            inputs.append((r["prompt_token_ids"], r["response_token_ids"][: s["t"]]))
+            if cfg.protocol == "paper":  # rendered prompt + prefix text, re-tokenised; no prefix ids
+                from sveb import paper
+                from sveb.data_builders import domain_module
+                inputs.append((paper.continuation_prompt(lazy.tokenizer(), domain_module(cfg.domain).prompt(
+                    problems[s["problem_id"]]), s["prefix_text"]), []))
+            else:
+                inputs.append((r["prompt_token_ids"], r["response_token_ids"][: s["t"]]))
         mine = {s["problem_id"]: problems[s["problem_id"]] for s in shard}
         handles.append(runner.submit(jobs.reference_shard, cfg, path, shard, inputs, mine, sfp))
     for h in handles:

@@ -58,6 +58,14 @@ class HFTokenizer:
     def decode(self, ids: Sequence[int]) -> str:
         return self.tok.decode(list(ids), skip_special_tokens=True)
 
+    def render_chat(self, messages: list[dict]) -> str:
+        """The chat template as text (the paper protocol appends a prefix to it, then re-tokenises)."""
+        return self.tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+
+    def encode(self, text: str) -> list[int]:
+        """Text to ids; no special tokens added (a rendered chat template already holds its own)."""
+        return [int(i) for i in self.tok.encode(text, add_special_tokens=False)]
+
 
 def model_context(model_path: str) -> int | None:
     """The model's context length from its config.json (None if it does not say)."""

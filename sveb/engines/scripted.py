@@ -36,7 +36,12 @@ class CharTokenizer:
     eos_token_id = 0
 
     def encode_chat(self, messages: list[dict]) -> list[int]:
-        text = "".join(f"<|{m['role']}|>{m['content']}\n" for m in messages) + ASSISTANT
+        return self.encode(self.render_chat(messages))
+
+    def render_chat(self, messages: list[dict]) -> str:
+        return "".join(f"<|{m['role']}|>{m['content']}\n" for m in messages) + ASSISTANT
+
+    def encode(self, text: str) -> list[int]:
         return [ord(c) for c in text]
 
     def decode(self, ids: Sequence[int]) -> str:

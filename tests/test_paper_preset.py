@@ -1,0 +1,221 @@
+"""Issue 31 (parts 1 and 3) on the scripted engine: the Hista/Numca authors' protocol as a preset (`--preset paper`),
+and builds that carry their protocol and never pool across protocols."""
+
+import itertools
+import json
+import random
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+from rich.console import Console
+from typer.testing import CliRunner
+
+from sveb import leaderboard, paper, schema, store
+from sveb.build_rules import stage_fps
+from sveb.builds import pool_key
+from sveb.config import BuildConfig, SamplingConfig
+from sveb.engines.scripted import CharTokenizer, ScriptedEngine
+from sveb.errors import BuildError
+from sveb.evaluate import evaluate
+from sveb.pipeline import build
+
+
+class Recording(ScriptedEngine):
+    """The scripted engine, keeping every request of each kind of generate call."""
+
+    def __init__(self):
+        super().__init__()
+        self.requests: dict[str, list] = {}
+
+    def generate(self, requests, params, desc=""):
+        self.requests.setdefault(desc, []).extend(requests)
+        return super().generate(requests, params, desc)
+
+
+@pytest.fixture(scope="module")
+def paper_cfg(tmp_path_factory) -> BuildConfig:
+    from conftest import write_chain_source
+    src = write_chain_source(tmp_path_factory.mktemp("src") / "dapo.jsonl")
+    return BuildConfig(domain="number", model="smollm2-135m", source=str(src), problems=6, oversample=12, seed=3,
+                       min_novel_numbers=0, sampling=SamplingConfig(max_tokens=60), engine="scripted",
+                       **paper.PRESET)
+
+
+@pytest.fixture(scope="module")
+def paper_build(tmp_path_factory, paper_cfg):
+    root = tmp_path_factory.mktemp("root")
+    eng = Recording()
+    bdir = build(paper_cfg, root, engine=eng, console=Console(quiet=True))
+    return root, bdir, eng
+
+
+def _rows(bdir, table, sch):
+    return store.read_table(bdir / table, sch).to_pylist()
+
+
+def test_sveb_builds_keep_their_fingerprints():
+    # committed builds and results: a config without the new field fingerprints as before
+    assert stage_fps(BuildConfig()) == {"problems": "e5c89dd0ae89", "rollouts": "0e9c5d83a601",
+                                        "states": "1b2289fa962f", "references": "5eb8f394af12"}
+    assert stage_fps(BuildConfig(protocol="paper"))["rollouts"] != "0e9c5d83a601"
+
+
+def test_space_cut_is_uniform_over_spaces_and_the_end_without_one():
+    assert paper.space_cut("no-space-here", random.Random(0)) == len("no-space-here")
+    text = "a bb ccc d"
+    seen = {paper.space_cut(text, random.Random(i)) for i in range(200)}
+    assert seen == {i for i, c in enumerate(text) if c == " "}
+
+
+def test_one_state_per_problem_cut_before_a_space_of_the_first_rollout(paper_build, paper_cfg):
+    _, bdir, _ = paper_build
+    states = _rows(bdir, "states", schema.STATES)
+    rolls = {(r["problem_id"], r["rollout_idx"]): r for r in _rows(bdir, "rollouts", schema.ROLLOUTS)}
+    problems = _rows(bdir, "problems", schema.PROBLEMS)
+    assert len(states) == len(problems) == paper_cfg.problems
+    assert len({s["problem_id"] for s in states}) == len(states)
+    tok = CharTokenizer()
+    for s in states:
+        assert s["rollout_idx"] == 0  # the group's first rollout
+        r = rolls[(s["problem_id"], 0)]
+        text, cut = r["response_text"], len(s["prefix_text"])
+        assert text[:cut] == s["prefix_text"]
+        # the cut is at a space: the prefix is the text before it, the continuation's first character is that space
+        assert cut < len(text) and text[cut] == " "
+        assert tok.decode(r["response_token_ids"][: s["t"]]) == s["prefix_text"] and s["T"] == len(text)
+    # seeded: the same config cuts the same states
+    assert paper_cfg.seed == 3
+
+
+def test_continuations_get_the_full_budget_on_the_retokenised_prefix(paper_build, paper_cfg):
+    _, bdir, eng = paper_build
+    from sveb.data_builders import domain_module
+    problems = {p["problem_id"]: p for p in _rows(bdir, "problems", schema.PROBLEMS)}
+    states = _rows(bdir, "states", schema.STATES)
+    reqs = eng.requests["references"]
+    n = paper_cfg.mc + paper_cfg.mc_extra
+    assert len(reqs) == n * len(states)
+    tok = CharTokenizer()
+    for i, s in enumerate(states):
+        msgs = domain_module("number").prompt(problems[s["problem_id"]])
+        want = tuple(tok.encode(tok.render_chat(msgs) + s["prefix_text"]))
+        for r in reqs[i * n:(i + 1) * n]:
+            assert r.max_tokens == paper_cfg.sampling.max_tokens  # not max_tokens - t
+            assert r.prompt_token_ids == want
+    refs = _rows(bdir, "references", schema.REFERENCES)
+    assert all(len(r["mc_rewards"]) == 20 and len(r["extra_rewards"]) == 4 for r in refs)
+
+
+def test_sveb_continuations_still_get_the_budget_left(tmp_path, paper_cfg):
+    cfg = replace(paper_cfg, protocol="sveb", states_per_problem=2, min_acc=0.1, max_acc=0.9, screen=8, problems=2)
+    eng = Recording()
+    bdir = build(cfg, tmp_path / "root", engine=eng, console=Console(quiet=True))
+    states = _rows(bdir, "states", schema.STATES)
+    n = cfg.mc + cfg.mc_extra
+    for i, s in enumerate(states):
+        assert {r.max_tokens for r in eng.requests["references"][i * n:(i + 1) * n]} == {60 - s["t"]}
+
+
+def test_equal_problems_per_screening_tier(paper_build, paper_cfg):
+    _, bdir, _ = paper_build
+    m = store.read_manifest(bdir)
+    acc = m["candidate_accuracy"]
+    kept = [p["problem_id"] for p in _rows(bdir, "problems", schema.PROBLEMS)]
+    tiers = [paper.tier_of(acc[pid]) for pid in kept]
+    assert None not in tiers
+    assert [tiers.count(i) for i in range(3)] == paper.quotas(paper_cfg.problems) == [2, 2, 2]
+    screens = _rows(bdir, "screens", schema.ROLLOUTS)
+    assert {len([r for r in screens if r["problem_id"] == pid]) for pid in kept} == {20}  # 20 separate samples
+    assert not {(r["problem_id"], r["seed"]) for r in screens} & {
+        (r["problem_id"], r["seed"]) for r in _rows(bdir, "rollouts", schema.ROLLOUTS)}
+    assert paper.quotas(7) == [3, 2, 2]
+    assert [paper.tier_of(x) for x in (0.05, 0.1, 0.15, 0.2, 0.35, 0.4, 0.75, 0.8)] == [None, 0, 0, 1, 1, 2, 2, None]
+
+
+def test_number_rule_counts_integers_across_correct_screens_before_boxed():
+    p = {"question": "What is 3 + 4?", "answer": "7"}
+    texts = ["1 2 then 10 \\boxed{7} 99", "5 and 3", "11 12 13 14"]
+    assert paper.novel_integers(p, texts, [1, 1, 0]) == {1, 2, 10, 5}  # 99 after \boxed, 3 in the question
+    assert paper.passes(None, p, texts, [1.0, 1.0, 0.0], 4) == (True, 2 / 3)  # 0.67: a tier; 4 integers
+    assert paper.passes(None, p, texts, [1.0, 0.0, 0.0], 4)[0] is False  # one correct: {1, 2, 10}
+    assert paper.passes(None, p, texts, [1.0, 1.0, 0.0], 5)[0] is False
+    assert paper.passes(None, p, texts, [1.0, 1.0, 1.0], 4)[0] is False  # accuracy 1: no tier
+
+
+def _brute(rewards, k):
+    r = np.asarray(rewards, float)
+    means = [r[list(c)].mean() for c in itertools.combinations(range(len(r)), k)]
+    return float(np.mean(np.abs(np.array(means) - r.mean()))), float(np.mean((np.array(means) - r.mean()) ** 2))
+
+
+@pytest.mark.parametrize("rewards", [[1, 0, 0, 1, 1, 0, 1], [0, 0, 0, 0, 0, 1], [1] * 6, [0.5, 0.2, 1, 0, 0.75]])
+def test_subset_errors_are_the_exact_expectation_over_subsets(rewards):
+    for k in range(1, len(rewards) + 1):
+        assert paper.subset_errors(rewards, k) == pytest.approx(_brute(rewards, k), abs=1e-12)
+
+
+def test_authors_mcs_rows_score_the_exact_expectation_labelled_apart(paper_build):
+    root, bdir, _ = paper_build
+    for proto in ("held-out", "in-group"):
+        for name in ("grpo", "mcs-2"):
+            evaluate(bdir, name, {}, proto, n_boot=50, console=Console(quiet=True))
+    rows = leaderboard.rows(root)
+    assert {r["build_protocol"] for r in rows} == {"paper"}
+    refs = {r["state_id"]: r["mc_rewards"] for r in _rows(bdir, "references", schema.REFERENCES)}
+    for k in (1, 2, 3, 4):
+        mine = [r for r in rows if r["estimator"] == f"mcs-{k}-ref"]
+        assert {r["protocol"] for r in mine} == {"held-out", "in-group"}
+        want = np.mean([_brute(d, k)[0] for d in refs.values()])  # brute force over all C(20, k) subsets
+        assert mine[0]["mae"] == pytest.approx(want, abs=1e-12) and mine[0]["bias"] == 0.0
+    names = [r["estimator"] for r in rows if r["protocol"] == "held-out"]
+    assert "mcs-2" in names and names.index("mcs-2") < names.index("mcs-1-ref")  # SVEB's rows, then the authors'
+    from io import StringIO
+    buf = StringIO()
+    leaderboard.print_pivot(rows, Console(file=buf, width=200))
+    assert "paper's build protocol" in buf.getvalue() and "mcs-3-ref" in buf.getvalue()
+
+
+def test_protocol_in_the_manifest(paper_build, scripted_build):
+    assert store.read_manifest(paper_build[1])["config"]["protocol"] == "paper"
+    assert store.read_manifest(scripted_build[1])["config"]["protocol"] == "sveb"
+    assert paper.protocol_of({"config": {"seed": 0}}) == "sveb"  # made before protocols were recorded
+
+
+def test_two_protocols_never_pool(tmp_path):
+    cfg = {"domain": "number", "rollouts": 32, "seed": 0}
+
+    def made(name, **extra):
+        d = tmp_path / name
+        d.mkdir()
+        (d / "manifest.json").write_text(json.dumps({"model": "m", "domain": "number", "config": {**cfg, **extra}}))
+        return d
+    old, sveb1, paper0, paper1 = (made("old"), made("s1", seed=1, protocol="sveb"),
+                                  made("p0", protocol="paper"), made("p1", seed=1, protocol="paper"))
+    assert pool_key(old) == pool_key(sveb1)        # a build made before protocols were recorded is SVEB's
+    assert pool_key(paper0) == pool_key(paper1)    # seeds of one protocol pool
+    assert pool_key(paper0) != pool_key(old)       # two protocols never
+
+
+def test_preset_rejects_several_states_per_problem(paper_cfg, tmp_path):
+    with pytest.raises(BuildError, match="one state per problem"):
+        build(replace(paper_cfg, states_per_problem=2), tmp_path, engine=ScriptedEngine())
+
+
+def test_cli_preset_paper_sets_the_protocol_and_given_flags_win(monkeypatch, tmp_path):
+    import sveb.builds
+    import sveb.pipeline
+    from sveb.cli import app
+    seen = []
+    monkeypatch.setattr(sveb.pipeline, "build", lambda cfg, root, **kw: seen.append(cfg) or tmp_path)
+    monkeypatch.setattr(sveb.builds, "describe", lambda bdir: "")
+    r = CliRunner().invoke(app, ["build", "--preset", "paper", "--rollouts", "8", "--root", str(tmp_path)])
+    assert r.exit_code == 0, r.output
+    cfg = seen[0]
+    assert (cfg.protocol, cfg.rollouts, cfg.states_per_problem, cfg.mc, cfg.screen, cfg.sampling.max_tokens,
+            cfg.sampling.temperature) == ("paper", 8, 1, 20, 20, paper.MAX_TOKENS, 0.7)
+    r = CliRunner().invoke(app, ["build", "--preset", "paper", "--max-tokens", "300", "--root", str(tmp_path)])
+    assert r.exit_code == 0 and seen[1].rollouts == 32 and seen[1].sampling.max_tokens == 300
+    r = CliRunner().invoke(app, ["build", "--preset", "nope", "--root", str(tmp_path)])
+    assert r.exit_code != 0 and "unknown preset" in r.output
