@@ -135,6 +135,11 @@ def _reported(cost: dict, key: str) -> float | None:
     return float(x)
 
 
+def _protocol_of(manifest: dict) -> str:
+    from sveb.paper import protocol_of
+    return protocol_of(manifest)
+
+
 def score_rows(meta: dict, values: dict, data) -> list[dict]:
     """The board's own score rows, one per protocol: sveb.scoring on the estimates and the build's references
     (the same call as `sveb eval`), with the cost figures recomputed from the build where it can be."""
@@ -152,6 +157,7 @@ def score_rows(meta: dict, values: dict, data) -> list[dict]:
         train = _reported(cost, "train_tokens")
         row = {"model": data.manifest.get("model"), "domain": data.manifest.get("domain"),
                "build_fp": data.manifest.get("build_fp"), "content_hash": meta["build"]["content_hash"],
+               "build_protocol": _protocol_of(data.manifest),  # sveb | paper (sveb/paper.py; issue 31)
                "estimator": est["name"], "params_fp": est.get("params_fp") or "",
                "params": json.dumps(est["params"], sort_keys=True), "protocol": proto,
                **scoring.score(v, ref, n_ref, pids, N_BOOT, SEED, rollouts=np.array([s["rollout_idx"] for s in states]),

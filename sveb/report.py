@@ -14,7 +14,7 @@ import numpy as np
 
 from sveb import leaderboard, plots, pooling, store
 from sveb.data_builders import DOMAINS
-from sveb.estimators import BASELINE, CONSTRUCTED, rank, role_of
+from sveb.estimators import BASELINE, CONSTRUCTED, role_of
 from sveb.protocols import PROTOCOL_LABELS, PROTOCOLS
 from sveb.errors import SvebError
 from sveb.pooling import View  # noqa: F401  (report.View: the per-state view of a build or pool)
@@ -48,12 +48,13 @@ def _labels(views: list[View]) -> dict[tuple[str, str], str]:
 
 
 def _is_scale(name: str) -> bool:
-    return role_of(name) == "scale"
+    from sveb.paper import is_ref_row
+    return role_of(name) == "scale" or is_ref_row(name)
 
 
 def _order(key: tuple, labels: dict) -> tuple:
-    """Baseline, estimators, then the scale rows, in registry order (plugins by name)."""
-    return (*rank(key[0]), labels.get(key[:2], key[0]))
+    """Baseline, estimators, then the scale rows, in registry order (plugins by name); the authors' MCS@k last."""
+    return leaderboard._order(key[0])[:2] + (labels.get(key[:2], key[0]),)
 
 
 def _slug(*parts: str) -> str:
@@ -134,9 +135,13 @@ def _collect(root: Path, only: set | None = None) -> tuple[list[View], list[list
         raise ReportError(f"{root}: none of the {len(builds)} builds has scores; run `sveb eval` on a build first")
     groups = pooling.pools(views)
     shown = [pooling.merge(g) for g in groups]
+    from sveb.paper import ref_rows
     for v in shown:  # a model with two builds (or pools) of one domain gets one column per build
         twins = sum(w.model == v.model and w.domain == v.domain for w in shown)
         v.col = v.domain if twins == 1 else f"{v.domain} ({v.fp[:8]})"
+        if leaderboard.build_protocol(v) == "paper":  # the authors' protocol: said on its column, their MCS@k rows
+            v.col += " [paper protocol]"
+            v.scores = v.scores + ref_rows(v, sorted({r["protocol"] for r in v.scores}))
     return sorted(shown, key=_key), [g for g in groups if len(g) > 1], notes
 
 

@@ -135,7 +135,8 @@ def write_site(board: Path, out: Path) -> Path:
             rs.sort(key=lambda r: (*rank(r["estimator"]), r["estimator"], r.get("params") or ""))
             where = f"seeds {rs[0].get('seeds')} pooled (builds {h.replace('+', ', ')})" if pooled(rs) else f"build {h}"
             parts.append(_table(rs, f"{model} · {where} · {proto}" + (" (paper; sees own outcome)"
-                                                                      if proto == "in-group" else "")))
+                                                                      if proto == "in-group" else "")
+                                + (" · paper's build protocol" if rs[0].get("build_protocol") == "paper" else "")))
     (out / "bundles").mkdir(exist_ok=True)
     for key in sorted({r["bundle"] for r in rows if r.get("kind") != "pooled"}):
         src = board / "bundles" / key

@@ -51,6 +51,15 @@ def paper_build(tmp_path_factory, paper_cfg):
     return root, bdir, eng
 
 
+@pytest.fixture(scope="module")
+def scored(paper_build):
+    root, bdir, _ = paper_build
+    for proto in ("held-out", "in-group"):
+        for name in ("grpo", "mcs-2"):
+            evaluate(bdir, name, {}, proto, n_boot=50, console=Console(quiet=True))
+    return root, bdir
+
+
 def _rows(bdir, table, sch):
     return store.read_table(bdir / table, sch).to_pylist()
 
@@ -156,11 +165,8 @@ def test_subset_errors_are_the_exact_expectation_over_subsets(rewards):
         assert paper.subset_errors(rewards, k) == pytest.approx(_brute(rewards, k), abs=1e-12)
 
 
-def test_authors_mcs_rows_score_the_exact_expectation_labelled_apart(paper_build):
-    root, bdir, _ = paper_build
-    for proto in ("held-out", "in-group"):
-        for name in ("grpo", "mcs-2"):
-            evaluate(bdir, name, {}, proto, n_boot=50, console=Console(quiet=True))
+def test_authors_mcs_rows_score_the_exact_expectation_labelled_apart(scored):
+    root, bdir = scored
     rows = leaderboard.rows(root)
     assert {r["build_protocol"] for r in rows} == {"paper"}
     refs = {r["state_id"]: r["mc_rewards"] for r in _rows(bdir, "references", schema.REFERENCES)}
@@ -219,3 +225,13 @@ def test_cli_preset_paper_sets_the_protocol_and_given_flags_win(monkeypatch, tmp
     assert r.exit_code == 0 and seen[1].rollouts == 32 and seen[1].sampling.max_tokens == 300
     r = CliRunner().invoke(app, ["build", "--preset", "nope", "--root", str(tmp_path)])
     assert r.exit_code != 0 and "unknown preset" in r.output
+
+
+def test_report_shows_the_protocol_and_the_authors_rows(scored, tmp_path):
+    from sveb.report import write_report
+    root, _ = scored
+    write_report(root, tmp_path / "report", n_boot=50)
+    md = (tmp_path / "report" / "table.md").read_text()
+    assert "[paper protocol]" in md and "mcs-2-ref" in md
+    with open(tmp_path / "report" / "leaderboard.csv") as f:
+        assert "build_protocol" in f.readline()
