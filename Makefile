@@ -47,7 +47,7 @@ powered: model
 # Table 4: the five domains (50 problems x 4 states each, every estimator, both protocols) -> results/table4/.
 # Hours on 2 cores; resumable domain by domain: a domain whose export is in results/table4/exports is not re-sampled.
 table4: model
-	$(PY) benchmarks/table4.py
+	$(PY) benchmarks/table4.py $(if $(PRESET),--preset $(PRESET))
 
 test: model
 	$(PY) -m pytest -q -ra

@@ -12,6 +12,8 @@ seed 0; a train build of 60 problems x 2 states, MC@4), so the number column is 
 
     python benchmarks/table4.py                       # the five domains (hours on 2 cores; rerun to resume)
     python benchmarks/table4.py --domains number --problems 8 --states 2
+    python benchmarks/table4.py --preset paper        # the Hista/Numca authors' protocol (sveb/paper.py): G = 32,
+                                                      # one state per problem, equal tiers -> results/table4-paper/
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from rich.console import Console
 
 from sveb import store
 from sveb.config import BuildConfig, SamplingConfig
+from sveb.paper import PRESET as PAPER
 from sveb.report_format import md_table
 from sveb.table4 import cost_markdown, markdown, stage_timer, verdicts
 
@@ -46,7 +49,8 @@ def configs(domain: str, a, source: str) -> tuple[BuildConfig, BuildConfig]:
     run's seed-0 build: the same fingerprint, never sampled twice."""
     base = dict(domain=domain, model=a.model, source=source, oversample=a.oversample, rollouts=a.rollouts,
                 min_acc=a.min_acc, max_acc=a.max_acc, min_novel_numbers=a.min_novel_numbers, seed=a.seed,
-                engine=a.engine, sampling=SamplingConfig(max_tokens=a.max_tokens))
+                engine=a.engine, sampling=SamplingConfig(max_tokens=a.max_tokens),
+                **({"protocol": "paper", "screen": PAPER["screen"]} if a.preset == "paper" else {}))
     test = BuildConfig(problems=a.problems, states_per_problem=a.states, mc=a.mc, mc_extra=a.mc_extra,
                        step_pairs=a.step_pairs, **base)
     train = BuildConfig(split="train", problems=a.train_problems, states_per_problem=a.train_states, mc=a.train_mc,
@@ -229,6 +233,13 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--no-step-pairs", dest="step_pairs", action="store_false",
                    help="cut states independently (default: in pairs t1 < t2 of one rollout, as the powered preset)")
     p.add_argument("--no-train", dest="train", action="store_false", help="skip the training builds (ppo-1 needs one)")
+    p.add_argument("--preset", choices=["sveb", "paper"], default="sveb",
+                   help="paper: the Hista/Numca authors' protocol (G 32, one space cut per problem, full-budget "
+                        "continuations, 20 screens in equal tiers; --max-tokens as given), into results/table4-paper")
+    if p.parse_known_args(argv)[0].preset == "paper":
+        p.set_defaults(rollouts=PAPER["rollouts"], states=1, train_states=1, mc=PAPER["mc"], mc_extra=PAPER["mc_extra"],
+                       min_acc=PAPER["min_acc"], max_acc=PAPER["max_acc"], step_pairs=False,
+                       exports="results/table4-paper/exports", out="results/table4-paper")
     a = p.parse_args(argv)
     a.source = dict(s.split("=", 1) for s in a.source)
     return a

@@ -235,3 +235,27 @@ def test_report_shows_the_protocol_and_the_authors_rows(scored, tmp_path):
     assert "[paper protocol]" in md and "mcs-2-ref" in md
     with open(tmp_path / "report" / "leaderboard.csv") as f:
         assert "build_protocol" in f.readline()
+
+
+def test_table4_preset_paper(tmp_path):
+    import importlib.util
+    from conftest import write_chain_source
+    spec = importlib.util.spec_from_file_location("table4_paper", Path(__file__).parents[1] / "benchmarks" / "table4.py")
+    table4 = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(table4)
+    a = table4.parse(["--preset", "paper"])
+    test, train = table4.configs("number", a, "builtin")
+    assert (test.protocol, test.rollouts, test.states_per_problem, test.step_pairs, test.screen, train.states_per_problem,
+            a.out) == ("paper", 32, 1, False, 20, 1, "results/table4-paper")
+    assert table4.configs("number", table4.parse([]), "builtin")[0].protocol == "sveb"
+    src = write_chain_source(tmp_path / "dapo.jsonl")
+    weights = tmp_path / "w"
+    weights.mkdir()
+    (weights / "model.safetensors").write_bytes(b"w")
+    out = table4.main(["--preset", "paper", "--domains", "number", "--source", f"number={src}", "--estimators",
+                       "grpo,mcs-2", "--root", str(tmp_path / "root"), "--exports", str(tmp_path / "exports"),
+                       "--out", str(tmp_path / "out"), "--problems", "3", "--oversample", "12", "--max-tokens", "60",
+                       "--min-novel-numbers", "0", "--bootstrap", "50", "--no-train"],
+                      engine=ScriptedEngine(), model_dir=weights)
+    assert "| mcs-2 |" in (out / "table4.md").read_text()
+    assert store.read_manifest(tmp_path / "exports" / "number")["config"]["protocol"] == "paper"
