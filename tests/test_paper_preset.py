@@ -259,3 +259,33 @@ def test_table4_preset_paper(tmp_path):
                       engine=ScriptedEngine(), model_dir=weights)
     assert "| mcs-2 |" in (out / "table4.md").read_text()
     assert store.read_manifest(tmp_path / "exports" / "number")["config"]["protocol"] == "paper"
+
+
+def test_authors_rows_pool_over_seeds_and_never_across_protocols(paper_cfg, tmp_path):
+    root = tmp_path / "root"
+    cfgs = [replace(paper_cfg, seed=s, problems=3) for s in (0, 1)]
+    cfgs.append(replace(cfgs[0], protocol="sveb"))  # same config but the protocol: never in the pool
+    bdirs = [build(c, root, engine=ScriptedEngine(), console=Console(quiet=True)) for c in cfgs]
+    for b in bdirs:
+        evaluate(b, "grpo", {}, "held-out", n_boot=50, console=Console(quiet=True))
+    rows = leaderboard.rows(root)
+    pooled = [r for r in rows if r["kind"] == "pooled"]
+    assert {r["build_protocol"] for r in pooled} == {"paper"} and {r["n_builds"] for r in pooled} == {2}
+    draws = [r["mc_rewards"] for b in bdirs[:2] for r in _rows(b, "references", schema.REFERENCES)]
+    ref2 = next(r for r in pooled if r["estimator"] == "mcs-2-ref")
+    assert ref2["n_states"] == len(draws) == 6
+    assert ref2["mae"] == pytest.approx(np.mean([_brute(d, 2)[0] for d in draws]), abs=1e-12)
+    alone = [r for r in rows if r["kind"] == "build"]
+    assert {r["build_protocol"] for r in alone} == {"sveb"} and not any(paper.is_ref_row(r["estimator"]) for r in alone)
+
+
+def test_demo_preset_paper_is_the_papers_protocol():
+    from sveb.build_rules import validate
+    from sveb.demo import BASE, PRESETS
+    size, train = PRESETS["paper"]
+    for extra in ({}, {"split": "train", **train}):
+        cfg = BuildConfig(domain="number", engine="vllm", **{**BASE, **size, **extra})
+        validate(cfg)
+        paper.validate(cfg)
+        assert (cfg.protocol, cfg.rollouts, cfg.states_per_problem, cfg.screen) == ("paper", 32, 1, 20)
+    assert paper.quotas(size["problems"]) == [4, 4, 4]
