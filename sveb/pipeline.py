@@ -176,7 +176,7 @@ def _stage_rollouts(cfg, bdir, fp, candidates, runner, console) -> tuple[list[di
     screens: dict[int, int] = {}
     writes = []
     tiers = None
-    if cfg.protocol == "paper":  # equal problems per screening tier: each tier's room
+    if cfg.protocol == "paper" and n_screen:  # equal problems per screening tier: each tier's room
         from sveb import paper
         tiers = paper.quotas(cfg.problems)
 

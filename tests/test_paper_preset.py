@@ -289,3 +289,9 @@ def test_demo_preset_paper_is_the_papers_protocol():
         paper.validate(cfg)
         assert (cfg.protocol, cfg.rollouts, cfg.states_per_problem, cfg.screen) == ("paper", 32, 1, 20)
     assert paper.quotas(size["problems"]) == [4, 4, 4]
+
+
+def test_paper_protocol_with_the_filter_opened_keeps_candidates_in_order(paper_cfg, tmp_path):
+    cfg = replace(paper_cfg, min_acc=0.0, max_acc=1.0, problems=3)  # flags given win over the preset's tiers
+    bdir = build(cfg, tmp_path / "root", engine=ScriptedEngine(), console=Console(quiet=True))
+    assert len(_rows(bdir, "states", schema.STATES)) == 3 and not list((bdir / "screens").glob("*.parquet"))
