@@ -17,6 +17,9 @@ from sveb.models import model_slug, resolve
 def validate(cfg: BuildConfig) -> None:
     """Every build flag checked up front, with a one-line error naming the flag."""
     s = cfg.sampling
+    if cfg.domain not in DOMAINS:
+        from sveb.errors import did_you_mean
+        raise BuildError(f"--domain {cfg.domain}: unknown domain{did_you_mean(cfg.domain, DOMAINS)}")
     checks = [
         (cfg.domain in DOMAINS, "--domain", cfg.domain, f"one of {', '.join(DOMAINS)}"),
         (cfg.split in ("test", "train"), "--split", cfg.split, "test or train"),

@@ -35,8 +35,10 @@ def find_build(root: str | Path, model_slug: str | None, domain: str | None, bui
                console: Console | None = None) -> Path:
     """The build to evaluate: `--build` if given (a fingerprint prefix under root, a build or export folder, or
     hub:ID), else the newest complete test-split build of the model and domain."""
-    if build is not None and (build.startswith("hub:") or (Path(build).expanduser() / "manifest.json").exists()):
-        return open_build(build, root)
+    from sveb.errors import path_like
+    check_domain(domain)
+    if build is not None and (build.startswith("hub:") or path_like(build) or "/" in build):
+        return open_build(build, root)  # a folder: its own one-line errors (missing, a file, no manifest.json)
     builds = [b for b in store.list_builds(root)
               if (model_slug is None or b.parent.parent.name == model_slug)
               and (domain is None or b.parent.name == domain)
@@ -52,6 +54,24 @@ def find_build(root: str | Path, model_slug: str | None, domain: str | None, bui
     return done[-1]
 
 
+def check_domain(domain: str | None, flag: str = "--domain") -> None:
+    """A domain flag names one of SVEB's domains; a near miss gets a did-you-mean."""
+    from sveb.data_builders import DOMAINS
+    from sveb.errors import UsageError, did_you_mean
+    if domain is not None and domain not in DOMAINS:
+        raise UsageError(f"{flag} {domain}: unknown domain{did_you_mean(domain, DOMAINS)}")
+
+
+def check_root(root: str | Path) -> None:
+    """A data root to read must be a folder that exists (an empty listing of a mistyped root misleads)."""
+    from sveb.errors import UsageError
+    r = Path(root).expanduser()
+    if not r.exists():
+        raise UsageError(f"--root {root}: no such folder")
+    if not r.is_dir():
+        raise UsageError(f"--root {root}: is a file, not a data folder")
+
+
 def open_build(spec: str, root: str | Path) -> Path:
     """A build named by a folder (a build made here, or an export: its tables checked against their hashes) or
     by hub:ID (an export published on the Hugging Face hub, imported once under ROOT/hub/)."""
@@ -63,6 +83,11 @@ def open_build(spec: str, root: str | Path) -> Path:
             import_build(spec[4:], bdir)
     else:
         bdir = Path(spec).expanduser()
+        if not bdir.exists():
+            raise EvalError(f"--build {spec}: no such folder (a build or export folder, a fingerprint prefix, "
+                            f"or hub:ID)")
+        if not bdir.is_dir():
+            raise EvalError(f"--build {spec}: is a file, not a build or export folder")
     if not (bdir / "manifest.json").exists():
         raise EvalError(f"--build {spec}: {bdir} holds no manifest.json (not a build or an export folder)")
     if is_export(bdir):

@@ -73,6 +73,8 @@ def ls(what: str = typer.Argument(..., help="estimators | domains | models | bui
         out.print("Short names are case-insensitive; any hub id or local model directory works too.")
     elif what == "builds":
         from sveb import store
+        from sveb.builds import check_root
+        check_root(root)
         out.print(f"builds under {escape(str(root))}:", soft_wrap=True)
         t = _table("build", "status", "problems", "states", "cut off")
         for b in store.list_builds(root):
@@ -117,6 +119,8 @@ def plan(
         raise UsageError("--domains: none given")
     s = Settings(problems, oversample, rollouts, screen, states_per_problem, mc, mc_extra, max_tokens, gpus)
     check(s)
+    if tok_per_s is not None and not (tok_per_s > 0 and tok_per_s != float("inf")):
+        raise UsageError(f"--tok-per-s {tok_per_s:g}: must be a positive number of tokens per second")
     lengths = {d: measured_lengths(root, model_slug(spec), d) or assumed_lengths(d, max_tokens) for d in names}
     p = {"model_spec": spec, **make_plan(s, lengths, architecture(spec), tok_per_s)}
     if json_out:

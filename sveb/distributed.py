@@ -79,6 +79,7 @@ def require_ray():
 
 def connect(opts: RayOptions) -> bool:
     """Join (or start) the cluster; True when this call started it (so closing stops it)."""
+    probe(opts.address)  # a wrong host fails in seconds, not after Ray's own minute of retries
     ray = require_ray()
     if ray.is_initialized():
         return False
@@ -91,6 +92,27 @@ def connect(opts: RayOptions) -> bool:
     from sveb import signals
     signals.reinstall()  # Ray may have set signal handlers of its own
     return True
+
+
+CONNECT_TIMEOUT = 10.0  # seconds a cluster address gets to accept a TCP connection (SVEB_RAY_CONNECT_TIMEOUT)
+
+
+def probe(address: str | None) -> None:
+    """host:port (or ray://host:port) must accept a TCP connection within CONNECT_TIMEOUT seconds: Ray itself
+    retries an unreachable address for a minute or more. `auto` and a local cluster are left to Ray."""
+    import socket
+    if address is None or address == "auto":
+        return
+    hostport = address.split("://", 1)[1] if "://" in address else address
+    host, sep, port = hostport.rstrip("/").rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise RayError(f"--ray {address}: expected host:port, ray://host:port, auto, or no value (a local cluster)")
+    timeout = float(os.environ.get("SVEB_RAY_CONNECT_TIMEOUT", CONNECT_TIMEOUT))
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
+    except OSError as e:
+        why = "timed out" if isinstance(e, socket.timeout) else (e.strerror or type(e).__name__)
+        raise RayError(f"--ray {address}: cannot reach {host}:{port} within {timeout:g} s ({why})") from None
 
 
 class Worker:

@@ -19,3 +19,20 @@ class BuildError(SvebError, ValueError):
 
 class EvalError(SvebError, RuntimeError):
     pass
+
+
+def did_you_mean(name: str, known, n: int = 1) -> str:
+    """'; did you mean X?' for a near miss among `known`, else '; known: A, B, ...' (appended to an error)."""
+    import difflib
+    known = list(known)
+    near = difflib.get_close_matches(str(name), known, n=n)
+    return f"; did you mean {', '.join(near)}?" if near else f"; known: {', '.join(known)}"
+
+
+def path_like(spec: str) -> bool:
+    """Whether a spec names a local path rather than a hub id or a fingerprint: it starts with / . ~ or holds a
+    backslash or more than one slash (a hub id is OWNER/NAME), or something exists there."""
+    from pathlib import Path
+    s = str(spec)
+    return (s.startswith(("/", ".", "~")) or "\\" in s or s.count("/") > 1
+            or Path(s).expanduser().exists())

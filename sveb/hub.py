@@ -19,6 +19,7 @@ def local_name(spec: str) -> str:
 def _fetch(spec: str, filename: str, into: Path) -> Path:
     """One file of the export: from a local folder, else from the hub dataset repo `spec`."""
     local = Path(spec).expanduser()
+    _check_local(spec)
     if local.is_dir():
         if not (local / filename).exists():
             raise ExportError(f"{spec}: no {filename} (not an SVEB export)")
@@ -31,13 +32,23 @@ def _fetch(spec: str, filename: str, into: Path) -> Path:
                           f"({type(e).__name__}); download the folder and pass its path") from None
 
 
+def _check_local(spec: str) -> None:
+    """A spec that names a local path is read from disk, never looked up on the hub."""
+    from sveb.errors import path_like
+    local = Path(spec).expanduser()
+    if path_like(spec) and not local.is_dir():
+        raise ExportError(f"{spec}: is a file, not an export folder" if local.exists() else
+                          f"{spec}: no such folder (a local export folder, or a hub dataset id OWNER/NAME)")
+
+
 def import_build(spec: str, out: Path) -> Path:
     """Copy the export `spec` (a hub dataset id or a local folder) into the new folder `out`, each table read
     with `datasets.load_dataset(spec, table)`; refused unless every table matches its content hash."""
     import datasets
     out = Path(out)
-    if out.exists() and any(out.iterdir()):
-        raise ExportError(f"--out {out}: exists and is not empty; pass a new folder")
+    _check_local(spec)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise ExportError(f"--out {out}: exists and is not an empty folder; pass a new folder")
     with staged_dir(out) as tmp:
         manifest = json.loads(_fetch(spec, "manifest.json", tmp).read_text())
         _fetch(spec, "README.md", tmp)

@@ -96,6 +96,7 @@ def resolve(model: str) -> str:
         if not (path / "config.json").exists():
             raise ModelError(f"--model {model}: directory has no config.json")
         return str(path)
+    _check_not_a_path(model)
     if re.fullmatch(r"[\w.-]+/[\w.-]+", model):
         try:
             from huggingface_hub import snapshot_download
@@ -103,6 +104,16 @@ def resolve(model: str) -> str:
         except Exception as e:
             raise _hub_error(model, type(e).__name__) from None
     raise _not_a_model(model)
+
+
+def _check_not_a_path(model: str) -> None:
+    """A spec that names a local path (./x, /x, ~/x, a/b/c) is never sent to the hub: it is a missing folder."""
+    from sveb.errors import path_like
+    if path_like(model):
+        path = Path(model).expanduser()
+        if path.exists():
+            raise ModelError(f"--model {model}: is a file, not a model directory")
+        raise ModelError(f"--model {model}: no such directory (a path is not looked up on the hub)")
 
 
 def _hub_error(model: str, why: str) -> ModelError:
@@ -140,6 +151,7 @@ def check_model(model: str, weights: bool = True) -> str:
         if not (path / "config.json").exists():
             raise ModelError(f"--model {model}: directory has no config.json")
         return model
+    _check_not_a_path(model)
     if not re.fullmatch(r"[\w.-]+/[\w.-]+", model):
         raise _not_a_model(model)
     if not weights or cached_snapshot(model):

@@ -1,0 +1,119 @@
+"""Issue 34: careless and hostile input. Each failure the issue lists, as a test: one clear line (exit 1, no
+traceback) naming what is actually wrong, before any model, engine or hidden-state pass starts."""
+
+import json
+import sys
+import time
+
+import pytest
+from typer.testing import CliRunner
+
+from sveb.cli import app
+
+
+def cli(*args, **kw):
+    return CliRunner().invoke(app, [str(a) for a in args], **kw)
+
+
+def one_line_error(r, *fragments):
+    """exit 1, one `error:` line holding every fragment, no traceback."""
+    lines = [x for x in r.output.strip().splitlines() if x.strip()]
+    assert r.exit_code == 1, r.output
+    assert len(lines) == 1 and lines[0].startswith("error:"), r.output
+    text = " ".join(r.output.split())
+    for f in fragments:
+        assert f in text, (f, r.output)
+    assert "Traceback" not in r.output
+    return text
+
+
+# ---- 1. misleading errors -------------------------------------------------------------------------------------
+
+def test_a_wrong_build_path_says_so_not_no_complete_build(tmp_path):
+    root = tmp_path / "root"
+    root.mkdir()
+    a_file = tmp_path / "build.txt"
+    a_file.write_text("not a build")
+    no_manifest = tmp_path / "export"
+    (no_manifest / "references").mkdir(parents=True)
+    cases = {tmp_path / "no-such-build": "no such folder", a_file: "is a file, not a build or export folder",
+             no_manifest: "holds no manifest.json"}
+    for spec, msg in cases.items():
+        text = one_line_error(cli("eval", "--root", root, "--build", spec), f"--build {spec}", msg)
+        assert "no complete build" not in text
+    one_line_error(cli("eval", "--root", root, "--build", "./nowhere"), "--build ./nowhere: no such folder")
+
+
+def test_an_unknown_domain_gets_a_did_you_mean(tmp_path):
+    one_line_error(cli("eval", "--root", tmp_path, "--domain", "maths"), "--domain maths: unknown domain",
+                   "did you mean math?")
+    from sveb.build_rules import validate
+    from sveb.config import BuildConfig
+    from sveb.errors import BuildError
+    with pytest.raises(BuildError, match="did you mean math"):
+        validate(BuildConfig(domain="maths"))
+
+
+def test_a_path_like_model_is_never_sent_to_the_hub(tmp_path, monkeypatch):
+    import huggingface_hub
+
+    from sveb.models import ModelError, check_model, resolve
+
+    def no_hub(*a, **k):
+        raise AssertionError("sent to the hub")
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", no_hub)
+    monkeypatch.setattr(huggingface_hub.HfApi, "auth_check", no_hub)
+    for spec in ("./no_such_model", "../x/y", str(tmp_path / "none"), "~/no_such_model"):
+        for fn in (lambda s: check_model(s, weights=False), check_model, resolve):
+            with pytest.raises(ModelError, match="no such directory"):
+                fn(spec)
+    a_file = tmp_path / "weights.bin"
+    a_file.write_bytes(b"x")
+    with pytest.raises(ModelError, match="is a file, not a model directory"):
+        resolve(str(a_file))
+    one_line_error(cli("eval", "--model", "./no_such_model", "--root", tmp_path),
+                   "--model ./no_such_model: no such directory")
+
+
+def test_import_of_a_missing_path_says_it_does_not_exist(tmp_path):
+    one_line_error(cli("import", "/nonexistent", "--out", tmp_path / "x"), "/nonexistent: no such folder")
+    assert not (tmp_path / "x").exists()
+
+
+def test_ls_builds_of_a_missing_root_is_an_error(tmp_path):
+    one_line_error(cli("ls", "builds", "--root", tmp_path / "nonexistent"), "no such folder")
+    (tmp_path / "f").write_text("")
+    one_line_error(cli("ls", "builds", "--root", tmp_path / "f"), "is a file")
+    assert cli("ls", "builds", "--root", tmp_path).exit_code == 0
+
+
+@pytest.mark.parametrize("speed", ["-100", "0", "nan"])
+def test_plan_refuses_a_non_positive_speed(speed):
+    one_line_error(cli("plan", "--tok-per-s", speed, "--domains", "number"), f"--tok-per-s", "must be a positive")
+
+
+def test_ray_to_an_unknown_host_fails_fast():
+    from sveb.distributed import RayError, RayOptions, connect
+    t0 = time.monotonic()
+    for address in ("nohost:1", "ray://nohost:10001", "127.0.0.1:1"):
+        with pytest.raises(RayError, match=f"--ray {address}: cannot reach"):
+            connect(RayOptions(address=address))
+    with pytest.raises(RayError, match="expected host:port"):
+        connect(RayOptions(address="nohost"))
+    assert time.monotonic() - t0 < 30
+
+
+def test_an_import_path_resolves_from_the_modules_own_folder(tmp_path, monkeypatch):
+    """The README's `sveb eval -e my_estimators:GroupMedian` run where my_estimators.py lies: the `sveb` script's
+    sys.path holds its bin folder, not the current directory."""
+    import os
+
+    from sveb.estimators import make
+    (tmp_path / "my_estimators_i34.py").write_text(
+        "from dataclasses import dataclass\nimport numpy as np\nfrom sveb.estimators.base import Estimator\n\n"
+        "@dataclass\nclass GroupMedian(Estimator):\n    empty: float = 0.5\n\n"
+        "    def estimate(self, group, states):\n        return np.full(len(states), self.empty)\n")
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", ".", os.getcwd(), str(tmp_path))])
+    monkeypatch.chdir(tmp_path)
+    est = make("my_estimators_i34:GroupMedian", {"empty": "0.25"})
+    assert est.empty == 0.25
