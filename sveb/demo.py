@@ -35,6 +35,18 @@ def available_estimators() -> list[str]:
     return names()
 
 
+def _validate(domains: list[str], engine: str, config: dict, train: dict, seeds: list[int] | None) -> None:
+    """The demo's builds checked like `sveb build`'s flags (a mistyped domain fails before vLLM starts)."""
+    from sveb.build_rules import validate
+    from sveb.errors import UsageError
+    if not domains:
+        raise UsageError("--domains: none given")
+    for domain in domains:
+        for cfg in [BuildConfig(domain=domain, engine=engine, **{**config, "seed": s}) for s in seeds or [0]] + \
+                [BuildConfig(domain=domain, engine=engine, split="train", **{**config, **train})]:
+            validate(cfg)
+
+
 def run_demo(root: Path, results: Path, domains: list[str], engine: str, console: Console, out: Console,
              estimators: list[str] | None = None, preset: str = "demo", seeds: list[int] | None = None,
              build_only: bool = False) -> None:
@@ -55,6 +67,7 @@ def run_demo(root: Path, results: Path, domains: list[str], engine: str, console
         make(name)  # fail on a typo before an hour of sampling
     size, train = PRESETS[preset]
     config = {**BASE, **size}
+    _validate(domains, engine, config, train, seeds)  # every flag, as `sveb build` checks them, before the engine
     benchmark = {}
     for domain in domains:
         # the benchmark builds, and one disjoint `train` build for the estimators that train on one

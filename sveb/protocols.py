@@ -35,6 +35,21 @@ def check_protocol(protocol: str) -> None:
         raise EvalError(f"--protocol {protocol}: unknown (known: {', '.join(PROTOCOLS)})")
 
 
+def _call(est: Estimator, group: ProblemGroup, states: list) -> np.ndarray:
+    """est.estimate, held to its contract's shape: one number per state (more or fewer is refused, never cut)."""
+    got = est.estimate(group, states)
+    try:
+        v = np.asarray(got, dtype=float)
+    except (TypeError, ValueError):
+        raise EvalError(f"estimator {est.name} returned {type(got).__name__} for {len(states)} states; expected "
+                        f"one number per state") from None
+    if v.shape != (len(states),):
+        n = v.size if v.ndim <= 1 else f"an array of shape {v.shape}"
+        raise EvalError(f"estimator {est.name} returned {n} values for {len(states)} states (problem "
+                        f"{states[0].problem_id if states else '?'}); expected one value per state")
+    return v
+
+
 def estimate_all(est: Estimator, data: BuildData, protocol: str, hidden_provider=None,
                  own: bool = False, progress: bool = True) -> tuple[np.ndarray, np.ndarray, float]:
     """One value per state of the build, in data.states order, and (with own=True) how far each value
@@ -57,23 +72,23 @@ def estimate_all(est: Estimator, data: BuildData, protocol: str, hidden_provider
         states = [state_for(data, data.states[i]) for i in idx]
         if protocol == "in-group":
             t0 = time.perf_counter()
-            values[idx] = est.estimate(group, states)
+            values[idx] = _call(est, group, states)
             seconds += time.perf_counter() - t0
             if own:  # one re-run per rollout that has states: all its states share the flip
                 by_roll: dict[int, list[int]] = {}
                 for j, s in enumerate(states):
                     by_roll.setdefault(s.rollout_idx, []).append(j)
                 for r_idx, js in by_roll.items():
-                    moved = est.estimate(flip_own(group, r_idx), [states[j] for j in js])
+                    moved = _call(est, flip_own(group, r_idx), [states[j] for j in js])
                     for j, v in zip(js, moved):
                         shift[idx[j]] = abs(v - values[idx[j]])
         else:
             for i, s in zip(idx, states):
                 t0 = time.perf_counter()
-                values[i] = est.estimate(group.held_out(s), [s])[0]
+                values[i] = _call(est, group.held_out(s), [s])[0]
                 seconds += time.perf_counter() - t0
                 if own:
-                    shift[i] = abs(est.estimate(flip_own(group, s.rollout_idx).held_out(s), [s])[0] - values[i])
+                    shift[i] = abs(_call(est, flip_own(group, s.rollout_idx).held_out(s), [s])[0] - values[i])
     bad = ~np.isfinite(values) | (values < -1e-9) | (values > 1 + 1e-9)
     if bad.any():  # the contract: a value is a probability of success
         raise EvalError(f"estimator {est.name} returned {int(bad.sum())} values that are not finite numbers in "

@@ -19,8 +19,9 @@ def one_line_error(r, *fragments):
     """exit 1, one `error:` line holding every fragment, no traceback."""
     lines = [x for x in r.output.strip().splitlines() if x.strip()]
     assert r.exit_code == 1, r.output
-    assert len(lines) == 1 and lines[0].startswith("error:"), r.output
-    text = " ".join(r.output.split())
+    errors = [x for x in lines if x.startswith("error:")]
+    assert len(errors) == 1 and lines[-1] == errors[0], r.output  # progress lines may come before it
+    text = errors[0]
     for f in fragments:
         assert f in text, (f, r.output)
     assert "Traceback" not in r.output
@@ -117,3 +118,61 @@ def test_an_import_path_resolves_from_the_modules_own_folder(tmp_path, monkeypat
     monkeypatch.chdir(tmp_path)
     est = make("my_estimators_i34:GroupMedian", {"empty": "0.25"})
     assert est.empty == 0.25
+
+
+# ---- 2. cheap checks before expensive work ---------------------------------------------------------------------
+
+def test_demo_checks_its_domains_before_the_engine_starts(tmp_path, monkeypatch):
+    import sveb.engines
+    import sveb.signals
+
+    def no_engine(*a, **k):
+        raise AssertionError("the engine was started")
+    monkeypatch.setattr(sveb.engines, "make_engine", no_engine)
+    monkeypatch.setattr(sveb.signals, "install", lambda: None)
+    one_line_error(cli("demo", "--domains", "maths", "--root", tmp_path / "root", "--results", tmp_path / "res"),
+                   "--domain maths: unknown domain", "did you mean math?")
+    one_line_error(cli("demo", "--domains", "number maths", "--root", tmp_path / "root", "--results",
+                       tmp_path / "res"), "--domain maths")
+    assert not (tmp_path / "root").exists() and not (tmp_path / "res").exists()
+
+
+@pytest.mark.parametrize("param, msg", [("max_k=-3", "hista: -P max_k=-3: must be >= 1"),
+                                        ("k=-3", "-P k: unknown parameter for estimator 'hista'")])
+def test_hista_parameters_fail_before_the_model_loads(tmp_path, monkeypatch, param, msg):
+    import sveb.hidden
+
+    class NoModel:
+        def __init__(self, *a, **k):
+            raise AssertionError("the model was loaded")
+    monkeypatch.setattr(sveb.hidden, "HiddenStates", NoModel)
+    one_line_error(cli("eval", "-e", "hista", "-P", param, "--root", tmp_path), msg)
+
+
+from dataclasses import dataclass  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+from sveb.estimators.base import Estimator  # noqa: E402
+
+
+@dataclass
+class OneTooMany(Estimator):
+    def estimate(self, group, states):
+        return np.full(len(states) + 1, 0.5)
+
+
+@dataclass
+class OneTooFew(Estimator):
+    def estimate(self, group, states):
+        return np.full(len(states) - 1, 0.5)
+
+
+@pytest.mark.parametrize("cls", ["OneTooMany", "OneTooFew"])
+@pytest.mark.parametrize("protocol", ["held-out", "in-group"])
+def test_an_estimator_returning_the_wrong_number_of_values_is_refused(scripted_build, cls, protocol):
+    root, bdir = scripted_build
+    name = f"test_hostile_input_on_cpu:{cls}"
+    one_line_error(cli("eval", "-e", name, "--protocol", protocol, "--build", bdir, "--bootstrap", 20),
+                   f"estimator {name} returned", "expected one value per state")
+    assert not list((bdir / "estimates").glob(f"*{cls}*"))
