@@ -94,7 +94,75 @@ def open_build(spec: str, root: str | Path) -> Path:
         verify(bdir)
     elif not store.complete(bdir):
         raise EvalError(f"--build {spec}: the build is not complete; rerun its `sveb build`")
+    check_build(bdir)
     return bdir
+
+
+def check_build(bdir: Path, manifest: dict | None = None) -> dict:
+    """What every reader of a complete build relies on, checked before anything is scored: the manifest's labels;
+    an export's tables against their hashes, or else tables written by `sveb build` here (an export whose
+    `export` section was deleted is not a build made here). Returns the manifest."""
+    m = manifest if manifest is not None else store.read_manifest(bdir)
+    for key in ("model", "domain", "build_fp", "status"):
+        if not isinstance(m.get(key), str) or not m[key]:
+            raise EvalError(f"{bdir}/manifest.json: no {key}; not a build or an export")
+    if "export" in m:
+        from sveb.export import verify
+        return verify(bdir)
+    for t in store.CONTENT_TABLES:
+        for path in sorted((Path(bdir) / t).glob("part-*.parquet")):
+            if store.shard_fp(path) is None:
+                raise EvalError(f"{bdir}: manifest.json has no export table hashes (export.tables) and table {t} was "
+                                f"not written by `sveb build`; refused (an export keeps its manifest whole: export "
+                                f"or import it again)")
+    return m
+
+
+def check_values(bdir: Path, rollouts: dict[str, list[dict]], refs: dict[str, dict]) -> None:
+    """Every reward and reference value a score is computed from: a finite number in [0, 1] (one line naming the
+    first that is not), before any estimator runs or any score is written."""
+    import math
+
+    def bad(x) -> bool:
+        return not isinstance(x, (int, float)) or isinstance(x, bool) or not math.isfinite(x) or not 0 <= x <= 1
+    for pid, rows in rollouts.items():
+        for r in rows:
+            if bad(r.get("reward")):
+                raise EvalError(f"{bdir}: rollout {r.get('rollout_idx')} of problem {pid} has reward "
+                                f"{r.get('reward')}, not a finite number in [0, 1]; refused")
+    for sid, r in refs.items():
+        if bad(r.get("value")):
+            raise EvalError(f"{bdir}: the reference of state {sid} is {r.get('value')}, not a finite number in "
+                            f"[0, 1]; refused")
+        n = r.get("n_ref")
+        if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+            raise EvalError(f"{bdir}: the reference of state {sid} has n_ref {n}; expected at least 1")
+        for field in ("mc_rewards", "extra_rewards"):
+            xs = r.get(field) or []
+            if any(bad(x) for x in xs):
+                x = next(x for x in xs if bad(x))
+                raise EvalError(f"{bdir}: {field} of state {sid} holds {x}, not a finite number in [0, 1]; refused")
+
+
+def content_hash_of(bdir: Path) -> str:
+    """A build's content hash: an export's (its tables verified against it), else computed from the tables."""
+    m = check_build(bdir)
+    return m["export"]["content_hash"] if "export" in m else store.content_hash(bdir)
+
+
+def check_expected(bdirs: list[Path], expect: str | None) -> None:
+    """`--expect HASH`: every build scored must have this content hash (a prefix of 8 or more characters)."""
+    if expect is None:
+        return
+    from sveb.errors import UsageError
+    e = expect.strip().lower()
+    if len(e) < 8 or not all(c in "0123456789abcdef" for c in e):
+        raise UsageError(f"--expect {expect}: expected a content hash (8 to 16 hex characters; `sveb export` and "
+                         f"the dataset card print it)")
+    for b in bdirs:
+        got = content_hash_of(b)
+        if not got.startswith(e):
+            raise EvalError(f"--expect {expect}: build {b} has content hash {got}; refused (not the build you pinned)")
 
 
 def pool_key(bdir: Path) -> str:
@@ -179,10 +247,7 @@ def disjoint_problems(tb: Path, data: "BuildData", who: str) -> list[str]:
 
 def load_build(bdir: Path, references: bool = True) -> BuildData:
     """A build's tables in memory; references=False for a training build (no reference needed)."""
-    manifest = store.read_manifest(bdir)
-    if "export" in manifest:  # a frozen export: its rows must be the ones its card hashed
-        from sveb.export import verify
-        verify(bdir)
+    manifest = check_build(bdir)  # a frozen export: its rows must be the ones its card hashed
     problems = {p["problem_id"]: p for p in store.read_table(bdir / "problems", schema.PROBLEMS).to_pylist()}
     states = store.read_table(bdir / "states", schema.STATES).to_pylist()
     refs = {}
@@ -191,8 +256,10 @@ def load_build(bdir: Path, references: bool = True) -> BuildData:
         missing = [s["state_id"] for s in states if s["state_id"] not in refs]
         if missing:
             raise EvalError(f"{bdir}: {len(missing)} states have no reference (build incomplete; rerun `sveb build`)")
-    extras = {sid: tuple(float(x) for x in r["extra_rewards"]) for sid, r in refs.items()}
-    return BuildData(bdir, manifest, problems, load_rollouts(bdir, set(problems)), states, refs, extras)
+    rollouts = load_rollouts(bdir, set(problems))
+    check_values(bdir, rollouts, refs)
+    extras = {sid: tuple(float(x) for x in r["extra_rewards"] or ()) for sid, r in refs.items()}
+    return BuildData(bdir, manifest, problems, rollouts, states, refs, extras)
 
 
 def group_for(data: BuildData, pid: str, hidden_fn=None) -> ProblemGroup:

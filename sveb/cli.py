@@ -7,7 +7,7 @@ from typing import List, Optional
 
 import typer
 
-from sveb.cli_common import (BUILD_DIR, DOMAIN, MODEL, RAY, ROOT, SEEDS, WORKERS, OptionalRayValue, _build_root, app,
+from sveb.cli_common import (BUILD_DIR, DOMAIN, EXPECT, MODEL, RAY, ROOT, SEEDS, WORKERS, OptionalRayValue, _build_root, app,
                              console, out, parse_seeds)
 
 __all__ = ["app"]
@@ -120,6 +120,7 @@ def eval_(
     domain: str = DOMAIN, model: str = MODEL, root: Path = ROOT,
     build_id: Optional[str] = typer.Option(None, "--build", help="Build fingerprint (prefix), build or export folder "
                                            "(`sveb export`), or hub:ID (an export on the Hugging Face hub)."),
+    expect: Optional[str] = EXPECT,
     bootstrap: int = typer.Option(2000, help="Bootstrap resamples for the CI."),
     seed: int = typer.Option(0, help="Bootstrap seed."),
     seeds: Optional[str] = typer.Option(None, "--seeds", help="Build seeds, e.g. 0,1,2: score the newest complete "
@@ -157,6 +158,8 @@ def eval_(
         bdirs = find_seed_builds(root, model_slug(model), domain, parse_seeds(seeds, 0), build_id)
     else:
         bdirs = [find_build(root, model_slug(model), domain, build_id, console)]
+    from sveb.builds import check_expected
+    check_expected(bdirs, expect)  # the data pinned by the user, not only the export's word for itself
     for bdir in bdirs:
         print_build_info(bdir, console)
     if opts is not None:

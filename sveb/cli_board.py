@@ -9,7 +9,7 @@ from typing import List, Optional
 
 import typer
 
-from sveb.cli_common import BUILD_DIR, DOMAIN, MODEL, ROOT, _build_root, app, console, out
+from sveb.cli_common import BUILD_DIR, DOMAIN, EXPECT, MODEL, ROOT, _build_root, app, console, out
 
 board_app = typer.Typer(add_completion=False, invoke_without_command=True, no_args_is_help=False,
                         help="Gather every score under ROOT into one CSV (no subcommand), or manage a shared board.")
@@ -48,6 +48,7 @@ def submit(
     domain: str = DOMAIN, model: str = MODEL, root: Path = ROOT,
     build_id: Optional[str] = typer.Option(None, "--build", help="Build fingerprint (prefix), build or export "
                                            "folder, or hub:ID."),
+    expect: Optional[str] = EXPECT,
     out_dir: Path = typer.Option(..., "--out", help="A new folder for the bundle."),
     archive: Optional[str] = typer.Option(None, "--archive", help="Also write OUT.tar.gz or OUT.zip: tar.gz | zip."),
     force: bool = typer.Option(False, help="Re-run the estimator even if its estimates are stored."),
@@ -59,6 +60,8 @@ def submit(
     from sveb.submit import submit as run
     model = check_model(model, weights=False)
     bdir = find_build(root, model_slug(model), domain, build_id, console)
+    from sveb.builds import check_expected
+    check_expected([bdir], expect)
     path = run(bdir, estimator, params_dict(param), list(protocol), out_dir, archive, force=force, console=console)
     out.print(f"bundle {path}" + (f" (and {path}.{archive})" if archive else ""))
 

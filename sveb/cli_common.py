@@ -67,6 +67,9 @@ RAY = typer.Option(None, "--ray", metavar="[ADDRESS]", help="Run on a Ray cluste
 WORKERS = typer.Option(None, "--workers", help="Without --ray: parallel reward workers (default 4). With --ray: "
                        "Ray actors, each with its own engine (default: one per --gpus-per-worker GPUs, else 1).")
 
+EXPECT = typer.Option(None, "--expect", metavar="HASH", help="Refuse the build unless its content hash (as `sveb "
+                      "export` and the dataset card state it; 8+ leading hex characters) is HASH.")
+
 BUILD_DIR = typer.Option(None, "--build", help="One build or export folder (or hub:ID) instead of every build under "
                          "ROOT.")
 

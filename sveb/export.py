@@ -123,9 +123,7 @@ def verify(bdir: Path) -> dict:
     first table that differs (edited, truncated or missing). Checked once per process while files are unchanged."""
     bdir = Path(bdir).resolve()
     manifest = store.read_manifest(bdir)
-    tables = manifest.get("export", {}).get("tables", {})
-    if not tables:
-        raise ExportError(f"{bdir}: manifest.json has no export table hashes; not an SVEB export")
+    tables = check_export_manifest(bdir, manifest)
     stamp = _stamp(bdir, tables)
     if _verified.get(bdir) == stamp:
         return manifest
@@ -141,6 +139,41 @@ def verify(bdir: Path) -> dict:
                               f"(expected {want['sha256'][:16]}, found {got[:16]}): the export was modified")
     _verified[bdir] = stamp
     return manifest
+
+
+def check_export_manifest(bdir: Path, manifest: dict) -> dict:
+    """The export part of a manifest, its form checked: a hash for every content table (an export without them
+    would check nothing), only known table names, a content hash that is the one of those table hashes, the
+    labels a reader relies on. Returns export.tables."""
+    where = f"{bdir}/manifest.json"
+    ex = manifest.get("export")
+    if not isinstance(ex, dict):
+        raise ExportError(f"{where}: no export section; not an SVEB export")
+    tables = ex.get("tables")
+    if not isinstance(tables, dict) or not tables:
+        raise ExportError(f"{where}: no export table hashes (export.tables); refused: an export is checked "
+                          f"against them")
+    for name, info in tables.items():
+        if name not in TABLES:
+            raise ExportError(f"{where}: export.tables names an unknown table {str(name)[:40]!r} "
+                              f"(known: {', '.join(TABLES)})")
+        if not isinstance(info, dict) or not isinstance(info.get("sha256"), str):
+            raise ExportError(f"{where}: export.tables.{name} has no sha256")
+    need = [t for t in store.CONTENT_TABLES if t not in tables]
+    if need:
+        raise ExportError(f"{where}: no hash for table {need[0]} in export.tables; refused: every table of an "
+                          f"export is checked against its hash")
+    import hashlib
+    want = hashlib.sha256("\n".join(f"{t}:{tables[t]['sha256']}" for t in store.CONTENT_TABLES).encode()).hexdigest()[:16]
+    if ex.get("content_hash") != want:
+        raise ExportError(f"{where}: export.content_hash {str(ex.get('content_hash'))[:20]} is not the hash of its "
+                          f"tables ({want}): the manifest was edited")
+    for key in ("model", "domain", "build_fp"):
+        if not isinstance(manifest.get(key), str) or not manifest[key]:
+            raise ExportError(f"{where}: no {key}")
+    if manifest.get("status") != "complete":
+        raise ExportError(f"{where}: status {manifest.get('status')!r}; an export is a complete build")
+    return tables
 
 
 def check_weights(bdir: Path, manifest: dict, model_dir: str | Path | None = None) -> None:

@@ -123,14 +123,35 @@ def write_manifest(bdir: Path, manifest: dict) -> None:
     atomic_write_bytes(bdir / "manifest.json", json.dumps(manifest, indent=2, sort_keys=True).encode())
 
 
+# The types a manifest's well-known keys must have where present (None: also null): a wrong one is a one-line
+# error where it is read, never an AttributeError after scores were written.
+MANIFEST_TYPES = {"config": (dict,), "export": (dict,), "fingerprints": (dict,), "truncated": (dict, type(None)),
+                  "model": (str,), "domain": (str,), "build_fp": (str,), "status": (str,)}
+
+
 def read_manifest(bdir: Path) -> dict:
-    path = bdir / "manifest.json"
+    path = Path(bdir) / "manifest.json"
     try:
-        return json.loads(path.read_text())
+        m = json.loads(path.read_text())
     except FileNotFoundError:
         raise StoreError(f"{bdir}: no manifest.json (not a build directory)") from None
+    except IsADirectoryError:
+        raise StoreError(f"{path}: is a folder, not a manifest file") from None
     except json.JSONDecodeError as e:
         raise StoreError(f"{path}: corrupt manifest ({e.msg})") from None
+    except RecursionError:
+        raise StoreError(f"{path}: corrupt manifest (nested too deeply)") from None
+    except UnicodeDecodeError:
+        raise StoreError(f"{path}: corrupt manifest (not UTF-8 text)") from None
+    except OSError as e:
+        raise StoreError(f"{path}: unreadable ({e.strerror or type(e).__name__})") from None
+    if not isinstance(m, dict):
+        raise StoreError(f"{path}: malformed manifest (a JSON {type(m).__name__}, expected an object)")
+    for key, types in MANIFEST_TYPES.items():
+        if key in m and not isinstance(m[key], types):
+            raise StoreError(f"{path}: malformed manifest ({key} is {json.dumps(m[key])[:40]}, expected "
+                             f"{'an object' if dict in types else 'a string'})")
+    return m
 
 
 def complete(bdir: Path) -> bool:

@@ -176,3 +176,106 @@ def test_an_estimator_returning_the_wrong_number_of_values_is_refused(scripted_b
     one_line_error(cli("eval", "-e", name, "--protocol", protocol, "--build", bdir, "--bootstrap", 20),
                    f"estimator {name} returned", "expected one value per state")
     assert not list((bdir / "estimates").glob(f"*{cls}*"))
+
+
+# ---- 3. export trust -------------------------------------------------------------------------------------------
+
+@pytest.fixture
+def export_dir(scripted_build, tmp_path):
+    from sveb.export import export_build
+    root, bdir = scripted_build
+    weights = tmp_path / "model"
+    weights.mkdir()
+    (weights / "model.safetensors").write_bytes(b"weights")
+    (weights / "config.json").write_text("{}")
+    return export_build(bdir, tmp_path / "export", model_dir=weights)
+
+
+def files_of(folder):
+    return {p.relative_to(folder): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+
+
+def edit_manifest(ex, fn):
+    m = json.loads((ex / "manifest.json").read_text())
+    m = fn(m)
+    (ex / "manifest.json").write_text(json.dumps(m))
+
+
+def forge_table(ex, table, fn):
+    """Edit a table's rows and rewrite its hashes in the manifest: an export consistent with itself."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from sveb import store
+    path = next((ex / table).glob("part-*.parquet"))
+    t = pq.read_table(path)
+    pq.write_table(pa.Table.from_pylist(fn(t.to_pylist()), schema=t.schema), path)
+    m = json.loads((ex / "manifest.json").read_text())
+    m["export"]["tables"][table]["sha256"] = store.table_hash(ex / table)
+    m["export"]["content_hash"] = store.content_hash(ex)
+    (ex / "manifest.json").write_text(json.dumps(m))
+
+
+def refused(ex, *fragments, args=()):
+    before = files_of(ex)
+    text = one_line_error(cli("eval", "--build", ex, "-e", "grpo", "--bootstrap", 20, *args), *fragments)
+    assert files_of(ex) == before  # nothing written before every check passed
+    return text
+
+
+def test_an_export_without_its_table_hashes_is_refused(export_dir):
+    def drop_references(m):
+        del m["export"]["tables"]["references"]
+        return m
+    edit_manifest(export_dir, drop_references)
+    refused(export_dir, "no hash for table references")
+
+
+def test_an_export_without_its_export_section_is_refused(export_dir):
+    edit_manifest(export_dir, lambda m: {k: v for k, v in m.items() if k != "export"})
+    refused(export_dir, "no export table hashes", "not written by `sveb build`")
+
+
+@pytest.mark.parametrize("value, shown", [(float("nan"), "nan"), (1.5, "1.5"), (-0.25, "-0.25")])
+def test_a_reference_outside_0_1_is_refused_before_scoring(export_dir, value, shown):
+    def bad(rows):
+        rows[0]["value"] = value
+        return rows
+    forge_table(export_dir, "references", bad)
+    refused(export_dir, "the reference of state", f"is {shown}, not a finite number in [0, 1]")
+
+
+def test_a_reward_outside_0_1_is_refused_before_scoring(export_dir):
+    def bad(rows):
+        rows[2]["reward"] = 2.0
+        return rows
+    forge_table(export_dir, "rollouts", bad)
+    refused(export_dir, "has reward 2.0, not a finite number in [0, 1]")
+
+
+@pytest.mark.parametrize("fn, msg", [
+    (lambda m: [], "malformed manifest (a JSON list, expected an object)"),
+    (lambda m: {**m, "config": "oops"}, "malformed manifest (config is \"oops\", expected an object)"),
+    (lambda m: {k: v for k, v in m.items() if k != "model"}, "no model"),
+    (lambda m: {**m, "status": "running"}, "status 'running'"),
+    (lambda m: {**m, "export": {**m["export"], "content_hash": "0" * 16}}, "is not the hash of its tables"),
+    (lambda m: {**m, "export": {**m["export"], "tables": {**m["export"]["tables"], "../x": {"sha256": "0"}}}},
+     "unknown table '../x'"),
+    (lambda m: {**m, "export": {**m["export"], "tables": []}}, "no export table hashes"),
+    (lambda m: {**m, "export": "x"}, "malformed manifest (export is"),
+])
+def test_a_malformed_manifest_is_one_line_and_writes_nothing(export_dir, fn, msg):
+    edit_manifest(export_dir, fn)
+    refused(export_dir, msg)
+
+
+def test_expect_pins_the_content_hash(export_dir, tmp_path):
+    from sveb import store
+    real = store.read_manifest(export_dir)["export"]["content_hash"]
+    refused(export_dir, "--expect 0123456789abcdef: build", f"has content hash {real}", "not the build you pinned",
+            args=("--expect", "0123456789abcdef"))
+    refused(export_dir, "--expect xyz: expected a content hash", args=("--expect", "xyz"))
+    r = cli("eval", "--build", export_dir, "-e", "grpo", "--bootstrap", 20, "--expect", real[:10])
+    assert r.exit_code == 0, r.output
+    r = cli("submit", "-e", "grpo", "--build", export_dir, "--expect", "0123456789abcdef", "--out", tmp_path / "b")
+    assert r.exit_code == 1 and "not the build you pinned" in r.output and not (tmp_path / "b").exists()
