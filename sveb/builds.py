@@ -144,6 +144,42 @@ def check_values(bdir: Path, rollouts: dict[str, list[dict]], refs: dict[str, di
                 raise EvalError(f"{bdir}: {field} of state {sid} holds {x}, not a finite number in [0, 1]; refused")
 
 
+# What scoring writes into a build folder; kept out of a read-only build's mirror as links (hidden states and
+# critics are caches: recomputed there rather than copied)
+RESULTS = ("scores", "estimates", "diagnostics", "timings", "hidden", "critics")
+COPIED = ("scores", "estimates", "diagnostics", "timings")
+
+
+def results_view(bdir: Path, console: Console | None = None, create: bool = True) -> Path:
+    """The folder a build's scores are written to: the build itself, or, when it is read-only (a frozen export on
+    read-only storage), a writable mirror of it under the cache (`SVEB_CACHE`, default ~/.cache/sveb): its tables
+    linked, the scores stored so far copied, keyed on the content hash and the manifest. create=False: the mirror
+    only if it already exists (a reader), else the build itself."""
+    import hashlib
+    import shutil
+
+    from sveb.models import cache_dir
+    bdir = Path(bdir)
+    if store.writable(bdir):
+        return bdir
+    key = f"{content_hash_of(bdir)}-{hashlib.sha256((bdir / 'manifest.json').read_bytes()).hexdigest()[:8]}"
+    mirror = cache_dir() / "readonly" / key / bdir.resolve().name
+    if not (mirror / "manifest.json").exists():
+        if not create:
+            return bdir
+        store.check_writable(mirror, f"{bdir} is read-only and its scores go to the cache:")
+        with store.staged_dir(mirror) as tmp:
+            for p in sorted(bdir.iterdir()):
+                if p.name in COPIED and p.is_dir():
+                    shutil.copytree(p, tmp / p.name)
+                elif p.name not in RESULTS and not p.name.startswith("."):
+                    (tmp / p.name).symlink_to(p.resolve())
+            (tmp / "READ-ONLY-SOURCE").write_text(f"{bdir.resolve()}\n")
+    if console is not None:
+        console.print(f"[dim]{bdir} is read-only: its scores go to {mirror}[/]", soft_wrap=True)
+    return mirror
+
+
 def content_hash_of(bdir: Path) -> str:
     """A build's content hash: an export's (its tables verified against it), else computed from the tables."""
     m = check_build(bdir)

@@ -160,6 +160,8 @@ def eval_(
         bdirs = [find_build(root, model_slug(model), domain, build_id, console)]
     from sveb.builds import check_expected
     check_expected(bdirs, expect)  # the data pinned by the user, not only the export's word for itself
+    from sveb.builds import results_view
+    bdirs = [results_view(b, console) for b in bdirs]  # a read-only build's scores go to a writable mirror
     for bdir in bdirs:
         print_build_info(bdir, console)
     if opts is not None:
@@ -192,7 +194,8 @@ def ablate(
     from sveb.builds import find_build
     from sveb.models import model_slug
     g = parse_grid(grid) if grid else default_grid(estimator)
-    bdir = find_build(root, model_slug(model), domain, build_id, console)
+    from sveb.builds import results_view
+    bdir = results_view(find_build(root, model_slug(model), domain, build_id, console), console)
     print_ablation(estimator, run(bdir, estimator, g, protocol, full, console), out)
 
 
@@ -208,7 +211,10 @@ def collapse(
     from sveb.collapse import collapse_report
     from sveb.builds import find_build
     from sveb.models import model_slug
-    bdir = find_build(root, model_slug(model), domain, build_id, console)
+    from sveb.store import check_writable
+    check_writable(out_dir, "--out")
+    from sveb.builds import results_view
+    bdir = results_view(find_build(root, model_slug(model), domain, build_id, console), create=False)
     paths = collapse_report(bdir, out_dir)
     t = Table(title="V_est - V_grpo per state (collapse to the group mean: mean ~ 0, std ~ 0)")
     from sveb.leaderboard import labels
@@ -231,6 +237,8 @@ def report(root: Path = ROOT, out_dir: Path = typer.Option(Path("report"), "--ou
            build_id: Optional[str] = BUILD_DIR):
     """Tables, plots and one static index.html from every build under ROOT."""
     from sveb.report import write_report
+    from sveb.store import check_writable
+    check_writable(out_dir, "--out")
     root = _build_root(root, build_id)
     index = write_report(root, out_dir, all_settings=all_settings, by=tuple(by))
     out.print(f"report: {index}")

@@ -29,6 +29,8 @@ def leaderboard(ctx: typer.Context, root: Path = ROOT,
     if ctx.invoked_subcommand is not None:
         return
     from sveb.leaderboard import print_pivot, rows, write_csv
+    from sveb.store import check_writable
+    check_writable(out_csv, "--out", file=True)
     root = _build_root(root, build_id)
     r = rows(root)
     if not r:
@@ -62,6 +64,10 @@ def submit(
     bdir = find_build(root, model_slug(model), domain, build_id, console)
     from sveb.builds import check_expected
     check_expected([bdir], expect)
+    from sveb.builds import results_view
+    from sveb.store import check_writable
+    check_writable(out_dir, "--out")
+    bdir = results_view(bdir, console)  # a read-only export: its scores in a writable mirror
     path = run(bdir, estimator, params_dict(param), list(protocol), out_dir, archive, force=force, console=console)
     out.print(f"bundle {path}" + (f" (and {path}.{archive})" if archive else ""))
 
@@ -80,6 +86,8 @@ def add(
     from sveb.errors import UsageError
     if not bundles and from_root is None:
         raise UsageError("leaderboard add: give bundles to add, or --from-root ROOT")
+    from sveb.store import check_writable
+    check_writable(board, "--board")
     if from_root is not None:
         from sveb.board_root import add_root
         for line in add_root(from_root, board, console):
@@ -93,5 +101,7 @@ def add(
 def html(board: Path = BOARD, out_dir: Path = typer.Option(..., "--out", help="Folder for the site.")):
     """One static page (no server, no network): sortable tables, verdicts, cost, provenance, the cost plot."""
     from sveb.site import write_site
+    from sveb.store import check_writable
+    check_writable(out_dir, "--out")
     index = write_site(board, out_dir)
     out.print(f"site: {index}")

@@ -17,6 +17,10 @@ class SvebGroup(typer.core.TyperGroup):
             return super().invoke(ctx)
         except _known() as e:
             _fail(e)
+        except OSError as e:  # storage refused a write (read-only, full, not ours): one line naming the path
+            if e.errno not in _storage_errnos():
+                raise
+            _fail(Exception(_storage_message(e)))
         except KeyboardInterrupt:  # procs turns the first SIGINT/SIGTERM into this
             _interrupted()
 
@@ -41,6 +45,19 @@ def _fail(e: Exception) -> None:
 def _interrupted() -> None:
     console.print("[yellow]interrupted: every finished shard is kept; rerun the same command to resume[/]")
     raise typer.Exit(130)
+
+
+def _storage_errnos() -> set:
+    import errno
+    return {errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOSPC, errno.EDQUOT, errno.ENOTDIR, errno.EISDIR}
+
+
+def _storage_message(e: OSError) -> str:
+    """`cannot write PATH: Read-only file system` from an OSError, whoever raised it (Python, pyarrow, shutil)."""
+    import errno
+    path = e.filename if e.filename is not None else (str(e).splitlines()[0] if str(e) else "?")
+    what = "cannot write" if e.errno in (errno.EROFS, errno.ENOSPC, errno.EDQUOT) else "cannot use"
+    return f"{what} {path}: {e.strerror or type(e).__name__}"
 
 
 def _known() -> type:
@@ -78,8 +95,8 @@ def _build_root(root, build):
     """A --build folder (or hub:ID) stands in for ROOT: the store lists a root that is itself a build."""
     if build is None:
         return root
-    from sveb.builds import open_build
-    return open_build(build, root)
+    from sveb.builds import open_build, results_view
+    return results_view(open_build(build, root), create=False)  # a read-only export's scores are in its mirror
 
 
 SEEDS = typer.Option(None, "--seeds", help="Build seeds, e.g. 0,1,2: one independent build per seed (instead of "

@@ -38,6 +38,8 @@ def export_(
     from sveb.builds import find_build
     from sveb.models import model_slug
     _check_format(fmt)
+    from sveb.store import check_writable
+    check_writable(out_dir, "--out", file=fmt == "hista-json")
     bdir = find_build(root, model_slug(model), domain, build_id, console)
     if fmt == "hista-json":
         from sveb.hista_io import export_hista_json
@@ -70,6 +72,8 @@ def import_(
     `--format hista-json`: the Hista/Numca authors' generated SVEB JSON file instead (t counts characters; grpo,
     numca and other text-level estimators run, MCS@k and token-level ones are unavailable)."""
     _check_format(fmt)
+    from sveb.store import check_writable
+    check_writable(out_dir, "--out")
     if fmt == "hista-json":
         from sveb.hista_io import import_hista_json
         path = import_hista_json(Path(dataset), out_dir, model, domain)

@@ -75,6 +75,29 @@ def staged_dir(out: Path):
         raise
 
 
+def writable(folder: str | Path) -> bool:
+    """Whether this process may create files in `folder` (False on read-only storage, even for root)."""
+    return os.access(folder, os.W_OK | os.X_OK)
+
+
+def check_writable(path: str | Path, flag: str, file: bool = False) -> None:
+    """Refuse a destination before any work: the folder `path` (or, file=True, the file `path`) cannot be written
+    where its nearest existing folder is read-only, not a folder, or not ours to write."""
+    p = Path(path).expanduser()
+    if file and p.exists():
+        if p.is_dir():
+            raise StoreError(f"{flag} {path}: is a folder, expected a file")
+        if not os.access(p, os.W_OK):
+            raise StoreError(f"{flag} {path}: cannot write it (read-only storage or no permission)")
+    q = p.absolute().parent if file else p.absolute()
+    while not q.exists() and q != q.parent:
+        q = q.parent
+    if not q.is_dir():
+        raise StoreError(f"{flag} {path}: {q} is a file, not a folder")
+    if not writable(q):
+        raise StoreError(f"{flag} {path}: cannot write in {q} (read-only storage or no permission)")
+
+
 def write_shard(path: Path, table: pa.Table, fp: str) -> None:
     """Write a shard atomically, its metadata carrying the fingerprint it was made under."""
     meta = dict(table.schema.metadata or {})

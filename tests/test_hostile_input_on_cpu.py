@@ -279,3 +279,109 @@ def test_expect_pins_the_content_hash(export_dir, tmp_path):
     assert r.exit_code == 0, r.output
     r = cli("submit", "-e", "grpo", "--build", export_dir, "--expect", "0123456789abcdef", "--out", tmp_path / "b")
     assert r.exit_code == 1 and "not the build you pinned" in r.output and not (tmp_path / "b").exists()
+
+
+# ---- 4. read-only storage --------------------------------------------------------------------------------------
+
+def _can_mount_read_only(tmp_path) -> bool:
+    """A real read-only file system (EROFS, which stops root too): a private mount namespace with a read-only
+    bind mount. Not every machine allows it (the test is skipped there; the simulated ones below still run)."""
+    import shutil
+    import subprocess
+    if not shutil.which("unshare"):
+        return False
+    d = tmp_path / "probe-ro"
+    d.mkdir()
+    r = subprocess.run(["unshare", "-m", "sh", "-c", f"mount --bind {d} {d} && mount -o remount,bind,ro {d} && "
+                        f"! touch {d}/x 2>/dev/null"], capture_output=True)
+    return r.returncode == 0 and not (d / "x").exists()
+
+
+def test_read_only_storage_reads_and_refuses_writes_in_one_line(scripted_build, export_dir, tmp_path):
+    import os
+    import shlex
+    import shutil
+    import subprocess
+    if not _can_mount_read_only(tmp_path):
+        pytest.skip("no read-only bind mount here (unshare -m)")
+    root, bdir = scripted_build
+    ro, w = tmp_path / "ro", tmp_path / "w"
+    ro.mkdir()
+    w.mkdir()
+    shutil.move(str(export_dir), ro / "export")
+    shutil.copytree(root, ro / "root")
+    (ro / "board").mkdir()
+    before = files_of(ro)
+    py = shlex.quote(sys.executable)
+    cmds = {  # name: (arguments, cache, expected rc, fragment of the one error line)
+        "eval": (f"eval --build {ro}/export -e grpo --bootstrap 20", w / "cache", 0, None),
+        "eval-again": (f"eval --build {ro}/export -e grpo --bootstrap 20", w / "cache", 0, None),
+        "submit": (f"submit -e grpo --build {ro}/export --out {w}/bundle", w / "cache", 0, None),
+        "leaderboard-read": (f"leaderboard --build {ro}/export --out {w}/lb.csv", w / "cache", 0, None),
+        "eval-root": (f"eval --root {ro}/root -e grpo --bootstrap 20", w / "cache", 0, None),
+        "report": (f"report --root {ro}/root --out {ro}/report", w / "cache", 1, f"--out {ro}/report: cannot write"),
+        "leaderboard": (f"leaderboard --root {ro}/root --out {ro}/lb.csv", w / "cache", 1,
+                        f"--out {ro}/lb.csv: cannot write"),
+        "add": (f"leaderboard add {w}/bundle --board {ro}/board --build {ro}/export", w / "cache", 1,
+                f"--board {ro}/board: cannot write"),
+        "html": (f"leaderboard html --board {ro}/board --out {ro}/site", w / "cache", 1, f"--out {ro}/site: cannot"),
+        "export": (f"export --root {ro}/root --out {ro}/exp2", w / "cache", 1, f"--out {ro}/exp2: cannot write"),
+        "cache-read-only": (f"eval --build {ro}/export -e mcs-2 --bootstrap 20", ro / "cache", 1,
+                            "is read-only and its scores go to the cache"),
+    }
+    script = [f"mount --bind {ro} {ro}", f"mount -o remount,bind,ro {ro}"]
+    for name, (args, cache, _, _) in cmds.items():
+        script.append(f"SVEB_CACHE={cache} {py} -m sveb.cli {args} >{w}/{name}.out 2>&1; echo $? >{w}/{name}.rc")
+    env = {**os.environ, "SVEB_NO_WATCHDOG": "1", "COLUMNS": "200"}
+    subprocess.run(["unshare", "-m", "sh", "-c", " && ".join(script[:2]) + "; " + "; ".join(script[2:])],
+                   check=True, env=env, timeout=600)
+    for name, (_, _, rc, fragment) in cmds.items():
+        output = (w / f"{name}.out").read_text()
+        assert int((w / f"{name}.rc").read_text()) == rc, (name, output)
+        assert "Traceback" not in output, (name, output)
+        if fragment:
+            errors = [x for x in output.splitlines() if x.startswith("error:")]
+            assert len(errors) == 1 and fragment in errors[0], (name, output)
+    assert files_of(ro) == before  # nothing written on the read-only side
+    mirrors = list((w / "cache" / "readonly").glob("*/export"))
+    assert len(mirrors) == 1 and list((mirrors[0] / "scores").glob("part-*.parquet"))
+    assert "is read-only: its scores go to" in (w / "eval.out").read_text()
+    assert "grpo" in (w / "leaderboard-read.out").read_text()
+    from sveb.bundle import read_bundle
+    meta, table = read_bundle(w / "bundle")
+    assert table.num_rows > 0 and meta["estimator"]["name"] == "grpo"
+
+
+def test_a_read_only_export_is_scored_in_a_writable_mirror(export_dir, tmp_path, monkeypatch):
+    """The same on any machine: the export reported read-only (as os.access says on read-only storage)."""
+    from sveb import store
+    from sveb.builds import results_view
+    real = store.writable
+    monkeypatch.setattr(store, "writable", lambda p: not str(p).startswith(str(export_dir)) and real(p))
+    monkeypatch.setenv("SVEB_CACHE", str(tmp_path / "cache"))
+    before = files_of(export_dir)
+    r = cli("eval", "--build", export_dir, "-e", "grpo", "--bootstrap", 20)
+    assert r.exit_code == 0, r.output
+    mirror = results_view(export_dir)
+    assert mirror != export_dir and list((mirror / "scores").glob("part-*.parquet"))
+    assert files_of(export_dir) == before
+    r = cli("submit", "-e", "grpo", "--build", export_dir, "--protocol", "held-out", "--out", tmp_path / "bundle")
+    assert r.exit_code == 0, r.output
+    assert files_of(export_dir) == before
+
+
+def test_a_write_refused_by_storage_is_one_line(tmp_path, monkeypatch, scripted_build):
+    import errno
+
+    import sveb.leaderboard
+    root, bdir = scripted_build
+    assert cli("eval", "--root", root, "-e", "grpo", "--bootstrap", 20).exit_code == 0
+
+    def refuse(rows, path):
+        raise OSError(errno.EROFS, "Read-only file system", str(path))
+    monkeypatch.setattr(sveb.leaderboard, "write_csv", refuse)
+    one_line_error(cli("leaderboard", "--root", root, "--out", tmp_path / "lb.csv"),
+                   f"cannot write {tmp_path / 'lb.csv'}: Read-only file system")
+    a_file = tmp_path / "file.txt"
+    a_file.write_text("x")
+    one_line_error(cli("report", "--root", root, "--out", a_file / "report"), f"{a_file} is a file, not a folder")
