@@ -80,10 +80,14 @@ def _where(bdir: Path, board: Path) -> str:
     return os.path.relpath(b, board.resolve()) if b.is_relative_to(home) else str(b)
 
 
-def known_builds(board: Path) -> dict[str, Path]:
-    """content hash -> build folder: the registered ones and the exports under builds/."""
-    conf = _read_json(board / "board.json", {"builds": {}})
-    out = {h: board / p for h, p in conf.get("builds", {}).items() if (board / p / "manifest.json").exists()}
+def known_builds(board: Path, conf: dict | None = None) -> dict[str, Path]:
+    """content hash -> build folder: the registered ones (board.json, or `conf`) and the exports under builds/."""
+    conf = conf if conf is not None else _read_json(board / "board.json", {"builds": {}})
+    builds = conf.get("builds") if isinstance(conf, dict) else None
+    if not isinstance(builds, dict):
+        raise BoardError(f"{board / 'board.json'}: no builds object; restore it or start a new board")
+    where = {h: Path(os.path.normpath(board.absolute() / p)) for h, p in builds.items() if isinstance(p, str)}
+    out = {h: b for h, b in where.items() if (b / "manifest.json").exists()}  # the board may not exist yet
     for m in sorted((board / "builds").glob("*/manifest.json")):
         out.setdefault(_identity(m.parent)["content_hash"], m.parent)
     return out
@@ -140,7 +144,7 @@ def _protocol_of(manifest: dict) -> str:
     return protocol_of(manifest)
 
 
-def score_rows(meta: dict, values: dict, data) -> list[dict]:
+def score_rows(meta: dict, values: dict, data, checked: str = "self-declared") -> list[dict]:
     """The board's own score rows, one per protocol: sveb.scoring on the estimates and the build's references
     (the same call as `sveb eval`), with the cost figures recomputed from the build where it can be."""
     from sveb.cost import cost_figures
@@ -168,7 +172,7 @@ def score_rows(meta: dict, values: dict, data) -> list[dict]:
                               seconds=seconds if seconds is not None else float("nan"),
                               prepare_seconds=_reported(cost, "prepare_seconds"),
                               train_tokens=int(train) if train is not None else None),
-               "provenance": prov.get("kind"), "distribution": prov.get("distribution"),
+               "provenance": prov.get("kind"), "provenance_check": checked, "distribution": prov.get("distribution"),
                "version": prov.get("version"), "target": est.get("target"), "sveb_version": meta.get("sveb_version"),
                "machine": json.dumps(meta.get("machine") or {}, sort_keys=True), "bundle": meta["key"]}
         out.append({k: _clean(x) for k, x in row.items()})
@@ -186,41 +190,112 @@ def _conflict(board: Path, meta: dict, protocols) -> str | None:
     return None
 
 
-def add(board: Path, bundle: Path, builds: list[Path] = ()) -> tuple[str, str]:
+def provenance_check(meta: dict, values: dict, data) -> str:
+    """"verified" where the board can reproduce the claim: a builtin estimator (by name and target) that needs no
+    model, recomputed here on the build gives the submitted values under every protocol; "self-declared" for
+    everything else (a plugin, an import path, a new name claiming builtin, a model-reading estimator)."""
+    from sveb.board_root import _params
+    from sveb.estimators import BUILTIN, make
+    from sveb.protocols import estimate_all
+    est = meta["estimator"]
+    e = next((x for x in BUILTIN if x.name == est["name"]), None)
+    if ((est.get("provenance") or {}).get("kind") != "builtin" or e is None or e.target != est.get("target")
+            or e.needs_hidden or e.needs_training):
+        return "self-declared"
+    try:
+        mine = make(e.name, _params(e.name, json.dumps(est["params"])))
+        public = data.public()
+        for proto, (v, _) in values.items():
+            got = estimate_all(mine, public, proto, progress=False)[0]
+            if not np.allclose(got, v, rtol=0, atol=1e-9):
+                return "self-declared"
+    except SvebError:
+        return "self-declared"
+    return "verified"
+
+
+def add(board: Path, bundle: Path, builds: list[Path] = (), max_mb: float | None = None) -> tuple[str, str]:
     """Validate, score and store one bundle; (key, "added" | "unchanged"). Nothing is written on refusal."""
-    from sveb.builds import load_build
+    return add_all(board, [bundle], builds, max_mb)[0]
+
+
+def add_all(board: Path, bundles: list[Path], builds: list[Path] = (), max_mb: float | None = None) -> list[tuple[str, str]]:
+    """Every bundle validated and scored first, then all written, or none: a refusal names its bundle and nothing
+    is written (not the builds either). [(key, "added" | "unchanged")] in the order given."""
+    from sveb.bundle import MAX_MB
+    from sveb.builds import open_build
     board = Path(board)
-    known = register(board, list(builds)) if builds else known_builds(board)
+    conf = _read_json(board / "board.json", {"format": "sveb-board", "builds": {}})
+    if not isinstance(conf, dict) or not isinstance(conf.get("builds"), dict):
+        raise BoardError(f"{board / 'board.json'}: no builds object; restore it or start a new board")
+    for b in builds:
+        bdir = open_build(str(b), board)  # an export's tables are checked against their hashes here
+        conf["builds"][_identity(bdir)["content_hash"]] = _where(Path(bdir), board)
+    known = known_builds(board, conf)
+    out, staged = [], []
     with tempfile.TemporaryDirectory(prefix=".sveb-bundle-") as tmp:
-        folder = unpack(Path(bundle), Path(tmp))
-        meta, table = read_bundle(folder)
-        key = estimates_key(meta, table)  # recomputed: a bundle's own "key" is not trusted either
-        meta = {**meta, "key": key}
-        if (board / "bundles" / key / "bundle.json").exists():
-            return key, "unchanged"
-        want = meta["build"]["content_hash"]
-        if want not in known:
-            have = ", ".join(sorted(known)) or "none"
-            raise BundleError(f"foreign build hash {want}: the board knows {have}; pass the build with --build DIR")
-        if _identity(known[want])["content_hash"] != want:
-            raise BoardError(f"build folder {known[want]} no longer has content hash {want} (it was changed); "
-                             f"register the original build with --build DIR")
-        data = load_build(known[want])
-        values = validate(meta, table, data)
-        clash = _conflict(board, meta, values)
-        if clash:
-            raise BundleError(f"the board already holds {meta['estimator']['name']} with these parameters on build "
-                              f"{want} (bundle {clash}); one result per estimator, setting and build")
-        rows = score_rows(meta, values, data)
-        _write_json(board / "scored" / f"{key}.json", rows)
-        dest = board / "bundles" / key
-        staged = Path(tempfile.mkdtemp(dir=dest.parent if dest.parent.exists() else _mk(dest.parent),
-                                       prefix=f".{key}.tmp-"))
-        for name in ("bundle.json", "estimates.parquet"):
-            shutil.copy2(folder / name, staged / name)
-        staged.rename(dest)  # the bundle is on the board once this folder exists whole
-    rebuild(board)
-    return key, "added"
+        for i, b in enumerate(bundles):
+            try:
+                got = _check(board, Path(b), known, Path(tmp) / str(i), staged, max_mb or MAX_MB)
+            except SvebError as e:
+                msg = str(e)
+                more = f" (nothing was added: {len(bundles)} bundles are added together or not at all)" \
+                    if len(bundles) > 1 else ""
+                raise BundleError((msg if msg.startswith(str(b)) else f"bundle {b}: {msg}") + more) from None
+            out.append(got[:2])
+            if got[1] == "added":
+                staged.append(got)
+        if builds:
+            board.mkdir(parents=True, exist_ok=True)
+            _write_json(board / "board.json", conf)
+        for key, _, folder, _, rows in staged:
+            _write_json(board / "scored" / f"{key}.json", rows)
+            dest = board / "bundles" / key
+            tmpdir = Path(tempfile.mkdtemp(dir=_mk(dest.parent), prefix=f".{key}.tmp-"))
+            store.make_shared(tmpdir, directory=True)
+            for name in ("bundle.json", "estimates.parquet"):
+                shutil.copyfile(folder / name, tmpdir / name)
+            tmpdir.rename(dest)  # the bundle is on the board once this folder exists whole
+    if staged:
+        rebuild(board)
+    return out
+
+
+def _check(board: Path, bundle: Path, known: dict, into: Path, staged: list, max_mb: float) -> tuple:
+    """(key, "unchanged") or (key, "added", folder, meta, rows): a bundle checked and scored, nothing written."""
+    from sveb.builds import load_build
+    into.mkdir()
+    folder = unpack(bundle, into, max_mb)
+    meta, table = read_bundle(folder)
+    key = estimates_key(meta, table)  # recomputed: a bundle's own "key" is not trusted either
+    meta = {**meta, "key": key}
+    if (board / "bundles" / key / "bundle.json").exists() or any(s[0] == key for s in staged):
+        return key, "unchanged"
+    want = meta["build"]["content_hash"]
+    if want not in known:
+        have = ", ".join(sorted(known)) or "none"
+        raise BundleError(f"foreign build hash {want}: the board knows {have}; pass the build with --build DIR")
+    if _identity(known[want])["content_hash"] != want:
+        raise BoardError(f"build folder {known[want]} no longer has content hash {want} (it was changed); "
+                         f"register the original build with --build DIR")
+    data = load_build(known[want])
+    values = validate(meta, table, data)
+    clash = _conflict(board, meta, values) or _conflict_staged(staged, meta, values)
+    if clash:
+        raise BundleError(f"the board already holds {meta['estimator']['name']} with these parameters on build "
+                          f"{want} (bundle {clash}); one result per estimator, setting and build")
+    rows = score_rows(meta, values, data, provenance_check(meta, values, data))
+    return key, "added", folder, meta, rows
+
+
+def _conflict_staged(staged: list, meta: dict, protocols) -> str | None:
+    """The same identity among the bundles of this add (not yet on the board)."""
+    ident = lambda m: (m["estimator"]["name"], json.dumps(m["estimator"]["params"], sort_keys=True),  # noqa: E731
+                       m["build"]["content_hash"])
+    for key, _, _, other, rows in staged:
+        if ident(other) == ident(meta) and {r["protocol"] for r in rows} & set(protocols):
+            return f"{key}, in this add"
+    return None
 
 
 def _mk(p: Path) -> Path:

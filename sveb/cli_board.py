@@ -80,21 +80,25 @@ def add(
                                      "(recorded in the board; repeatable)."),
     from_root: Optional[Path] = typer.Option(None, "--from-root", help="Bundle every evaluated estimator of every "
                                              "complete build under this data root and add them."),
+    max_bundle_mb: float = typer.Option(256, "--max-bundle-mb", help="Refuse an archive over this many MiB, packed "
+                                        "or unpacked (checked before anything is unpacked)."),
 ):
     """Validate bundles against a known build, recompute their scores, and add them to the board."""
-    from sveb.board import add as add_one
+    from sveb.board import add_all
     from sveb.errors import UsageError
     if not bundles and from_root is None:
         raise UsageError("leaderboard add: give bundles to add, or --from-root ROOT")
+    if max_bundle_mb <= 0:
+        raise UsageError(f"--max-bundle-mb {max_bundle_mb:g}: must be positive")
     from sveb.store import check_writable
     check_writable(board, "--board")
     if from_root is not None:
         from sveb.board_root import add_root
         for line in add_root(from_root, board, console):
             out.print(line)
-    for b in bundles or []:
-        key, status = add_one(board, b, build)
-        out.print(f"{status}: {b} (bundle {key})")
+    if bundles:  # all or nothing: every bundle is checked and scored before any is written
+        for b, (key, status) in zip(bundles, add_all(board, list(bundles), build, max_bundle_mb)):
+            out.print(f"{status}: {b} (bundle {key})")
 
 
 @board_app.command("html")

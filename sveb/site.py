@@ -74,6 +74,8 @@ def _cell(r: dict, key: str) -> tuple[str, str, str]:
         return e(str(v)), f"{e(str(v))}<br><span class='dim params'>{e(shown)}</span>" if shown else e(str(v)), "l"
     if key == "provenance":
         who = f"{r.get('provenance')}: {r.get('distribution') or r.get('target') or '?'} {r.get('version') or ''}"
+        if r.get("provenance_check") != "verified":  # what the board could not reproduce is the submitter's word
+            who = f"{who.strip()} (self-declared)"
         flags = json.loads(r.get("machine") or "{}")
         title = f"target {r.get('target')}; SVEB {r.get('sveb_version')}; build {r.get('content_hash')}; " \
                 f"CPU {flags.get('cpu_flags')}; GPU {flags.get('gpu') or 'none'}"

@@ -35,6 +35,18 @@ def shard_path(table_dir: Path, index: int | str) -> Path:
     return table_dir / f"{name}.parquet"
 
 
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def make_shared(path: Path, directory: bool = False) -> None:
+    """The mode a plain open() or mkdir() would have given (0666 / 0777 less the umask): tempfile's private 0600 /
+    0700 would keep a board or a site from a web server running as another user."""
+    os.chmod(path, (0o777 if directory else 0o666) & ~_umask())
+
+
 def _fsync_dir(path: Path) -> None:
     fd = os.open(path, os.O_RDONLY)
     try:

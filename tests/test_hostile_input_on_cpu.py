@@ -385,3 +385,136 @@ def test_a_write_refused_by_storage_is_one_line(tmp_path, monkeypatch, scripted_
     a_file = tmp_path / "file.txt"
     a_file.write_text("x")
     one_line_error(cli("report", "--root", root, "--out", a_file / "report"), f"{a_file} is a file, not a folder")
+
+
+# ---- 5. archives -----------------------------------------------------------------------------------------------
+
+@pytest.fixture
+def two_bundles(scripted_build, tmp_path):
+    root, bdir = scripted_build
+    out = {}
+    for name in ("grpo", "mcs-2"):
+        r = cli("submit", "-e", name, "--root", root, "--build", bdir.name, "--out", tmp_path / f"b-{name}")
+        assert r.exit_code == 0, r.output
+        out[name] = tmp_path / f"b-{name}"
+    return bdir, out
+
+
+def _tar_declaring(path, members):
+    """A .tar.gz of headers only: each (name, declared size, type) with no data after it (a bomb's first bytes)."""
+    import gzip
+    import tarfile
+    buf = b""
+    for i, (name, size, kind) in enumerate(members):
+        info = tarfile.TarInfo(name)
+        info.size, info.type = size, kind
+        buf += info.tobuf(format=tarfile.GNU_FORMAT)
+        if i < len(members) - 1:  # the data of every member but the last (the bomb's is never there)
+            buf += b"{}".ljust(-(-size // 512) * 512, b"\0") if size else b""
+    path.write_bytes(gzip.compress(buf + b"\0" * 1024))
+    return path
+
+
+def test_an_archive_over_the_limit_is_refused_before_anything_is_unpacked(two_bundles, tmp_path, monkeypatch):
+    import tarfile
+    import zipfile
+
+    from sveb import bundle
+    bdir, bundles = two_bundles
+    lb = tmp_path / "board"
+
+    def never(*a, **k):
+        raise AssertionError("something was unpacked")
+    monkeypatch.setattr(bundle, "_extract_tar", never)
+    monkeypatch.setattr(bundle, "_extract_zip", never)
+    bomb = _tar_declaring(tmp_path / "bomb.tar.gz", [("b/bundle.json", 100, tarfile.REGTYPE),
+                                                     ("b/estimates.parquet", 2 ** 31, tarfile.REGTYPE)])
+    one_line_error(cli("leaderboard", "add", bomb, "--board", lb, "--build", bdir),
+                   "unpacks to more than 256 MiB", "--max-bundle-mb")
+    big = tmp_path / "big.zip"
+    with zipfile.ZipFile(big, "w", zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr("b/bundle.json", "{}")
+        zf.writestr("b/estimates.parquet", b"\0" * (3 * 2 ** 20))  # 3 MiB of zeros: a few KiB packed
+    assert big.stat().st_size < 2 ** 20
+    one_line_error(cli("leaderboard", "add", big, "--board", lb, "--build", bdir, "--max-bundle-mb", 2),
+                   "unpacks to more than 2 MiB")
+    one_line_error(cli("leaderboard", "add", big, "--board", lb, "--build", bdir, "--max-bundle-mb", 0.001),
+                   "packed, over the 0.001 MiB bundle limit")
+    assert not lb.exists()
+
+
+def test_archive_members_outside_the_bundle_are_refused(tmp_path):
+    import io
+    import tarfile
+    import zipfile
+
+    from sveb.bundle import BundleError, unpack
+    cases = {"abs.tar.gz": [("/etc/bundle.json", 0, tarfile.REGTYPE)],
+             "up.tar.gz": [("b/../../bundle.json", 0, tarfile.REGTYPE)],
+             "link.tar.gz": [("b/bundle.json", 0, tarfile.SYMTYPE)],
+             "dev.tar.gz": [("b/bundle.json", 0, tarfile.CHRTYPE)]}
+    msgs = {"abs.tar.gz": "is an absolute path", "up.tar.gz": "points outside the bundle",
+            "link.tar.gz": "is a link or a special file", "dev.tar.gz": "is a link or a special file"}
+    for name, members in cases.items():
+        with pytest.raises(BundleError, match=msgs[name]):
+            unpack(_tar_declaring(tmp_path / name, members), tmp_path / f"x-{name}")
+    z = tmp_path / "abs.zip"
+    with zipfile.ZipFile(z, "w") as zf:
+        zf.writestr("/abs/bundle.json", "{}")
+    with pytest.raises(BundleError, match="is an absolute path"):
+        unpack(z, tmp_path / "x-zip")
+    z = tmp_path / "link.zip"
+    with zipfile.ZipFile(z, "w") as zf:
+        info = zipfile.ZipInfo("b/bundle.json")
+        info.external_attr = (0o120777 << 16)
+        zf.writestr(info, "/etc/passwd")
+    with pytest.raises(BundleError, match="is a link or a special file"):
+        unpack(z, tmp_path / "x-zip2")
+    del io
+
+
+def test_leaderboard_add_is_all_or_nothing_and_names_the_refused_bundle(two_bundles, tmp_path):
+    import shutil
+    bdir, bundles = two_bundles
+    lb = tmp_path / "board"
+    bad = tmp_path / "bad"
+    shutil.copytree(bundles["mcs-2"], bad)
+    (bad / "estimates.parquet").write_bytes(b"not parquet")
+    one_line_error(cli("leaderboard", "add", bundles["grpo"], bad, "--board", lb, "--build", bdir),
+                   f"{bad}", "estimates.parquet: unreadable", "nothing was added")
+    assert not lb.exists() or not any(lb.rglob("*.json"))
+    r = cli("leaderboard", "add", bundles["grpo"], bundles["mcs-2"], "--board", lb, "--build", bdir)
+    assert r.exit_code == 0 and r.output.count("added:") == 2, r.output
+
+
+def test_provenance_the_board_cannot_reproduce_is_self_declared(two_bundles, tmp_path):
+    import shutil
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from sveb import board
+    bdir, bundles = two_bundles
+    lb = tmp_path / "board"
+    renamed = tmp_path / "renamed"  # mcs-2's values under a new name, claiming builtin provenance
+    shutil.copytree(bundles["mcs-2"], renamed)
+    m = json.loads((renamed / "bundle.json").read_text())
+    m["estimator"]["name"] = "super-estimator"
+    (renamed / "bundle.json").write_text(json.dumps(m))
+    nudged = tmp_path / "nudged"  # "builtin grpo" whose values are not grpo's
+    shutil.copytree(bundles["grpo"], nudged)
+    t = pq.read_table(nudged / "estimates.parquet").to_pylist()
+    t[0]["value"] = 0.5 if t[0]["value"] != 0.5 else 0.25
+    pq.write_table(pa.Table.from_pylist(t), nudged / "estimates.parquet")
+    got = board.add_all(lb, [bundles["mcs-2"], renamed], [bdir])
+    assert [s for _, s in got] == ["added", "added"]
+    checks = {r["estimator"]: r["provenance_check"] for r in board.rows(lb) if r.get("kind") == "build"}
+    assert checks == {"mcs-2": "verified", "super-estimator": "self-declared"}
+    board.add(tmp_path / "board2", nudged, [bdir])
+    assert {r["provenance_check"] for r in board.rows(tmp_path / "board2") if r.get("kind") == "build"} == \
+        {"self-declared"}
+    from sveb.site import write_site
+    board.add(lb, bundles["grpo"])
+    page = write_site(lb, tmp_path / "site").read_text()
+    rows = {r.split('"')[1]: "(self-declared)" in r for r in page.split("<tr data-estimator=")[1:]}
+    assert rows == {"grpo": False, "mcs-2": False, "super-estimator": True}
