@@ -190,11 +190,19 @@ def _conflict(board: Path, meta: dict, protocols) -> str | None:
     return None
 
 
+def _params(name: str, pj: str | None) -> dict[str, str]:
+    """A stored params JSON back to `-P` strings (the registry coerces them to the fields' types again), less
+    the ones the name fixes (mcs-2's k)."""
+    from sveb.estimators import entry
+    preset = entry(name).preset
+    return {k: "none" if v is None else str(v).lower() if isinstance(v, bool) else str(v)
+            for k, v in json.loads(pj or "{}").items() if k not in preset}
+
+
 def provenance_check(meta: dict, values: dict, data) -> str:
     """"verified" where the board can reproduce the claim: a builtin estimator (by name and target) that needs no
     model, recomputed here on the build gives the submitted values under every protocol; "self-declared" for
     everything else (a plugin, an import path, a new name claiming builtin, a model-reading estimator)."""
-    from sveb.board_root import _params
     from sveb.estimators import BUILTIN, make
     from sveb.protocols import estimate_all
     est = meta["estimator"]

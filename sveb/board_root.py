@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import tempfile
 from pathlib import Path
 
@@ -11,19 +10,10 @@ from rich.console import Console
 from sveb import store
 
 
-def _params(name: str, pj: str | None) -> dict[str, str]:
-    """A stored params JSON back to `-P` strings (the registry coerces them to the fields' types again), less
-    the ones the name fixes (mcs-2's k)."""
-    from sveb.estimators import entry
-    preset = entry(name).preset
-    return {k: "none" if v is None else str(v).lower() if isinstance(v, bool) else str(v)
-            for k, v in json.loads(pj or "{}").items() if k not in preset}
-
-
 def add_root(root: Path, board: Path, console: Console | None = None) -> list[str]:
     """Every (estimator, setting) scored on every complete build under root, bundled (its stored estimates are
     reused: `sveb submit` finds them) and added to the board. Estimators not installed here are skipped."""
-    from sveb.board import add, register
+    from sveb.board import _params, add, register
     from sveb.store import complete
     from sveb.errors import SvebError
     from sveb.pooling import read_scores
