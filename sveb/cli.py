@@ -234,10 +234,13 @@ def report(root: Path = ROOT, out_dir: Path = typer.Option(Path("report"), "--ou
            all_settings: bool = typer.Option(False, help="Also plot ablation settings next to the defaults."),
            by: List[str] = typer.Option([], "--by", help="Also break MAE down by this problem meta key (e.g. level, "
                                         "subject); repeatable. Writes by_KEY.csv and tables."),
-           build_id: Optional[str] = BUILD_DIR):
+           build_id: Optional[str] = BUILD_DIR,
+           force: bool = typer.Option(False, "--force", help="Write into a non-empty --out that is not an earlier "
+                                      "report.")):
     """Tables, plots and one static index.html from every build under ROOT."""
     from sveb.report import write_report
-    from sveb.store import check_writable
+    from sveb.store import check_own_out, check_writable
+    check_own_out(out_dir, "report", "SVEB report", force)
     check_writable(out_dir, "--out")
     root = _build_root(root, build_id)
     index = write_report(root, out_dir, all_settings=all_settings, by=tuple(by))

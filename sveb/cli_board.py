@@ -102,10 +102,13 @@ def add(
 
 
 @board_app.command("html")
-def html(board: Path = BOARD, out_dir: Path = typer.Option(..., "--out", help="Folder for the site.")):
+def html(board: Path = BOARD, out_dir: Path = typer.Option(..., "--out", help="Folder for the site."),
+         force: bool = typer.Option(False, "--force", help="Write into a non-empty --out that is not an earlier "
+                                    "site.")):
     """One static page (no server, no network): sortable tables, verdicts, cost, provenance, the cost plot."""
     from sveb.site import write_site
-    from sveb.store import check_writable
+    from sveb.store import check_own_out, check_writable
+    check_own_out(out_dir, "leaderboard html", "SVEB leaderboard", force)
     check_writable(out_dir, "--out")
     index = write_site(board, out_dir)
     out.print(f"site: {index}")

@@ -36,6 +36,14 @@ def shard_path(table_dir: Path, index: int | str) -> Path:
 
 
 def _umask() -> int:
+    """The process's umask, read without changing it where Linux says it (os.umask can only set it: a thread
+    creating a file between setting and restoring it would get the wrong mode)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
     mask = os.umask(0o022)
     os.umask(mask)
     return mask
@@ -59,6 +67,7 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=path.suffix)
     try:
+        make_shared(Path(tmp))  # the user's umask, not mkstemp's 0600
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
@@ -78,6 +87,7 @@ def staged_dir(out: Path):
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.tmp-"))
     try:
+        make_shared(tmp, directory=True)  # the user's umask, not mkdtemp's 0700
         yield tmp
         if out.exists():
             out.rmdir()
@@ -108,6 +118,25 @@ def check_writable(path: str | Path, flag: str, file: bool = False) -> None:
         raise StoreError(f"{flag} {path}: {q} is a file, not a folder")
     if not writable(q):
         raise StoreError(f"{flag} {path}: cannot write in {q} (read-only storage or no permission)")
+
+
+def check_own_out(out: str | Path, command: str, title: str, force: bool = False) -> None:
+    """An output folder a command fills (`report`, `leaderboard html`): absent, empty, or one it wrote before (its
+    index.html has the command's <title>); anything else is the user's and refused unless --force."""
+    p = Path(out).expanduser()
+    if not p.exists() or force:
+        return
+    if not p.is_dir():
+        raise StoreError(f"--out {out}: is a file, not a folder")
+    if not any(p.iterdir()):
+        return
+    try:
+        ours = f"<title>{title}</title>" in (p / "index.html").read_text(encoding="utf-8", errors="replace")[:4096]
+    except OSError:
+        ours = False
+    if not ours:
+        raise StoreError(f"--out {out}: exists, is not empty and was not written by `sveb {command}`; pass a new or "
+                         f"empty folder, or --force to write into it")
 
 
 def write_shard(path: Path, table: pa.Table, fp: str) -> None:

@@ -518,3 +518,49 @@ def test_provenance_the_board_cannot_reproduce_is_self_declared(two_bundles, tmp
     page = write_site(lb, tmp_path / "site").read_text()
     rows = {r.split('"')[1]: "(self-declared)" in r for r in page.split("<tr data-estimator=")[1:]}
     assert rows == {"grpo": False, "mcs-2": False, "super-estimator": True}
+
+
+# ---- 6. files --------------------------------------------------------------------------------------------------
+
+def test_board_site_and_export_files_follow_the_umask(two_bundles, tmp_path, scripted_build):
+    import os
+    import stat
+    bdir, bundles = two_bundles
+    old = os.umask(0o022)
+    try:
+        lb, site = tmp_path / "board", tmp_path / "site"
+        assert cli("leaderboard", "add", *bundles.values(), "--board", lb, "--build", bdir).exit_code == 0
+        assert cli("leaderboard", "html", "--board", lb, "--out", site).exit_code == 0
+        from sveb.export import export_build
+        weights = tmp_path / "model"
+        weights.mkdir()
+        (weights / "model.safetensors").write_bytes(b"w")
+        ex = export_build(bdir, tmp_path / "export", model_dir=weights)
+        for folder in (lb, site, ex):
+            for p in [folder, *folder.rglob("*")]:
+                mode = stat.S_IMODE(p.stat().st_mode)
+                assert mode == (0o755 if p.is_dir() else 0o644), (p, oct(mode))
+    finally:
+        os.umask(old)
+
+
+def test_report_and_html_refuse_a_folder_they_did_not_write(two_bundles, tmp_path, scripted_build):
+    root, _ = scripted_build
+    bdir, bundles = two_bundles
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("keep me")
+    one_line_error(cli("report", "--root", root, "--out", mine), f"--out {mine}: exists, is not empty and was not "
+                   "written by `sveb report`", "--force")
+    lb = tmp_path / "board"
+    assert cli("leaderboard", "add", *bundles.values(), "--board", lb, "--build", bdir).exit_code == 0
+    one_line_error(cli("leaderboard", "html", "--board", lb, "--out", mine), "not written by `sveb leaderboard html`")
+    assert (mine / "notes.txt").read_text() == "keep me" and sorted(p.name for p in mine.iterdir()) == ["notes.txt"]
+    # their own earlier output is rewritten; --force writes into the user's folder
+    for args in (("report", "--root", root, "--out", tmp_path / "rep"), ("leaderboard", "html", "--board", lb,
+                                                                          "--out", tmp_path / "site")):
+        assert cli(*args).exit_code == 0
+        r = cli(*args)
+        assert r.exit_code == 0, r.output
+    r = cli("report", "--root", root, "--out", mine, "--force")
+    assert r.exit_code == 0 and (mine / "index.html").exists() and (mine / "notes.txt").exists()
