@@ -1,22 +1,33 @@
-"""SHEAR's span-level Wasserstein distance (Sec. 3.2-3.3) turned into a value estimator.
+"""A value read from SHEAR's span-level Wasserstein signal (Sec. 3.2-3.3; SHEAR itself defines no V(s)).
 
-Spans: windows of w tokens with stride s over each rollout's hidden states, plus one ending at the
-rollout's end so every token is covered (a rollout shorter than w is one span). The state (i, t) is
-its last w tokens. d_j = min over rollout j's spans of W1 between the two spans' empirical
-distributions (uniform weights, Euclidean cost), with hidden states divided by the group's mean
-hidden-state norm (SHEAR's global norm normalisation). Value = sum r_j / max(d_j, d_min) /
-sum 1 / max(d_j, d_min) over the k nearest rollouts (k = 0: all).
+The signal (sveb.estimators.shear_weights): spans of w tokens at stride s, W1 between two spans' empirical
+distributions (uniform weights, Euclidean cost; Sinkhorn with `eps` a fraction of the group's mean
+hidden-state norm, or exact), divided by that mean norm. The state (i, t) reads it under five rules:
 
-eps is the Sinkhorn regularisation on those normalised costs, i.e. a fraction of the group's mean
-hidden-state norm, so one eps means the same blur for every pair and every model. exact=True uses
-the network simplex (ot.emd2). In-group, the state's own rollout offers only spans ending by t.
+- tail, the span grid: truncated (Eq. 2 as SVEB reads it): a start every s tokens, the last spans cut at the
+  rollout's end; full (SVEB's earlier): full windows only, plus one ending at the last token.
+- span, the state's query spans: covering (the paper's Step 3): the spans of its rollout's grid that contain
+  the cut's token t - 1, distances pooled by their maximum. In-group the rollout's grid runs to its end (the
+  paper's w_t, which looks past the cut); held-out the rollout stops at the cut, so its spans are those of
+  the prefix, cut at t. trailing (SVEB's earlier): one window, the last w tokens before the cut.
+- compare, the spans compared with: opposing (the paper's Eq. 4, as far as a value allows): every rollout
+  but the state's own, the correct and the incorrect ones apart, each the opposing set O(i) under one
+  hypothesis about the state's outcome (in-group, the one opposite its actual outcome is the paper's O(i)).
+  all (SVEB's earlier): every rollout in one pool, in-group the own rollout's spans ending by t included.
+- minimum: set (the paper's Step 1): one minimum over all spans of each outcome's rollouts; rollout (SVEB's
+  earlier): one minimum per rollout.
+- readout, how distances become a value: contrast (SVEB's design on the paper's signal): V = d- / (d+ + d-),
+  d+ / d- the smallest distance to a correct / an incorrect unit (set or rollout): near only correct spans
+  gives 1, near only incorrect ones 0 (the 1/d weighting of the nearest correct and the nearest incorrect
+  unit, unclamped); no unit of one outcome (SHEAR's empty O(i)) or both distances 0: the group mean (plain
+  GRPO; in-group the only place the own outcome enters under compare=opposing). knn (SVEB's earlier):
+  sum r_u / max(d_u, d_min) / sum 1 / max(d_u, d_min) over the k nearest units (k = 0: all).
+Paper defaults: tail=truncated, span=covering, compare=opposing, minimum=set, readout=contrast. SVEB's earlier
+construction (the `shear-sveb` preset): tail=full, span=trailing, compare=all, minimum=rollout, readout=knn.
 
-Speed: the min over spans is a branch and bound. W1 >= the mean over rows of each row's nearest
-column (and the same by columns) since every unit of mass moves at least that far; the Sinkhorn
-plan is a coupling too, so its cost is also >= that bound. Spans whose bound is not below the best
-distance found so far for their rollout cannot win and are never solved (nor their cost matrices
-built: the bounds come from range minima over the query's distance rows). A second bound, the
-distance between the two spans' mean rows (|E X - E Y| <= E|X - Y| under any coupling), is used too.
+Speed: per unit a branch and bound (shear_weights.min_over_spans); besides the nearest-neighbour bounds, the
+distance between two spans' mean rows bounds W1 from below (|E X - E Y| <= E|X - Y| under any coupling).
+Covering spans run shortest first, and a unit stops once its minimum cannot raise the maximum found so far.
 """
 
 from __future__ import annotations
@@ -25,88 +36,20 @@ from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
-import ot
 import torch
-from scipy.spatial.distance import cdist
 
+from sveb.errors import UsageError
 from sveb.estimators.base import Estimator, ProblemGroup, State, group_mean
 from sveb.estimators.knn import as_float_tensor, norm_and_centre, pairwise_dist, weighted_knn
+from sveb.estimators.shear_weights import covering, grid_spans, outcome, span_minima
 
-_MAX_ITER = 2000
-_TOL = 1e-5         # on the marginals (sum 1): relative change of W1 below 1e-6 in tests/test_shear.py
-_EXP_RANGE = 500.0  # cost range / eps beyond which exp(-C/eps) underflows in float64
-_EXP_RANGE_F32 = 50.0  # ... and below which float32 is safe (2.8x faster; the cost is summed in float64)
-
-
-def wasserstein1(a: np.ndarray, b: np.ndarray, eps: float | None = None) -> float:
-    """W1 between the uniform empirical distributions on the rows of a [n, d] and b [m, d].
-
-    Exact when eps is None, else Sinkhorn's transport cost <P_eps, C> with regularisation eps in
-    the units of the cost.
-    """
-    a, b = (np.asarray(v, np.float64) for v in (a, b))
-    a, b = (v.reshape(-1, 1) if v.ndim == 1 else v for v in (a, b))  # 1-D: samples on a line
-    C = cdist(a, b)  # from differences: exact zeros for identical rows
-    wa, wb = np.full(len(a), 1.0 / len(a)), np.full(len(b), 1.0 / len(b))
-    if eps is None:
-        return float(ot.emd2(wa, wb, C))
-    shifted = C - C.min(axis=1, keepdims=True)  # same plan; plain Sinkhorn stays in range longer
-    method = "sinkhorn" if shifted.max() / eps < _EXP_RANGE else "sinkhorn_log"
-    plan = ot.sinkhorn(wa, wb, shifted, reg=eps, method=method, numItermax=20_000, stopThr=1e-9)
-    return float((plan * C).sum())
-
-
-def w1_batch(C: torch.Tensor, eps: float | None) -> np.ndarray:
-    """W1 for a batch of cost matrices [B, n, m] under uniform weights (exact or Sinkhorn).
-
-    An eps so small against the costs that exp(-C/eps) underflows is solved exactly: Sinkhorn would
-    need very many log-domain iterations to approach that same limit (its bias is <= eps log(nm)).
-    """
-    C = C.double()
-    shifted = C - C.amin(dim=2, keepdim=True)  # leaves the Sinkhorn plan unchanged, avoids underflow
-    spread = float(shifted.max()) / eps if eps is not None else np.inf
-    if spread > _EXP_RANGE:
-        n, m = C.shape[1:]
-        wa, wb = np.full(n, 1.0 / n), np.full(m, 1.0 / m)
-        return np.array([ot.emd2(wa, wb, c) for c in C.numpy()])
-    if spread < _EXP_RANGE_F32:
-        shifted = shifted.float()
-    res = ot.solve_batch(shifted, reg=eps, method="sinkhorn", max_iter=_MAX_ITER, tol=_TOL, grad="detach")
-    return (res.plan.double() * C).sum(dim=(1, 2)).numpy()
+RULES = {"span": ("covering", "trailing"), "compare": ("opposing", "all"), "minimum": ("set", "rollout"),
+         "tail": ("truncated", "full"), "readout": ("contrast", "knn")}
 
 
 def span_starts(T: int, w: int, s: int) -> list[tuple[int, int]]:
-    """(start, length) of the spans of a T-token rollout: stride s, plus one ending at T."""
-    if T <= 0:
-        return []
-    if T <= w:
-        return [(0, T)]
-    starts = list(range(0, T - w + 1, s))
-    if starts[-1] + w < T:
-        starts.append(T - w)
-    return [(st, w) for st in starts]
-
-
-def lower_bounds(C: torch.Tensor) -> torch.Tensor:
-    """A lower bound on W1 (and on any coupling's cost) per cost matrix [B, n, m]."""
-    return torch.maximum(C.amin(dim=2).mean(dim=1), C.amin(dim=1).mean(dim=1))
-
-
-def range_min(D: torch.Tensor, starts: torch.Tensor, length: int) -> torch.Tensor:
-    """min of D[:, a : a + length] for every a in starts -> [n, len(starts)], by a sparse table
-    (log2(length) passes over D) instead of gathering every span's columns."""
-    M, step = D, 1
-    while 2 * step <= length:
-        M = torch.minimum(M[:, :-step], M[:, step:])  # M[:, c] = min D[:, c : c + 2 * step]
-        step *= 2
-    return torch.minimum(M[:, starts], M[:, starts + length - step])
-
-
-def span_lower_bounds(D: torch.Tensor, starts: torch.Tensor, length: int) -> torch.Tensor:
-    """lower_bounds of the cost matrices D[:, a : a + length] for a in starts, without building them."""
-    rows = range_min(D, starts, length).double().mean(dim=0)
-    cs = torch.nn.functional.pad(torch.cumsum(D.amin(dim=0).double(), 0), (1, 0))
-    return torch.maximum(rows, (cs[starts + length] - cs[starts]) / length)
+    """SVEB's earlier span grid (tail=full)."""
+    return grid_spans(T, w, s, "full")
 
 
 def span_means(ys: torch.Tensor, first: np.ndarray, length: np.ndarray, offsets: np.ndarray) -> torch.Tensor:
@@ -122,92 +65,126 @@ def span_means(ys: torch.Tensor, first: np.ndarray, length: np.ndarray, offsets:
     return out
 
 
-def min_over_spans(lb: np.ndarray, owner: np.ndarray, n_owners: int, solve) -> np.ndarray:
-    """min over each owner's spans of W1, by branch and bound; inf for an owner without spans.
-
-    lb: [S] lower bounds, owner: [S], solve(indices) -> W1 of those spans.
-    """
-    best = np.full(n_owners, np.inf)
-    queues = [list(np.flatnonzero(owner == g)[np.argsort(lb[owner == g], kind="stable")]) for g in range(n_owners)]
-    width = 1
-    while True:
-        pick = []
-        for g, q in enumerate(queues):
-            if q and lb[q[0]] >= best[g]:
-                q.clear()  # sorted: nothing left can beat best[g]
-            pick += q[:width]
-            del q[:width]
-        if not pick:
-            return best
-        np.minimum.at(best, owner[pick], solve(np.array(pick)))
-        width *= 2
+def contrast(d: np.ndarray, good: np.ndarray) -> float | None:
+    """d- / (d+ + d-) from unit distances d and their outcomes; None without a unit of each outcome (finite
+    distance) or with both nearest distances 0."""
+    d_pos = d[good & np.isfinite(d)].min(initial=np.inf)
+    d_neg = d[~good & np.isfinite(d)].min(initial=np.inf)
+    if not (np.isfinite(d_pos) and np.isfinite(d_neg)) or d_pos + d_neg <= 0:
+        return None
+    return float(d_neg / (d_pos + d_neg))
 
 
 @dataclass
 class Shear(Estimator):
-    """w, s: span length and stride in tokens; eps: Sinkhorn blur (fraction of the mean norm); exact:
-    network simplex instead; k nearest rollouts (0: all); d_min: clamp in units of the group's mean
-    hidden-state norm (0.1, as Hista's: with 1e-3 the state's own overlapping span won in-group for
-    every t >= w); layer: the hidden layer (-1 = last)."""
+    """w, s: span length and stride in tokens; eps: Sinkhorn regularisation (a fraction of the group's mean
+    hidden-state norm); exact: network simplex instead; span, compare, minimum, tail, readout: the rules above;
+    k nearest units (0: all) and d_min (clamp in units of the mean norm; 0.1, as Hista's: with 1e-3 the
+    state's own overlapping span won in-group for every t >= w) for readout=knn; layer: hidden layer (-1 =
+    last)."""
     w: int = 100
     s: int = 25
     eps: float = 0.05
     exact: bool = False
+    span: str = "covering"
+    compare: str = "opposing"
+    minimum: str = "set"
+    tail: str = "truncated"
+    readout: str = "contrast"
     k: int = 0
     d_min: float = 0.1
     layer: int = -1
     needs_hidden = True
 
+    def __post_init__(self) -> None:
+        for key, allowed in RULES.items():
+            if getattr(self, key) not in allowed:
+                raise UsageError(f"shear: -P {key}={getattr(self, key)}: must be one of {', '.join(allowed)}")
+        if self.w < 1 or self.s < 1:
+            raise UsageError(f"shear: -P w={self.w} s={self.s}: both must be >= 1")
+
     def estimate(self, group: ProblemGroup, states: Sequence[State]) -> np.ndarray:
-        out = np.full(len(states), group_mean(group))
+        base = group_mean(group)
+        out = np.full(len(states), base)
+        for n, (d, unit_reward) in enumerate(self.distances(group, states)):
+            ok = np.isfinite(d)
+            if not ok.any():
+                continue
+            if self.readout == "knn":
+                out[n] = weighted_knn(d[ok], unit_reward[ok], self.k, self.d_min)
+            else:
+                v = contrast(d, unit_reward >= 0.5)
+                out[n] = base if v is None else v
+        return out
+
+    def distances(self, group: ProblemGroup, states: Sequence[State]) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Per state, the distance to each unit (a rollout, or the incorrect and the correct set: minimum=set)
+        in units of the group's mean hidden-state norm (inf: nothing of that unit compared), and each unit's
+        reward (a set's: the mean reward of its compared rollouts)."""
+        empty = (np.zeros(0), np.zeros(0))
         members = list(group.rollouts)
         if not states or not members:
-            return out
+            return [empty for _ in states]
         xs = [as_float_tensor(group.hidden(r.rollout_idx)) for r in members]
         scale, centre = norm_and_centre(xs)
         if centre is None:
-            return out
+            return [empty for _ in states]
         ys = torch.cat(xs).sub_(centre).div_(scale)
         ys_sq = (ys * ys).sum(1)
         offsets = np.cumsum([0] + [len(x) for x in xs])
         spans = np.array([(g, offsets[g] + st, ln, st + ln) for g, x in enumerate(xs)
-                          for st, ln in span_starts(len(x), self.w, self.s)], dtype=np.int64).reshape(-1, 4)
+                          for st, ln in grid_spans(len(x), self.w, self.s, self.tail)], dtype=np.int64)
+        spans = spans.reshape(-1, 4)
         if not len(spans):
-            return out
+            return [empty for _ in states]
         s_owner, s_col, s_len, s_end = spans.T                 # rollout, first column in ys, length, end in rollout
         means = span_means(ys, s_col, s_len, offsets)            # W1 >= |mean(a) - mean(b)|: a second bound
         rewards = np.array([r.reward for r in members], dtype=np.float64)
+        good = outcome(rewards)
+        by_set = self.minimum == "set"
+        unit_of = good[s_owner].astype(np.int64) if by_set else s_owner
+        n_units = 2 if by_set else len(members)
         index = {r.rollout_idx: g for g, r in enumerate(members)}
         eps = None if self.exact else self.eps
         hidden_cache: dict[int, torch.Tensor] = {}
-        for n_s, st in enumerate(states):
-            if st.rollout_idx in index:
-                x = xs[index[st.rollout_idx]]
+        result = []
+        for st in states:
+            own = index.get(st.rollout_idx)
+            if own is not None:
+                x = xs[own]
             else:
                 if st.rollout_idx not in hidden_cache:
                     hidden_cache[st.rollout_idx] = as_float_tensor(group.hidden(st.rollout_idx))
                 x = hidden_cache[st.rollout_idx]
             t = min(st.t, len(x))
+            if own is None:
+                x = x[:t]                                           # held-out: the rollout stops at the cut
             if t <= 0:
+                result.append(empty)
                 continue
-            q = (x[max(0, t - self.w) : t] - centre) / scale
-            q_mean = q.double().mean(0)
-            D = pairwise_dist(q, ys, ys_sq)                            # [n, all rows]
+            if self.span == "trailing":
+                queries = [(max(0, t - self.w), t - max(0, t - self.w))]
+            else:                                                   # the own grid, to its end where visible
+                queries = covering(grid_spans(len(x), self.w, self.s, self.tail), t - 1)
             keep = np.ones(len(spans), dtype=bool)
-            if st.rollout_idx in index:                                # in-group: own past spans only
-                keep &= ~((s_owner == index[st.rollout_idx]) & (s_end > t))
-            d = np.full(len(members), np.inf)
-            for ln in np.unique(s_len[keep]):                          # one batch per span length
-                sel = np.flatnonzero(keep & (s_len == ln))
-                first = torch.from_numpy(s_col[sel])
-                lb = span_lower_bounds(D, first, int(ln))
-                lb = torch.maximum(lb, (means[sel] - q_mean).norm(dim=1)).numpy()
-
-                def solve(pick, first=first, ln=int(ln)):
-                    cols = first[pick][:, None] + torch.arange(ln)[None, :]
-                    return w1_batch(D[:, cols].permute(1, 0, 2), eps)   # [picked, n, ln]
-                d = np.minimum(d, min_over_spans(lb, s_owner[sel], len(members), solve))
-            ok = np.isfinite(d)
-            if ok.any():
-                out[n_s] = weighted_knn(d[ok], rewards[ok], self.k, self.d_min)
-        return out
+            if own is not None:                                     # in-group
+                keep &= (s_owner != own) if self.compare == "opposing" else ~((s_owner == own) & (s_end > t))
+            compared = np.zeros(len(members), dtype=bool)
+            compared[s_owner[keep]] = True
+            if by_set:
+                unit_reward = np.array([rewards[compared & (good == c)].mean() if (compared & (good == c)).any()
+                                        else np.nan for c in (False, True)])
+            else:
+                unit_reward = rewards
+            lo, hi = min(a for a, _ in queries), max(a + ln for a, ln in queries)
+            q_all = (x[lo:hi] - centre) / scale
+            D_all = pairwise_dist(q_all, ys, ys_sq)                 # [rows lo..hi, all rows]
+            d = np.full(n_units, -np.inf)
+            for a, ln in sorted(queries, key=lambda q: q[1]):       # short spans first: their distances are larger
+                q_mean = q_all[a - lo : a - lo + ln].double().mean(0)
+                mean_lb = (means[keep] - q_mean).norm(dim=1).numpy()
+                dk = span_minima(D_all[a - lo : a - lo + ln], s_col[keep], s_len[keep], unit_of[keep], n_units,
+                                 eps, mean_lb, floor=d if len(queries) > 1 else None)
+                d = np.maximum(d, dk)                               # covering: the maximum over the spans
+            result.append((d, unit_reward))
+        return result
