@@ -276,7 +276,7 @@ def _check(board: Path, bundle: Path, known: dict, into: Path, staged: list, max
     folder = unpack(bundle, into, max_mb)
     meta, table = read_bundle(folder)
     key = estimates_key(meta, table)  # recomputed: a bundle's own "key" is not trusted either
-    meta = {**meta, "key": key}
+    meta = {**meta, "key": key, "claimed_key": meta.get("key")}
     if (board / "bundles" / key / "bundle.json").exists() or any(s[0] == key for s in staged):
         return key, "unchanged"
     want = meta["build"]["content_hash"]
@@ -288,6 +288,9 @@ def _check(board: Path, bundle: Path, known: dict, into: Path, staged: list, max
                          f"register the original build with --build DIR")
     data = load_build(known[want])
     values = validate(meta, table, data)
+    if meta["claimed_key"] != key:  # written by write_bundle: a changed byte, value or identity shows here
+        raise BundleError(f"bundle.json key {str(meta.get('key'))[:20]} is not the hash of its estimates and identity "
+                          f"({key}): the bundle was modified after it was written")
     clash = _conflict(board, meta, values) or _conflict_staged(staged, meta, values)
     if clash:
         raise BundleError(f"the board already holds {meta['estimator']['name']} with these parameters on build "

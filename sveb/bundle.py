@@ -91,7 +91,7 @@ def estimates_key(meta: dict, table: pa.Table) -> str:
     ident = {"name": est["name"], "params": est["params"], "target": est.get("target"),
              "provenance": {k: (est.get("provenance") or {}).get(k) for k in ("kind", "distribution", "version")},
              "build": meta["build"]["content_hash"]}
-    rows = sorted(zip(*(table.column(c).to_pylist() for c in ESTIMATES.names)), key=lambda r: (r[1], r[0]))
+    rows = sorted(zip(*(table.column(c).to_pylist() for c in ESTIMATES.names)), key=lambda r: (str(r[1]), str(r[0])))  # str: a null is ordered, not a TypeError
     h = hashlib.sha256(json.dumps(ident, sort_keys=True).encode())
     for sid, proto, v, d in rows:
         h.update(json.dumps([sid, proto, repr(v), repr(d)]).encode() + b"\n")

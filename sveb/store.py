@@ -164,8 +164,9 @@ def shard_done(path: Path, fp: str) -> bool:
 def read_shard(path: Path) -> pa.Table:
     try:
         return pq.read_table(path)
-    except (OSError, pa.ArrowInvalid) as e:
-        raise StoreError(f"{path}: unreadable Parquet shard ({e}); delete it and rerun to rebuild it") from None
+    except (OSError, pa.ArrowException, ValueError, KeyError, IndexError, TypeError) as e:  # corrupt bytes
+        raise StoreError(f"{path}: unreadable Parquet shard ({type(e).__name__}: {str(e)[:160]}); delete it and "
+                         f"rerun to rebuild it") from None
 
 
 def read_table(table_dir: Path, schema: pa.Schema | None = None, fp: str | None = None) -> pa.Table:
@@ -177,9 +178,13 @@ def read_table(table_dir: Path, schema: pa.Schema | None = None, fp: str | None 
             raise StoreError(f"{table_dir}: no shards")
         return schema.empty_table()
     tables = [t.replace_schema_metadata(None) for t in tables]
-    if schema is not None:
-        tables = [t.select(schema.names).cast(schema) for t in tables]
-    return pa.concat_tables(tables)
+    try:
+        if schema is not None:
+            tables = [t.select(schema.names).cast(schema) for t in tables]
+        return pa.concat_tables(tables)
+    except (pa.ArrowException, ValueError, KeyError, TypeError) as e:
+        raise StoreError(f"{table_dir}: its shards do not have the table's columns ({type(e).__name__}: "
+                         f"{str(e)[:160]})") from None
 
 
 def write_manifest(bdir: Path, manifest: dict) -> None:
@@ -246,7 +251,10 @@ def table_hash(table_dir: Path, keys: tuple[str, ...] | None = None) -> str:
     rows = read_table(table_dir).to_pylist()
     keys = keys or CONTENT_KEYS.get(Path(table_dir).name) or ()
     if keys:
-        rows.sort(key=lambda r: tuple(r[k] for k in keys))
+        try:
+            rows.sort(key=lambda r: tuple(r[k] for k in keys))
+        except (KeyError, TypeError):
+            raise StoreError(f"{table_dir}: rows without a usable {', '.join(keys)} key") from None
     h = hashlib.sha256()
     for r in rows:
         h.update(json.dumps(r, sort_keys=True, separators=(",", ":"), default=str).encode())
