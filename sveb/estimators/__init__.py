@@ -89,8 +89,16 @@ BUILTIN: tuple[Entry, ...] = (
           grid={"alpha": ["0", "0.5", "0.7", "0.9"], "phi": ["1", "5", "10"], "delta": ["25", "50", "100"],
                 "k": ["6", "20", "66"]}),
     Entry("shear", "sveb.estimators.shear:Shear",
-          "SVEB's construction from SHEAR's signal (SHEAR defines no V(s)): 1/d-weighted mean reward of the "
-          "rollouts, d = min span Wasserstein distance", needs_hidden=True, constructed=True,
+          "SVEB's construction from SHEAR's signal (SHEAR defines no V(s)): d+ / d- = the paper's span Wasserstein "
+          "distance (one minimum over the set, covering spans) to the correct / incorrect rollouts, "
+          "V = d- / (d+ + d-)", needs_hidden=True, constructed=True,
+          grid={"span": ["covering", "trailing"], "compare": ["opposing", "all"], "minimum": ["set", "rollout"],
+                "readout": ["contrast", "knn"], "tail": ["truncated", "full"]}),
+    Entry("shear-sveb", "sveb.estimators.shear:Shear",
+          "SVEB's construction from SHEAR's signal, SVEB's earlier variant (SHEAR defines no V(s)): 1/d-weighted mean "
+          "reward of the rollouts, d = min Wasserstein distance of the state's trailing window to each rollout's spans",
+          needs_hidden=True, constructed=True, variant=True,
+          preset={"tail": "full", "span": "trailing", "compare": "all", "minimum": "rollout", "readout": "knn"},
           grid={"w": ["25", "50", "100"], "s": ["10", "25"], "eps": ["0.01", "0.05", "0.2"]}),
     Entry("hidden-align", "sveb.estimators.hidden_align:HiddenAlign",
           "SVEB's construction from Hidden-Align's observation (the paper defines no V(s)): similarity to the "
