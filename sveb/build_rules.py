@@ -48,6 +48,9 @@ def validate(cfg: BuildConfig) -> None:
     for ok, flag, value, need in checks:
         if not ok:
             raise BuildError(f"{flag} {value}: must be {need}")
+    if cfg.source != "builtin":  # a mistyped source fails here, before a build folder is made for it
+        from sveb.data_builders.load import resolve as resolve_source
+        resolve_source(cfg.source, cfg.domain, tuple(cfg.fields))
 
 
 def stage_fps(cfg: BuildConfig) -> dict[str, str]:

@@ -564,3 +564,12 @@ def test_report_and_html_refuse_a_folder_they_did_not_write(two_bundles, tmp_pat
         assert r.exit_code == 0, r.output
     r = cli("report", "--root", root, "--out", mine, "--force")
     assert r.exit_code == 0 and (mine / "index.html").exists() and (mine / "notes.txt").exists()
+
+
+def test_a_mistyped_source_leaves_no_stub_build(tmp_path):
+    root = tmp_path / "root"
+    one_line_error(cli("build", "--source", "gsm8kk", "--domain", "math", "--root", root),
+                   "--source gsm8kk", "did you mean gsm8k?")
+    assert not root.exists() or not list(root.rglob("manifest.json"))
+    r = cli("ls", "builds", "--root", tmp_path)
+    assert r.exit_code == 0 and "running" not in r.output
