@@ -498,14 +498,21 @@ def test_provenance_the_board_cannot_reproduce_is_self_declared(two_bundles, tmp
     lb = tmp_path / "board"
     renamed = tmp_path / "renamed"  # mcs-2's values under a new name, claiming builtin provenance
     shutil.copytree(bundles["mcs-2"], renamed)
+    from sveb.bundle import estimates_key, read_bundle
+
+    def rekey(folder):  # a forger recomputes the bundle's key: it is a checksum, not a signature
+        meta, table = read_bundle(folder)
+        (folder / "bundle.json").write_text(json.dumps({**meta, "key": estimates_key(meta, table)}))
     m = json.loads((renamed / "bundle.json").read_text())
     m["estimator"]["name"] = "super-estimator"
     (renamed / "bundle.json").write_text(json.dumps(m))
+    rekey(renamed)
     nudged = tmp_path / "nudged"  # "builtin grpo" whose values are not grpo's
     shutil.copytree(bundles["grpo"], nudged)
     t = pq.read_table(nudged / "estimates.parquet").to_pylist()
     t[0]["value"] = 0.5 if t[0]["value"] != 0.5 else 0.25
     pq.write_table(pa.Table.from_pylist(t), nudged / "estimates.parquet")
+    rekey(nudged)
     got = board.add_all(lb, [bundles["mcs-2"], renamed], [bdir])
     assert [s for _, s in got] == ["added", "added"]
     checks = {r["estimator"]: r["provenance_check"] for r in board.rows(lb) if r.get("kind") == "build"}

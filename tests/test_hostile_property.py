@@ -16,7 +16,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from hypothesis import HealthCheck, given, seed, settings, strategies as st
+from hypothesis import HealthCheck, given, reject, seed, settings, strategies as st
 from rich.console import Console
 
 from sveb import store
@@ -151,7 +151,11 @@ def table_value(table, columns, rehash):
                 rows[i][col] = 0.5 if value != 0.5 else 0.25
             else:
                 rows[i][col] = value
-            pq.write_table(pa.Table.from_pylist(rows, schema=t.schema), path)
+            try:
+                changed = pa.Table.from_pylist(rows, schema=t.schema)
+            except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
+                reject()  # a value the column cannot hold: no file could carry it
+            pq.write_table(changed, path)
             if rehash and (root / "manifest.json").exists():
                 m = json.loads((root / "manifest.json").read_text())
                 m["export"]["tables"][table]["sha256"] = store.table_hash(root / table)
@@ -217,7 +221,11 @@ def estimate_value(column, values):
             if rows[i][column] == value or (value != value and rows[i][column] != rows[i][column]):
                 return  # no change: the original bundle
             rows[i][column] = value
-            pq.write_table(pa.Table.from_pylist(rows, schema=t.schema), path)
+            try:
+                changed = pa.Table.from_pylist(rows, schema=t.schema)
+            except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
+                reject()
+            pq.write_table(changed, path)
         return f"estimates.{column}[{where:.3f}] = {value!r}", apply
     return draw()
 
