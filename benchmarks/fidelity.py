@@ -1,4 +1,4 @@
-"""Each rule of an authors' estimator against SVEB's earlier choice, one rule at a time, on committed builds.
+"""Each rule of an authors' (or paper's) estimator against SVEB's earlier choice, one rule at a time, on committed builds.
 
 For every setting (the authors' default, each rule switched alone to SVEB's earlier choice, all of them
 switched, and SVEB's earlier preset) and both protocols: MAE, the paired Δ of squared error against grpo over
@@ -47,6 +47,15 @@ SETTINGS = {
         ("all four switched", "hista", {"history": "response", "read": "cut", "min_k": "66", "scale": "norm",
                                         "min_distance": "0.1"}),
         ("hista-sveb (SVEB's earlier code)", "hista-sveb", {}),
+    ],
+    "shear": [
+        ("the paper's signal, contrast read-out (default)", "shear", {}),
+        ("tail spans full (not truncated)", "shear", {"tail": "full"}),
+        ("the trailing window (not the covering spans)", "shear", {"span": "trailing"}),
+        ("compare with every rollout (not the opposing set)", "shear", {"compare": "all"}),
+        ("a minimum per rollout (not one over the set)", "shear", {"minimum": "rollout"}),
+        ("1/d kNN read-out (not the contrast)", "shear", {"readout": "knn"}),
+        ("shear-sveb (SVEB's earlier construction)", "shear-sveb", {}),
     ],
 }
 PROTOCOLS = ("held-out", "in-group")
