@@ -8,6 +8,7 @@ what is scored (a label, a Parquet statistic, a gzip header field), give exactly
 
 import io
 import json
+import math
 import shutil
 import tarfile
 import tempfile
@@ -132,6 +133,10 @@ def json_edit(name, paths):
     return draw()
 
 
+def _holdable(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and 0 <= x <= 1
+
+
 def table_value(table, columns, rehash):
     """Change one value of a table; rehash: rewrite the export's hashes too (an export consistent with itself,
     holding a value no reward or reference may have)."""
@@ -155,6 +160,10 @@ def table_value(table, columns, rehash):
                 changed = pa.Table.from_pylist(rows, schema=t.schema)
             except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
                 reject()  # a value the column cannot hold: no file could carry it
+            stored = changed.column(col)[i].as_py()
+            first = (lambda x: x[0] if isinstance(x, list) else x)  # noqa: E731
+            if rehash and _holdable(first(stored)) and not _holdable(first(rows[i][col])):
+                reject()  # the column rounds it into range (1 + 2e-16 in float32 is 1.0): not the value drawn
             pq.write_table(changed, path)
             if rehash and (root / "manifest.json").exists():
                 m = json.loads((root / "manifest.json").read_text())
