@@ -20,20 +20,10 @@ import numpy as np
 import torch
 
 from sveb.builds import load_build
-from sveb.estimators.hista import (START_PATTERN, ema_histories, ema_prompt, k_schedule, node_distances,  # noqa: F401
-                                   node_tokens)
+from sveb.estimators.hista import ema_histories, ema_prompt, k_schedule, knn_value, node_distances, node_tokens
 from sveb.hidden import HiddenStates
 
 CLAMP, MAX_K, MIN_K, MW, NI, ALPHA = 5.0, 66, 6, 5, 50, 0.7
-
-
-def knn(row: torch.Tensor, rewards: torch.Tensor, k: int, reverse: bool) -> float:
-    d = torch.clamp_min(row, CLAMP)
-    order = torch.arange(len(d) - 1, -1, -1) if reverse else torch.arange(len(d))
-    vals, idx = torch.sort(d[order], stable=True)
-    idx = order[idx[:k]]
-    w = 1.0 / d[idx]
-    return float((rewards[idx] * w).sum() / w.sum()) if w.sum() > 1e-8 else 0.0
 
 
 def group_figures(hs: HiddenStates, pid: str, rows: list[dict]) -> dict:
@@ -59,7 +49,9 @@ def group_figures(hs: HiddenStates, pid: str, rows: list[dict]) -> dict:
             at_clamp = int((dist[n] <= CLAMP).sum())
             if at_clamp > k:
                 tie_q += 1
-                moved.append(abs(knn(dist[n], rew, k, False) - knn(dist[n], rew, k, True)))
+                # ties in pool order, and (both reversed, the stable sort's order reversed) the other way
+                moved.append(abs(knn_value(dist[n], rew, k, CLAMP, 1.0)
+                                 - knn_value(dist[n].flip(0), rew.flip(0), k, CLAMP, 1.0)))
     d = np.concatenate(pairs)
     norm = float(np.mean(np.concatenate([np.linalg.norm(resp[j], axis=1) for j in order])))
     return {"pid": pid, "median": float(np.median(d)), "share_at_clamp": float(np.mean(d <= CLAMP)), "norm": norm,

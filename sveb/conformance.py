@@ -71,12 +71,12 @@ def numca_case(case: dict, path: Path, n: int) -> tuple[float, float]:
     return float(value), float(_need(case, "expected", path, n))
 
 
-def hista_case(case: dict, path: Path, n: int, groups: dict) -> tuple[float, float]:
+def hista_case(case: dict, root: Path, path: Path, n: int, groups: dict) -> tuple[float, float]:
     from sveb.estimators.base import ProblemGroup, Rollout, State
     from sveb.estimators.hista import Hista
     from sveb.records import GroupHidden
     rel = _need(case, "group", path, n)
-    npz = (path.parent.parent / rel) if rel.startswith("hista/") else (path.parent / rel)
+    npz = root / rel  # relative to the conformance directory (FORMAT.md)
     if rel not in groups:
         if not npz.is_file():
             raise UsageError(f"{path}:{n}: case {case.get('id')}: group file {npz} not found")
@@ -134,7 +134,7 @@ def run_dir(root: Path, progress: Callable[[str], None] | None = None) -> list[O
             if name == "pacs":
                 ok, detail = pacs_case(case, path, n)
             else:
-                got, want = numca_case(case, path, n) if name == "numca" else hista_case(case, path, n, groups)
+                got, want = numca_case(case, path, n) if name == "numca" else hista_case(case, root, path, n, groups)
                 ok, detail = abs(got - want) <= TOL, f"{got:.9g} vs expected {want:.9g}"
             out.append(Outcome(name, cid, rules + (["ties"] if case.get("ties") and "ties" not in rules else []),
                                ok, detail))

@@ -32,13 +32,15 @@ import torch
 
 from sveb.errors import UsageError
 from sveb.estimators.base import Estimator, ProblemGroup, State, hidden_source
+from sveb.estimators.knn import as_float_tensor, norm_and_centre
 
 TINY_WEIGHT = 1e-8
 START_PATTERN = "<|im_start|>assistant"   # the authors' response start for ChatML models (theirs: "<think>" for R1)
 
 
-def ema_history(x: torch.Tensor, alpha: float) -> torch.Tensor:
-    """The authors' exponential running average of x [S, H] at every position (float32, their operation order)."""
+def _ema_run(x: torch.Tensor, alpha: float) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """The authors' exponential running average of x [S, H] (float32, their operation order): the bias-corrected
+    value at every position, and the running (uncorrected) state after the last one."""
     x = x.float()
     out = torch.empty_like(x)
     powers = torch.pow(alpha, torch.arange(1, x.shape[0] + 1))
@@ -46,7 +48,12 @@ def ema_history(x: torch.Tensor, alpha: float) -> torch.Tensor:
     for k in range(x.shape[0]):
         ema = x[k] if k == 0 else alpha * ema + (1 - alpha) * x[k]
         out[k] = ema / (1 - powers[k])
-    return out
+    return out, ema
+
+
+def ema_history(x: torch.Tensor, alpha: float) -> torch.Tensor:
+    """The authors' exponential running average of x [S, H] at every position (float32, their operation order)."""
+    return _ema_run(x, alpha)[0]
 
 
 @dataclass(frozen=True)
@@ -61,11 +68,8 @@ def ema_prompt(prompt, alpha: float, mean_window: int, width: int) -> PromptEMA:
     x = torch.zeros((0, width)) if prompt is None else torch.as_tensor(np.asarray(prompt, np.float32))
     if len(x) == 0:
         return PromptEMA(torch.zeros((0, width)), None, 0)
-    full = ema_history(x, alpha)
-    ema = x[0]
-    for k in range(1, len(x)):  # the running (uncorrected) state, same operations as ema_history
-        ema = alpha * ema + (1 - alpha) * x[k]
-    return PromptEMA(full[::mean_window].clone(), ema, len(x))
+    full, state = _ema_run(x, alpha)
+    return PromptEMA(full[::mean_window].clone(), state, len(x))
 
 
 def ema_histories(pre: PromptEMA, responses: list, alpha: float, mean_window: int) -> list[torch.Tensor]:
@@ -153,14 +157,14 @@ def hista_values(hist: dict[int, torch.Tensor], lengths: dict[int, int], rewards
     (`ema_histories`) and token count `lengths` (prompt + response); `members` are the neighbours' rollouts in
     pool order; a query rollout's history covers what the protocol lets it see."""
     nodes = {j: node_tokens(lengths[j], start, node_interval) for j in hist}
-    existing = [(j, q // mean_window) for j in members if j in hist for q in nodes[j]]
-    reward = torch.tensor([1.0 if rewards[j] > 0 else 0.0 for j, _ in existing])
-    blocks = {j: [r + 1 for jj, r in existing if jj == j] for j in dict.fromkeys(j for j, _ in existing)}
+    # the neighbours' nodes, by rollout in pool order: each node's history length in kept rows
+    blocks = {j: [q // mean_window + 1 for q in nodes[j]] for j in members if j in hist and nodes[j]}
+    reward = torch.tensor([1.0 if rewards[j] > 0 else 0.0 for j, ends in blocks.items() for _ in ends])
     out: dict[tuple[int, int], float] = {}
     for i, cuts in queries.items():
         if i not in hist or not nodes[i]:
             continue
-        if not existing:
+        if not blocks:
             out.update({(i, c): 0.0 for c in cuts})  # no neighbour: the authors' zero total weight
             continue
         q_nodes = nodes[i]
@@ -214,7 +218,7 @@ class Hista(Estimator):
             if not ok:
                 raise UsageError(f"hista: -P {key}={getattr(self, key)}: must be {what}")
 
-    def _group_inputs(self, group: ProblemGroup) -> tuple[PromptEMA, int]:
+    def _group_inputs(self, group: ProblemGroup) -> tuple[np.ndarray | None, int]:
         src = hidden_source(group.hidden_fn)
         if self.history == "response":
             return None, 0
@@ -267,10 +271,8 @@ class Hista(Estimator):
             memo["rollouts"][j] = (arrays[j], h)
         hist = {j: h for j, h in hist.items() if lengths[j] > 0}
         if self.scale == "norm":  # SVEB's earlier unit: distances / the group's mean hidden-state norm
-            norms = [float(torch.as_tensor(np.asarray(arrays[j], np.float32)).norm(dim=1).sum()) for j in members]
-            count = sum(len(arrays[j]) for j in members)
-            unit = (sum(norms) / count) if count else 1.0
-            hist = {j: h / (unit or 1.0) for j, h in hist.items()}
+            unit, _ = norm_and_centre(as_float_tensor(arrays[j]) for j in members)
+            hist = {j: h / unit for j, h in hist.items()}
         rewards = {j: group.rollout(j).reward for j in hist}
         values = hista_values(hist, lengths, rewards, members, queries, pre.length, start,
                               mean_window=self.mean_window, node_interval=self.node_interval, max_k=self.max_k,

@@ -172,13 +172,13 @@ class Numca(Estimator):
         if self.merge:
             pos = merge_positions(pos, self.merge)
         states = grouped_states(nums, pos)
-        path = {frozenset(): table_value(table, frozenset())}
-        last = path[frozenset()] if path[frozenset()] is not None else 0.0
+        root = table_value(table, frozenset())
+        path = {frozenset(): 0.0 if root is None else root}   # an empty table: the authors' 0.0
+        last = path[frozenset()]
         for _, s in states:                     # the path's values in order, for unseen = latest
             v = table_value(table, s)
-            path[s] = v if v is not None else (last if self.unseen == "latest" else 0.0)
-            last = path[s]
-        value = lambda s: path[s] if path[s] is not None else 0.0  # noqa: E731
+            last = path[s] = v if v is not None else (last if self.unseen == "latest" else 0.0)
+        value = path.__getitem__
         if self.read == "table":
             at = [s for p, s in states if p <= cut]
             return value(at[-1] if at else frozenset())
