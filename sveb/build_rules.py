@@ -58,6 +58,8 @@ def stage_fps(cfg: BuildConfig) -> dict[str, str]:
     parts = ["problems", cfg.domain, cfg.source, cfg.split, cfg.problems * cfg.oversample, cfg.seed, v]
     if cfg.fields or cfg.min_tests >= 0:  # only when set, so builds made before these knobs keep their fingerprints
         parts.append({"fields": sorted(map(list, cfg.fields)), "min_tests": cfg.min_tests})
+    if cfg.seed > 0:  # seeds draw disjoint candidates (load_problems); seed 0's draw, and fingerprint, are unchanged
+        parts.append("disjoint seeds")
     problems = fingerprint(*parts)
     rollouts = fingerprint("rollouts", problems, cfg.model, cfg.sampling, cfg.rollouts, cfg.seed, dtype_of(cfg), v,
                            "fresh groups after a separate screen", engine_key(cfg), *paper_fp_parts(cfg))

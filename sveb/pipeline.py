@@ -133,7 +133,8 @@ def _stage_candidates(cfg, bdir: Path, fp: str, console) -> tuple[list[dict], di
         return store.read_shard(path).to_pylist(), store.read_manifest(bdir).get("skipped_rows", {})
     problems, skipped = load_problems(
         cfg.domain, cfg.source, cfg.problems * cfg.oversample, cfg.seed, cfg.split, cfg.fields, cfg.min_tests,
-        warn=lambda w: console.print(f"warning: {w}", style="yellow", markup=False, soft_wrap=True))
+        warn=lambda w: console.print(f"warning: {w}", style="yellow", markup=False, soft_wrap=True),
+        ask=f"--problems {cfg.problems} x --oversample {cfg.oversample}")
     if skipped:
         console.print(f"skipped rows of {cfg.source}: " + ", ".join(f"{v} {k}" for k, v in sorted(skipped.items())))
     if not problems:

@@ -5,7 +5,7 @@ cannot become a problem, `SourceError`), the domains, and `Source`, the descript
 Beside it, importing only this vocabulary (and each other downward):
   number, math, science, general, programming   one module per domain:
       HUB_ID, HUB_CONFIG, HUB_SPLIT             the dataset the paper's code used (written there only)
-      builtin(n, seed, split) -> list[dict]     offline procedural problems
+      builtin(n, seed, split) -> list[dict]     offline procedural problems (seeds disjoint)
       from_record(rec) -> dict                  one row of the dataset's own schema -> problem dict
                                                 (raise SkipRow("reason") to skip it)
       prompt(problem) -> list[dict]             chat messages for the policy
@@ -82,21 +82,55 @@ def make_problem(domain: str, source: str, question: str, answer: str, answer_ty
 
 
 def sample_builtin(domain: str, n: int, seed: int, split: str, levels: dict[int, float],
-                   make: Callable[[int, random.Random], dict]) -> list[dict]:
-    """n distinct problems of the split from a seeded mix of levels; `make(level, rng)` builds one."""
+                   make: Callable[[int, random.Random], dict], warn: Callable[[str], None] | None = None,
+                   ask: str | None = None) -> list[dict]:
+    """n distinct problems of the split from a seeded mix of levels; `make(level, rng)` builds one.
+
+    Seeds of one (domain, split, n) draw disjoint problems, by sequential exclusion: seed s draws from its own
+    stream exactly as seed 0 draws from its, skipping every problem seeds 0..s-1 drew (so seed 0 is the plain
+    draw, and seed s differs from its plain draw only where it overlapped). Should the problems no earlier seed
+    drew run out, the seed goes on with earlier seeds' problems and says so through `warn` (see seed_shortfall)."""
+    taken: set[str] = set()
+    for s in range(seed + 1):
+        out, reused = _builtin_draw(domain, n, s, split, levels, make, taken)
+        taken.update(p["problem_id"] for p in out)
+    if reused and warn is not None:
+        warn(seed_shortfall(seed, f"builtin {domain}", len(taken), n, split, reused, ask, about=True))
+    return out
+
+
+def _builtin_draw(domain: str, n: int, seed: int, split: str, levels: dict[int, float],
+                  make: Callable[[int, random.Random], dict], taken: set[str]) -> tuple[list[dict], int]:
+    """One seed's draw, skipping `taken` while the stream still yields others; also how many it had to repeat."""
     rng = random.Random(f"{domain}-builtin-{seed}")
     kept = [lv for lv, w in levels.items() if w > 0]
     weights = [levels[lv] for lv in kept]
-    out, seen, tries = [], set(), 0
+    out, seen, tries, last, fresh_only = [], set(), 0, 0, bool(taken)
     while len(out) < n:
         tries += 1
+        if fresh_only and (tries - last > 20 * n + 2_000 or tries > 100 * n + 10_000):
+            fresh_only, tries = False, 0  # what no earlier seed drew ran out (or all but gone): go on with theirs
         if tries > 100 * n + 10_000:  # finite problem spaces: say so instead of looping
             raise UsageError(f"builtin {domain}: only {len(out)} distinct {split} problems found, {n} asked")
         p = make(rng.choices(kept, weights)[0], rng)
-        if split_of(p["problem_id"]) == split and p["problem_id"] not in seen:
-            seen.add(p["problem_id"])
+        pid = p["problem_id"]
+        if split_of(pid) == split and pid not in seen and not (fresh_only and pid in taken):
+            seen.add(pid)
             out.append(p)
-    return out
+            last = tries
+    return out, len(seen & taken)
+
+
+def seed_shortfall(seed: int, where: str, usable: int, n: int, split: str, reused: int, ask: str | None,
+                   about: bool = False) -> str:
+    """One line for a seed whose candidates repeat earlier seeds' problems because the source ran out."""
+    fit = max(usable // n, 1) - 1
+    enough = "seed 0 only" if fit == 0 else f"seeds 0-{fit}"
+    earlier = "seed 0" if seed == 1 else f"seeds 0-{seed - 1}"
+    return (f"--seed {seed}: {where} holds {'about ' if about else ''}{usable} usable {split} problems, enough for "
+            f"{enough} at {ask or f'{n} candidates a seed'}; {reused} of this seed's {n} candidates repeat problems "
+            f"of {earlier} (seeds of one config draw disjoint problems while the source lasts: use a lower --seed, "
+            f"fewer candidates or a larger source)")
 
 
 @dataclass(frozen=True)

@@ -86,11 +86,11 @@ def generate(level: int, rng: random.Random) -> tuple[str, str, str, str]:
     raise ValueError(f"unknown general level {level}")
 
 
-def builtin(n: int, seed: int, split: str) -> list[dict]:
+def builtin(n: int, seed: int, split: str, **kw) -> list[dict]:  # kw: warn, ask (sample_builtin)
     def make(level: int, rng: random.Random) -> dict:
         q, a, kind, template = generate(level, rng)
         return make_problem("general", "builtin", q, a, kind, meta={"level": level, "template": template})
-    return sample_builtin("general", n, seed, split, LEVELS, make)
+    return sample_builtin("general", n, seed, split, LEVELS, make, **kw)
 
 
 def from_record(rec: dict) -> dict:

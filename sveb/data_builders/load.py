@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Callable
 
 import sveb.data_builders as package
-from sveb.data_builders import FITS, SkipRow, Source, SourceError, domain_module, make_problem, split_of
+from sveb.data_builders import (FITS, SkipRow, Source, SourceError, domain_module, make_problem, seed_shortfall,
+                                split_of)
 from sveb.data_builders import fields as fieldmap
 from sveb.data_builders.files import read_hub, read_local
 
@@ -245,25 +246,49 @@ def scan(domain: str, text: str, fields: tuple = (), min_tests: int = -1) -> Loa
 
 
 def load_problems(domain: str, source: str, n: int, seed: int, split: str, fields: tuple = (), min_tests: int = -1,
-                  warn: Callable[[str], None] | None = None) -> tuple[list[dict], dict[str, int]]:
+                  warn: Callable[[str], None] | None = None, ask: str | None = None) -> tuple[list[dict], dict[str, int]]:
     """Up to n candidate problems of the split, seeded; also the count of skipped rows per reason.
 
     source: builtin | hub (the domain's paper dataset) | NAME | NAME=PATH | PATH (see `sveb ls sources`);
     fields: ((key, column), ...) for a file with its own columns; min_tests: -1 = the source's default.
-    Warnings (a gold that looks like a worked solution) go to `warn` before anything is sampled."""
+    Seeds of one (domain, source, split, fields, n) draw disjoint problems while the source lasts (`disjoint_draw`);
+    a seed that must repeat earlier seeds' problems says so through `warn`, naming `ask` (how n was made, e.g.
+    "--problems 8 x --oversample 4"). Warnings (a gold that looks like a worked solution) go to `warn` before
+    anything is sampled."""
     mod = domain_module(domain)
+    say = warn or log.warning
     if source == "builtin":
         if fields:
             raise SourceError("--field applies to a file source, not to --source builtin")
-        return mod.builtin(n, seed, split), {}
+        return mod.builtin(n, seed, split, warn=say, ask=ask), {}
     loaded = scan(domain, source, tuple(fields), min_tests)
     for w in loaded.warnings:
-        (warn or log.warning)(w)
+        say(w)
     problems = loaded.of_split(split)
     if not problems and loaded.splits:  # e.g. --split train on the test file of a dataset that ships both
         have = sorted({loaded.split(p) for p in loaded.problems})
         raise SourceError(f"--source {source}: holds no {split} rows (only {', '.join(have)}); pass the dataset's "
                           f"{split} file (its name says {split}, e.g. {split}.jsonl)")
     problems.sort(key=lambda p: p["problem_id"])
-    random.Random(seed).shuffle(problems)
-    return problems[:n], dict(loaded.skipped)
+    out, reused = disjoint_draw(problems, n, seed)
+    if reused:
+        say(seed_shortfall(seed, f"--source {source}", len(problems), n, split, reused, ask))
+    return out, dict(loaded.skipped)
+
+
+def disjoint_draw(problems: list, n: int, seed: int) -> tuple[list, int]:
+    """Seed `seed`'s n draws from a pool, by sequential exclusion; also how many repeat an earlier seed's.
+
+    Seed s shuffles the pool with random.Random(s), as every seed did before seeds were made disjoint, and takes the
+    first n that none of seeds 0..s-1 took: seed 0 is the plain shuffle's first n, seed s differs from it only where
+    it overlapped an earlier seed. Only when the pool holds fewer than (s + 1) x n does seed s fill up with earlier
+    seeds' problems (in its own order, after every fresh one)."""
+    taken: set[int] = set()
+    picked, fresh = [], 0
+    for s in range(seed + 1):
+        order = list(range(len(problems)))
+        random.Random(s).shuffle(order)  # the same permutation as shuffling the pool itself
+        new = [i for i in order if i not in taken][:n]
+        picked, fresh = new + [i for i in order if i in taken][:n - len(new)], len(new)
+        taken.update(picked)
+    return [problems[i] for i in picked], len(picked) - fresh

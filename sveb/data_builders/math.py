@@ -47,11 +47,11 @@ def generate(level: int, rng: random.Random) -> tuple[str, int, str]:
     raise ValueError(f"unknown math level {level}")
 
 
-def builtin(n: int, seed: int, split: str) -> list[dict]:
+def builtin(n: int, seed: int, split: str, **kw) -> list[dict]:  # kw: warn, ask (sample_builtin)
     def make(level: int, rng: random.Random) -> dict:
         q, a, template = generate(level, rng)
         return make_problem("math", "builtin", q, str(a), "math", meta={"level": level, "template": template})
-    return sample_builtin("math", n, seed, split, LEVELS, make)  # ~900 problems in all
+    return sample_builtin("math", n, seed, split, LEVELS, make, **kw)  # ~900 problems in all
 
 
 def from_record(rec: dict) -> dict:

@@ -73,11 +73,11 @@ def generate(level: int, rng: random.Random) -> tuple[str, int, list[int]]:
     raise ValueError(f"unknown number level {level}")
 
 
-def builtin(n: int, seed: int, split: str) -> list[dict]:
+def builtin(n: int, seed: int, split: str, **kw) -> list[dict]:  # kw: warn, ask (sample_builtin)
     def make(level: int, rng: random.Random) -> dict:
         q, a, inter = generate(level, rng)
         return make_problem("number", "builtin", q, str(a), "math", meta={"level": level, "intermediate": inter})
-    return sample_builtin("number", n, seed, split, LEVELS, make)
+    return sample_builtin("number", n, seed, split, LEVELS, make, **kw)
 
 
 def from_record(rec: dict) -> dict:

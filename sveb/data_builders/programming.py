@@ -155,12 +155,12 @@ def generate(level: int, rng: random.Random) -> tuple[str, list[dict], str]:
     raise ValueError(f"unknown programming level {level}")
 
 
-def builtin(n: int, seed: int, split: str) -> list[dict]:
+def builtin(n: int, seed: int, split: str, **kw) -> list[dict]:  # kw: warn, ask (sample_builtin)
     def make(level: int, rng: random.Random) -> dict:
         q, tests, ref = generate(level, rng)
         return make_problem("programming", "builtin", q, "", "code", tests=tests,
                             meta={"level": level, "reference_solution": ref})
-    return sample_builtin("programming", n, seed, split, LEVELS, make)  # ~500 tasks in all
+    return sample_builtin("programming", n, seed, split, LEVELS, make, **kw)  # ~500 tasks in all
 
 
 def read_test_case(tc) -> dict:
