@@ -59,6 +59,7 @@ test-fast: setup
 docs:
 	test -x $(PY) || $(MAKE) setup
 	PYTHONPATH=. $(PY) -m typer sveb.cli utils docs --name sveb --output docs/cli.md
+	$(PY) -m sveb.estimators.families
 
 clean:
 	rm -rf $(VENV) sveb_data

@@ -1,5 +1,5 @@
-"""Paired Δ of squared error between any two estimators on the same states, seeds pooled (clusters = (build,
-problem)), held-out: e.g. the probe against MCS@2 and MCS@3, which the leaderboard compares only with grpo.
+"""Paired Δ of squared error between any two estimators on the same states, seeds pooled (clusters: the problems,
+a problem two seeds drew being one), held-out: e.g. the probe against MCS@2 and MCS@3, which the leaderboard compares only with grpo.
 
     python benchmarks/paired_vs.py --root ROOT --seeds 0,1,2 --a probe --b mcs-2 --b mcs-3
 """
@@ -12,7 +12,7 @@ import numpy as np
 
 from sveb import scoring
 from sveb.builds import find_seed_builds
-from sveb.pooling import N_BOOT, SEED, load_view, merge, read_scores
+from sveb.pooling import load_view, merge, read_scores
 
 
 def default_key(view, name: str, protocol: str):
@@ -42,7 +42,7 @@ def main(argv=None) -> None:
     for name in a.b:
         y = v.est[default_key(v, name, a.protocol)]
         ok = np.isfinite(x) & np.isfinite(y) & np.isfinite(v.ref)
-        r = scoring.paired_sq_diff(x[ok], y[ok], v.ref[ok], v.problem[ok], N_BOOT, SEED)
+        r = scoring.paired_sq_diff(x[ok], y[ok], v.ref[ok], v.problem[ok])
         print(f"{a.a} - {name} ({a.protocol}, {int(ok.sum())} states, seeds {a.seeds}): Δ sq err "
               f"{r['delta_sq']:+.4f} [{r['delta_sq_ci_low']:+.4f}, {r['delta_sq_ci_high']:+.4f}], "
               f"p {r['p_delta']:.3g} (unadjusted)")

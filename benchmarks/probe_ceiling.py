@@ -74,7 +74,6 @@ def main(argv=None) -> dict:
     ap.add_argument("--folds", type=int, default=5)
     ap.add_argument("--no-hidden", action="store_true")
     ap.add_argument("--layer", type=int, default=-1, help="hidden layer (the probe's `layer`; -3 is cached by the critics)")
-    ap.add_argument("--boot", type=int, default=2000)
     a = ap.parse_args(argv)
     parts, views = [], []
     for bdir in find_seed_builds(a.root, a.model, a.domain, [int(s) for s in a.seeds.split(",")]):
@@ -99,7 +98,7 @@ def main(argv=None) -> dict:
         if not ok.all():
             continue
         out["mae"][name] = float(np.abs(other - ref).mean())
-        r = scoring.paired_sq_diff(ceiling, other, ref, clusters, a.boot, 0)
+        r = scoring.paired_sq_diff(ceiling, other, ref, clusters)
         out["vs"][name] = {k: r[k] for k in ("delta_sq", "delta_sq_ci_low", "delta_sq_ci_high", "p_delta")}
     for name, r in out["vs"].items():
         print(f"ceiling - {name}: {r['delta_sq']:+.4f} [{r['delta_sq_ci_low']:+.4f}, {r['delta_sq_ci_high']:+.4f}]"

@@ -2,13 +2,13 @@
 number of training rows (prefixes in the outcome regime, states in the Monte-Carlo regime).
 
     python benchmarks/probe_curve.py --train <train build dir> --build <benchmark build dir>
-        [--sizes 100 300 1000 0] [--regimes probe probe-mc] [-P relative=1 ...] [--boot 2000]
+        [--sizes 100 300 1000 0] [--regimes probe probe-mc] [-P relative=1 ...]
     python benchmarks/probe_curve.py --scripted-setup /tmp/curve   # a tiny smoke run (scripted engine,
                                                                    # random 2-layer Llama): plumbing only
 
 Each point refits the probe on a nested seeded subsample of the train rows (`max_train`; 0 = all) and
 values every benchmark state held-out. Δ SE = mean over states of (probe - ref)^2 - (grpo - ref)^2 with
-a problem-clustered bootstrap 95% CI (negative: the probe is better). MCS@k rows (the build's extra
+a problem-clustered CR1 t 95% CI (negative: the probe is better). MCS@k rows (the build's extra
 draws) mark where the curve would cross them. Prints a table and one JSON line.
 """
 
@@ -25,7 +25,7 @@ from rich.table import Table
 from sveb.builds import load_build
 from sveb.estimators import make
 from sveb.protocols import estimate_all
-from sveb.scoring import bootstrap_means
+from sveb.scoring import paired_sq_diff
 
 
 def held_out(name: str, params: dict, data) -> np.ndarray:
@@ -35,11 +35,10 @@ def held_out(name: str, params: dict, data) -> np.ndarray:
     return values, est.diagnostics()
 
 
-def point(values, base, ref, groups, n_boot: int, seed: int) -> dict:
-    d = (values - ref) ** 2 - (base - ref) ** 2
-    boots = bootstrap_means(d, groups, n_boot, seed)
-    return {"mae": float(np.abs(values - ref).mean()), "dse": float(d.mean()),
-            "dse_lo": float(np.quantile(boots, 0.025)), "dse_hi": float(np.quantile(boots, 0.975))}
+def point(values, base, ref, groups) -> dict:
+    r = paired_sq_diff(values, base, ref, groups)  # the leaderboard's CR1 t-interval
+    return {"mae": float(np.abs(values - ref).mean()), "dse": r["delta_sq"],
+            "dse_lo": r["delta_sq_ci_low"], "dse_hi": r["delta_sq_ci_high"]}
 
 
 def scripted_setup(tmp: Path) -> tuple[Path, Path]:
@@ -71,8 +70,6 @@ def main() -> None:
     ap.add_argument("--sizes", type=int, nargs="+", default=[100, 300, 1000, 0], help="train rows (0 = all)")
     ap.add_argument("--regimes", nargs="+", default=["probe", "probe-mc"])
     ap.add_argument("-P", "--param", action="append", default=[], help="probe parameter key=value")
-    ap.add_argument("--boot", type=int, default=2000)
-    ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
     if args.scripted_setup:
         args.scripted_setup.mkdir(parents=True, exist_ok=True)
@@ -89,14 +86,14 @@ def main() -> None:
     for k in (2, 3):
         if n_extra >= k:
             rows.append({"estimator": f"mcs-{k}", "rows": "-", **point(held_out(f"mcs-{k}", {}, data)[0], base, ref,
-                                                                     groups, args.boot, args.seed)})
+                                                                     groups)})
     for name in args.regimes:
         for size in args.sizes:
             values, diag = held_out(name, {**params, "max_train": str(size), "train_build": str(args.train)}, data)
             if any(r["estimator"] == name and r["rows"] == diag.get("train_rows") for r in rows):
                 continue  # a size above what the train build has: the same fit as the full one
             rows.append({"estimator": name, "rows": diag.get("train_rows"), "C": diag.get("C"),
-                         **point(values, base, ref, groups, args.boot, args.seed)})
+                         **point(values, base, ref, groups)})
     table = Table(title=f"probe learning curve (held-out, {len(ref)} states, {len(set(groups))} problems; "
                         f"grpo MAE {np.abs(base - ref).mean():.4f})")
     for col in ("estimator", "train rows", "C", "MAE", "Δ SE vs grpo [95% CI]"):

@@ -7,7 +7,7 @@ rollouts as its first members, the fresh ones after them).
 Before the fix, a kept problem's first `screen` rollouts were the very ones the difficulty filter chose it on, and
 the other G - screen were fresh; the replica rebuilds that group from a build's `screens` and `rollouts` tables:
 screening rollouts + group rollouts with rollout_idx >= screen. Both estimates leave the state's own rollout out
-(held-out). Clusters are problems; the CIs are a problem-clustered bootstrap.
+(held-out). Clusters are problems; the CIs are cluster-robust (CR1) t-intervals.
 """
 
 from __future__ import annotations
@@ -52,15 +52,14 @@ def load(bdir: Path):
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("builds", nargs="+", type=Path)
-    ap.add_argument("--bootstrap", type=int, default=2000)
     a = ap.parse_args()
     parts = [grpo_before_after(*load(b)) for b in a.builds]
     d = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
     d["problem"] = np.concatenate([[f"{i}:{x}" for x in p["problem"]] for i, p in enumerate(parts)])
     print(f"{len(d['ref'])} states, {len(set(d['problem']))} problems, {len(a.builds)} build(s)")
     for k in ("before", "after"):
-        bias, lo, hi = scoring.bias_ci(d[k], d["ref"], d["problem"], a.bootstrap)
-        mae, mlo, mhi = scoring.mae_ci(d[k], d["ref"], d["problem"], a.bootstrap)
+        bias, lo, hi = scoring.bias_ci(d[k], d["ref"], d["problem"])
+        mae, mlo, mhi = scoring.mae_ci(d[k], d["ref"], d["problem"])
         print(f"grpo {k:6s}  mean signed error {bias:+.4f} [{lo:+.4f}, {hi:+.4f}]  MAE {mae:.4f} [{mlo:.4f}, {mhi:.4f}]")
 
 

@@ -164,7 +164,7 @@ def score_rows(meta: dict, values: dict, data, checked: str = "self-declared") -
                "build_protocol": _protocol_of(data.manifest),  # sveb | paper (sveb/paper.py; issue 31)
                "estimator": est["name"], "params_fp": est.get("params_fp") or "",
                "params": json.dumps(est["params"], sort_keys=True), "protocol": proto,
-               **scoring.score(v, ref, n_ref, pids, N_BOOT, SEED, rollouts=np.array([s["rollout_idx"] for s in states]),
+               **scoring.score(v, ref, n_ref, pids, rollouts=np.array([s["rollout_idx"] for s in states]),
                                t=np.array([s["t"] for s in states])),
                **scoring.own_shift_stats(shift), "seconds": seconds if seconds is not None else float("nan"),
                **cost_figures(target=est.get("target") or "", params=est["params"],
@@ -319,9 +319,10 @@ def bundles(board: Path) -> list[tuple[dict, pa.Table]]:
 
 
 def rebuild(board: Path) -> list[dict]:
-    """Every accepted bundle's rows with paired Δ of squared error vs grpo and Holm verdicts per (build, protocol)
-    table, then one pooled table per group of seed builds (kind "pooled"); written to scores.parquet and .csv."""
-    from sveb.pooling import base_view
+    """Every accepted bundle's rows, their statistics recomputed from the bundled estimates (today's procedure),
+    with paired Δ of squared error vs grpo and Holm verdicts per (build, protocol) table, then one pooled table
+    per group of seed builds (kind "pooled"); written to scores.parquet and .csv."""
+    from sveb.pooling import base_view, rescore
     board = Path(board)
     rows = [r for p in sorted((board / "scored").glob("*.json")) if (board / "bundles" / p.stem).is_dir()
             for r in _read_json(p, [])]
@@ -347,6 +348,8 @@ def rebuild(board: Path) -> list[dict]:
                 view.est.setdefault((*key, proto), np.full(len(order), np.nan))[order[sid]] = v
                 view.shift.setdefault((*key, proto), np.full(len(order), np.nan))[order[sid]] = (
                     np.nan if d is None else d)
+        for r in mine:
+            r.update(rescore(view, {(r["estimator"], r["params_fp"], r["protocol"]): [r]})[0])
         write_verdicts(view, mine)
     rows += pooled_rows(views)
     _write_table(board, rows)

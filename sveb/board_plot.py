@@ -16,7 +16,7 @@ from sveb.cost import continuation_tokens
 DPI = 110
 
 
-def mcs_curve(data, n_boot: int = 2000, seed: int = 0) -> list[dict]:
+def mcs_curve(data) -> list[dict]:
     """MCS@k for k = 1..(the build's extra draws per state): extra tokens per state, MAE and its clustered CI."""
     states = data.states
     if not states:
@@ -29,7 +29,7 @@ def mcs_curve(data, n_boot: int = 2000, seed: int = 0) -> list[dict]:
     out = []
     for k in range(1, kmax + 1):
         v = np.array([np.mean(e[:k]) for e in extras])
-        mae, lo, hi = scoring.mae_ci(v, ref, pids, n_boot, seed)
+        mae, lo, hi = scoring.mae_ci(v, ref, pids)
         out.append({"k": k, "extra_tokens_per_state": k * per, "mae": mae, "mae_ci_low": lo, "mae_ci_high": hi})
     return out
 

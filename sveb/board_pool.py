@@ -28,13 +28,14 @@ def write_verdicts(view, rows: list[dict]) -> None:
             if r["protocol"] == proto:
                 c = cmp.get((r["estimator"], r["params_fp"]), {})
                 r.update({k: clean(c.get(k)) for k in ("delta_sq", "delta_sq_ci_low", "delta_sq_ci_high",
-                                                        "p_delta", "p_holm")},
+                                                        "p_delta", "p_holm", "delta_sq_holm_low",
+                                                        "delta_sq_holm_high", "family")},
                          verdict=c.get("verdict") or ("baseline" if r["estimator"] == "grpo" else "n/a"))
 
 
 def pooled_rows(views: dict[str, object]) -> list[dict]:
     """Builds of one config that differ only in their seed, pooled as the leaderboard pools them: states
-    concatenated, clusters (build, problem), MAE and paired Δ recomputed on the pooled states, Holm per pooled
+    concatenated, clusters by problem identity, MAE and paired Δ recomputed on the pooled states, Holm per pooled
     table. An estimator is pooled over the seeds it was submitted on (`n_builds` says how many)."""
     from sveb.pooling import merge, pools
     out = []

@@ -121,8 +121,6 @@ def eval_(
     build_id: Optional[str] = typer.Option(None, "--build", help="Build fingerprint (prefix), build or export folder "
                                            "(`sveb export`), or hub:ID (an export on the Hugging Face hub)."),
     expect: Optional[str] = EXPECT,
-    bootstrap: int = typer.Option(2000, help="Bootstrap resamples for the CI."),
-    seed: int = typer.Option(0, help="Bootstrap seed."),
     seeds: Optional[str] = typer.Option(None, "--seeds", help="Build seeds, e.g. 0,1,2: score the newest complete "
                                         "build of each seed (`sveb build --seeds`); the leaderboard pools them."),
     force: bool = typer.Option(False, help="Recompute even if stored."),
@@ -148,8 +146,6 @@ def eval_(
         check_protocol(p)
     for e in estimator:  # a typo fails here, before any build is looked for
         make(e, params)
-    if bootstrap < 1:
-        raise UsageError(f"--bootstrap {bootstrap}: must be at least 1")
     if workers is not None and ray is None:
         raise UsageError("--workers: only with --ray for eval")
     opts = ray_options(ray, workers, gpus_per_worker, cpus_per_worker, 1)
@@ -167,12 +163,12 @@ def eval_(
     if opts is not None:
         from sveb.distributed import connect
         connect(opts)  # one cluster for every estimator; it stops with this process
-    rows = [evaluate(bdir, e, params, p, bootstrap, seed, force, console, ray=opts)
+    rows = [evaluate(bdir, e, params, p, force=force, console=console, ray=opts)
             for bdir in bdirs for e in estimator for p in protocol]
     if BASELINE not in estimator:  # every verdict is paired against it (instant: a group mean)
         for bdir in bdirs:
             for p in protocol:
-                evaluate(bdir, BASELINE, {}, p, bootstrap, seed, False, console)
+                evaluate(bdir, BASELINE, {}, p, console=console)
     from sveb.leaderboard import rows_of_builds
     shown = {(r["estimator"], r["params_fp"]) for r in rows}
     board = [r for r in rows_of_builds(bdirs) if r["protocol"] in protocol

@@ -28,7 +28,7 @@ def own_measurable(est: Estimator, protocol: str) -> bool:
 
 
 def evaluate(bdir: Path, name: str, params: dict[str, str] | None = None, protocol: str = "held-out",
-             n_boot: int = 2000, seed: int = 0, force: bool = False, console: Console | None = None,
+             *_old, force: bool = False, console: Console | None = None,
              hidden_options: dict | None = None, ray=None) -> dict:
     """Score one estimator; `ray` (sveb.distributed.RayOptions): hidden states and estimates per problem
     group on Ray actors (the same values: each group's estimate depends on that group alone)."""
@@ -41,7 +41,8 @@ def evaluate(bdir: Path, name: str, params: dict[str, str] | None = None, protoc
     if why:  # an imported hista-json build: text and mean references only
         raise EvalError(why)
     extra = est.cache_key(bdir, manifest)  # e.g. ppo-1's training build
-    fp = fingerprint(manifest["build_fp"], name, pfp, protocol, n_boot, seed, extra, schema.SCHEMA_VERSION)
+    # 2000, 0: the bootstrap settings scores once had; kept in the fingerprint so stored estimates stay current
+    fp = fingerprint(manifest["build_fp"], name, pfp, protocol, 2000, 0, extra, schema.SCHEMA_VERSION)
     sfp = fingerprint(fp, schema.SCORES_VERSION)  # a new scores version recomputes rows, not estimates
     key = f"{name}-{pfp}-{protocol}"
     score_path = store.shard_path(bdir / "scores", key)
@@ -58,7 +59,7 @@ def evaluate(bdir: Path, name: str, params: dict[str, str] | None = None, protoc
         old = store.read_shard(score_path).to_pylist() if score_path.exists() else []
         seconds = old[0].get("seconds", float("nan")) if old else float("nan")
         ident = {"estimator": name, "params_fp": pfp, "params": params_json(est), "protocol": protocol}
-        return _write_scores(score_path, sfp, manifest, ident, est_rows, load_build(bdir), n_boot, seed, seconds)
+        return _write_scores(score_path, sfp, manifest, ident, est_rows, load_build(bdir), seconds)
     if est.needs_hidden or entry(name).needs_training:  # it reads the model: the export's weights, or refused
         from sveb.export import check_weights
         check_weights(bdir, manifest)
@@ -92,7 +93,7 @@ def evaluate(bdir: Path, name: str, params: dict[str, str] | None = None, protoc
                 for s, v, d in zip(data.states, values, shift)]
     store.write_shard(est_path, pa.Table.from_pylist(est_rows, schema=schema.ESTIMATES), fp)
     ident = {"estimator": name, "params_fp": pfp, "params": pj, "protocol": protocol}
-    return _write_scores(score_path, sfp, manifest, ident, est_rows, full, n_boot, seed, seconds)
+    return _write_scores(score_path, sfp, manifest, ident, est_rows, full, seconds)
 
 
 def _record_prepare(path: Path, seconds: float) -> None:
@@ -102,7 +103,7 @@ def _record_prepare(path: Path, seconds: float) -> None:
 
 
 def _write_scores(score_path: Path, sfp: str, manifest: dict, ident: dict, est_rows: list[dict], data: BuildData,
-                  n_boot: int, seed: int, seconds: float) -> dict:
+                  seconds: float) -> dict:
     """The score row of one estimator's stored estimates (in any order) against the build's references."""
     by_id = {r["state_id"]: r for r in est_rows}
     missing = [s["state_id"] for s in data.states if s["state_id"] not in by_id]
@@ -115,7 +116,7 @@ def _write_scores(score_path: Path, sfp: str, manifest: dict, ident: dict, est_r
     ref = np.array([data.references[s["state_id"]]["value"] for s in states])
     n_ref = int(data.references[states[0]["state_id"]]["n_ref"]) if states else 20
     row = {"model": manifest["model"], "domain": manifest["domain"], "build_fp": manifest["build_fp"], **ident,
-           **scoring.score(values, ref, n_ref, np.array([s["problem_id"] for s in states]), n_boot, seed,
+           **scoring.score(values, ref, n_ref, np.array([s["problem_id"] for s in states]),
                            rollouts=np.array([s["rollout_idx"] for s in states]),
                            t=np.array([s["t"] for s in states])),
            **scoring.own_shift_stats(shift), "seconds": seconds}

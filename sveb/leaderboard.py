@@ -150,6 +150,11 @@ def _ci(r: dict, name: str, nd: int, wide: bool, signed: bool = False) -> str:
     return f"{_f(x, nd, signed)} ± {(hi - lo) / 2:.{nd}f}"
 
 
+def _holm_ci(r: dict) -> str:
+    lo, hi = r.get("delta_sq_holm_low"), r.get("delta_sq_holm_high")
+    return f"[{_f(lo, 4, True)}, {_f(hi, 4, True)}]" if _ok(lo) and _ok(hi) else "–"
+
+
 def _verdict(v: str | None, wide: bool) -> str:
     return "–" if not v else v if wide or v != "no difference" else "no diff"  # 80 columns: the CSV says it whole
 
@@ -184,14 +189,17 @@ def print_pivot(rows_: list[dict], console: Console, wide: bool = False) -> None
         title = f"{model} · {domain} · {proto}" + (" (paper)" if proto == "in-group" else "") + (
             " · paper's build protocol" if rs[0].get("build_protocol") == "paper" else "") + f"\n{what}"
         own = proto == "in-group" and not wide
-        t = _table(title, f"Δ sq err: paired vs {BASELINE}, < 0 better; p: Holm-adjusted; "
-                   + ("[95% CI]" if wide else "± 95% CI half-width") + ("; own: own-outcome share" if own else ""),
-                   ["estimator", "MAE", f"Δ sq err vs {BASELINE}", "p", "verdict", *(["own"] if own else [])])
+        t = _table(title, f"Δ sq err: paired vs {BASELINE}, < 0 better; p: Holm-adjusted within the declared "
+                   "family; " + ("[95% CI], Holm CI: the interval at Holm's level" if wide else "± 95% CI half-width")
+                   + ("; own: own-outcome share" if own else ""),
+                   ["estimator", "MAE", f"Δ sq err vs {BASELINE}", "p", "verdict", *(["own"] if own else []),
+                    *(["Holm CI", "family"] if wide else [])])
         for r in rs:
             t.add_row(names[(r["estimator"], r["params_fp"])], _ci(r, "mae", 3, wide),
                       _ci(r, "delta_sq", 4, wide, True), _p(r.get("p_holm")), _verdict(r.get("verdict"), wide),
-                      *([_f(r.get("own_share"))] if own else []))
-        pad = [""] * (3 + own)
+                      *([_f(r.get("own_share"))] if own else []),
+                      *([_holm_ci(r), r.get("family") or ""] if wide else []))
+        pad = [""] * (3 + own + 2 * wide)
         t.add_row("[dim]oracle floor[/]", f"[dim]{_f(rs[0].get('oracle_floor'))}[/]", *pad)
         t.add_row("[dim]ref noise[/]", f"[dim]{_f(rs[0].get('ref_noise'))}[/]", *pad)
         console.print(t)
@@ -218,8 +226,8 @@ def _print_spread(rows_: list[dict], console: Console) -> None:
     found = replicates.of_rows(rows_)
     if not found:
         return
-    t = _table("Training seeds: spread of trained estimators", "sd over training seeds (ddof 1); replicates "
-               "are a Holm family of their own", ["estimator", "protocol", "seeds", "MAE", "Δ sq err"])
+    t = _table("Training seeds: spread of trained estimators", "sd over training seeds (ddof 1); each replicate "
+               "is tested alone (not in the declared families)", ["estimator", "protocol", "seeds", "MAE", "Δ sq err"])
     for r, c in zip(found, replicates.cells(found)):
         t.add_row(f"{c[2]} · {r['domain']}", c[1], c[3], c[4], c[5])
     console.print(t)

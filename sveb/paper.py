@@ -180,7 +180,6 @@ def ref_rows(view, protocols: Sequence[str], ks: Sequence[int] = REF_KS) -> list
     independent of these estimates (they share draws): that is the authors' definition, shown as such."""
     from sveb import scoring
     from sveb.estimators import BASELINE
-    from sveb.pooling import N_BOOT, SEED
     draws = _draws(view)
     if len(draws) != len(view.ref) or not draws or any(not d for d in draws):
         return []  # no stored draws (an imported build): nothing to compute from
@@ -192,10 +191,10 @@ def ref_rows(view, protocols: Sequence[str], ks: Sequence[int] = REF_KS) -> list
         rows = []
         for k in (k for k in ks if k < n):
             err = np.array([subset_errors(d, k) for d in draws])
-            mae, lo, hi = scoring.mean_ci(err[:, 0], view.problem, N_BOOT, SEED)
+            mae, lo, hi = scoring.mean_ci(err[:, 0], view.problem)
             d = err[:, 1] - (b - view.ref) ** 2
             ok = np.isfinite(d)
-            delta, dlo, dhi = scoring.mean_ci(d[ok], view.problem[ok], N_BOOT, SEED)
+            delta, dlo, dhi = scoring.mean_ci(d[ok], view.problem[ok])
             rows.append({"model": view.model, "domain": view.domain, "estimator": ref_name(k), "params": "{}",
                          "params_fp": "subsets", "protocol": protocol, "build_fp": view.fp,
                          "n_states": len(err), "n_problems": len(set(view.problem)), "mae": mae, "mae_ci_low": lo,

@@ -2,7 +2,7 @@
 
 A View holds one build's (or one pool's) per-state references and every stored estimate. Builds that share
 model, domain and config except `seed` (and the speed-only knobs) form a pool: the pooled view concatenates
-their states, and its clusters are (build, problem). Paired Δ of squared error, its test and the Holm-adjusted
+their states, and its clusters are the problems themselves (a problem two seeds drew is one cluster). Paired Δ of squared error, its test and the Holm-adjusted
 verdicts need every estimator's per-state estimates, so they are computed here, never stored in the scores.
 """
 
@@ -15,10 +15,11 @@ import numpy as np
 
 from sveb import schema, scoring, store
 from sveb.builds import pool_key
-from sveb.estimators import BASELINE, is_variant, role_of
+from sveb.estimators import BASELINE
 
-N_BOOT, SEED = 2000, 0  # paired bootstraps and pooled scores: fixed, so every table gives the same numbers
-PAIRED = ("delta_sq", "delta_sq_ci_low", "delta_sq_ci_high", "p_delta", "p_holm", "verdict")
+N_BOOT, SEED = 2000, 0  # TODO(session): unused; kept until benchmarks/fidelity.py and table4 stop importing them
+PAIRED = ("delta_sq", "delta_sq_ci_low", "delta_sq_ci_high", "p_delta", "p_holm", "delta_sq_holm_low",
+          "delta_sq_holm_high", "verdict", "family")
 
 
 @dataclass
@@ -29,7 +30,7 @@ class View:
     domain: str
     status: str
     scores: list[dict]
-    problem: np.ndarray  # per state, in states-table order: the cluster id ("build/problem" when pooled)
+    problem: np.ndarray  # per state, in states-table order: the cluster id (the problem id, pooled or not)
     ref: np.ndarray
     pos: np.ndarray      # t / T
     est: dict = field(default_factory=dict)
@@ -76,7 +77,33 @@ def load_view(bdir: Path, scores: list[dict]) -> View:
                 view.params[(name, pfp)] = pj
     for r in scores:
         view.params.setdefault((r["estimator"], r["params_fp"]), r["params"])
+    stored: dict[tuple, list[dict]] = {}
+    for r in scores:
+        stored.setdefault((r["estimator"], r["params_fp"], r["protocol"]), []).append(r)
+    view.scores = rescore(view, stored)
     return view
+
+
+def rescore(view: View, stored: dict[tuple, list[dict]]) -> list[dict]:
+    """Score rows recomputed from the view's per-state estimates with today's procedure (sveb.scoring), so a
+    row stored by an older version shows the same statistics as a fresh one; rows of several builds (a pool)
+    are summed in seconds. A stored row without estimates (nothing to recompute from) is kept as stored when
+    the view is one build, and dropped from a pool."""
+    out = []
+    for key, rows in stored.items():
+        if key not in view.est:
+            if not view.pooled:
+                out += rows[:1]
+            continue
+        ok = np.isfinite(view.est[key]) & np.isfinite(view.ref)
+        row = {**rows[0], "build_fp": view.fp if view.pooled else rows[0].get("build_fp"),
+               "seconds": float(sum(r.get("seconds") or 0.0 for r in rows)),
+               **scoring.score(view.est[key][ok], view.ref[ok], view.n_ref, view.problem[ok],
+                               rollouts=view.rollout[ok], t=view.t[ok]),
+               **scoring.own_shift_stats(view.shift[key][ok])}
+        row["n_builds"] = len({view.bidx[i] for i in np.flatnonzero(ok)})
+        out.append(row)
+    return out
 
 
 def base_view(bdir: Path, scores: list[dict]) -> tuple[View, dict[str, int]]:
@@ -110,7 +137,7 @@ def pools(views: list[View]) -> list[list[View]]:
 
 
 def merge(views: list[View]) -> View:
-    """One view of several seeds' builds: states concatenated, clusters (build, problem), score rows
+    """One view of several seeds' builds: states concatenated, clusters by problem identity, score rows
     recomputed on the pooled states (an estimator missing on some seeds: pooled over those it has)."""
     if len(views) == 1:
         return views[0]
@@ -122,44 +149,33 @@ def merge(views: list[View]) -> View:
         return {k: cat([d_of(v).get(k, np.full(len(v.ref), np.nan)) for v in views]) for k in keys}
     first = views[0]
     out = View(first.bdir, first.model, first.domain, ",".join(sorted({v.status for v in views})), [],
-               cat([np.array([f"{v.bdir.name}/{p}" for p in v.pid], dtype=object) for v in views]),
+               cat([v.pid for v in views]),
                cat([v.ref for v in views]), cat([v.pos for v in views]),
                est=stack(lambda v: v.est), params={k: p for v in views for k, p in v.params.items()},
                pid=cat([v.pid for v in views]), rollout=cat([v.rollout for v in views]), t=cat([v.t for v in views]),
                shift=stack(lambda v: v.shift), bdirs=[v.bdir for v in views],
                bidx=np.repeat(np.arange(len(views)), n), seeds=[v.seeds[0] for v in views], n_ref=first.n_ref)
-    stored = {(r["estimator"], r["params_fp"], r["protocol"]): [] for v in views for r in v.scores}
+    stored: dict[tuple, list[dict]] = {}
     for v in views:
         for r in v.scores:
-            stored[(r["estimator"], r["params_fp"], r["protocol"])].append(r)
-    for key, rows in stored.items():
-        if key not in out.est:
-            continue  # scores without estimates cannot be pooled
-        ok = np.isfinite(out.est[key]) & np.isfinite(out.ref)
-        row = {**rows[0], "build_fp": out.fp, "seconds": float(sum(r.get("seconds") or 0.0 for r in rows)),
-               **scoring.score(out.est[key][ok], out.ref[ok], out.n_ref, out.problem[ok], N_BOOT, SEED,
-                               rollouts=out.rollout[ok], t=out.t[ok]),
-               **scoring.own_shift_stats(out.shift[key][ok])}
-        row["n_builds"] = len({out.bidx[i] for i in np.flatnonzero(ok)})
-        out.scores.append(row)
+            stored.setdefault((r["estimator"], r["params_fp"], r["protocol"]), []).append(r)
+    out.scores = rescore(out, stored)
     return out
 
 
 def family(key: tuple[str, str], params_json=None) -> str:
-    """The Holm family of an (estimator, params_fp) row: main, scale (MCS@k) or replicate (a training seed)."""
-    if role_of(key[0]) == "scale":
-        return "scale"
-    if is_variant(key[0]):  # SVEB's earlier reading of a paper's estimator: tested apart from the main family
-        return "variant"
-    from sveb.replicates import default_params, training_seed
-    return "replicate" if training_seed(params_json, default_params(key[0])) is not None else "main"
+    """The declared Holm family of an (estimator, params_fp) row: main, scale, variant or alone
+    (sveb.estimators.families); the same whatever is installed."""
+    from sveb.estimators.families import family_of
+    return family_of(key[0], params_json)
 
 
 def paired(v: View, protocol: str) -> dict[tuple[str, str], dict]:
     """(estimator, params_fp) -> paired Δ of squared error against the baseline on the same states, its
-    clustered CI, the cluster-robust p, the Holm-adjusted p and the verdict. Holm family: every estimator of
-    this table (view x protocol) compared with the baseline; the MCS@k scale rows form a family of their own, and
-    so do a trained estimator's training-seed replicates (`-P seed=K`, sveb/replicates.py)."""
+    CR1 t-interval and p, the Holm-adjusted p and interval, the verdict and the family. Holm families are
+    declared (sveb.estimators.families): main, scale, variant, each corrected for its declared size; any other
+    setting (a non-default, a training-seed replicate, a plugin) is tested alone."""
+    from sveb.estimators.families import ALONE, family_size
     base = sorted(k for k in v.est if k[0] == BASELINE and k[2] == protocol)
     if not base:
         return {}
@@ -167,13 +183,20 @@ def paired(v: View, protocol: str) -> dict[tuple[str, str], dict]:
     out = {}
     for k in sorted(k for k in v.est if k[2] == protocol and k[0] != BASELINE):
         ok = np.isfinite(v.est[k]) & np.isfinite(b) & np.isfinite(v.ref)
-        res = scoring.paired_sq_diff(v.est[k][ok], b[ok], v.ref[ok], v.problem[ok], N_BOOT, SEED)
+        res = scoring.paired_sq_diff(v.est[k][ok], b[ok], v.ref[ok], v.problem[ok])
         out[k[:2]] = {**res, "n_states": int(ok.sum()), "n_problems": len(set(v.problem[ok])),
                       "mae": float(np.abs(v.est[k][ok] - v.ref[ok]).mean()) if ok.any() else float("nan"),
-                      "mae_grpo": float(np.abs(b[ok] - v.ref[ok]).mean()) if ok.any() else float("nan")}
-    for fam_name in ("main", "scale", "replicate", "variant"):
-        fam = [k for k in out if family(k, v.params.get(k)) == fam_name]
-        for k, p in zip(fam, scoring.holm([out[k]["p_delta"] for k in fam])):
-            out[k]["p_holm"] = float(p)
-            out[k]["verdict"] = scoring.verdict(out[k]["delta_sq"], p)
+                      "mae_grpo": float(np.abs(b[ok] - v.ref[ok]).mean()) if ok.any() else float("nan"),
+                      "family": family(k[:2], v.params.get(k[:2]))}
+    groups: dict[str, list] = {}
+    for k, r in out.items():  # each row alone is a family of its own
+        groups.setdefault(r["family"] if r["family"] != ALONE else f"{ALONE}:{k}", []).append(k)
+    for fam_name, fam in groups.items():
+        m = family_size(fam_name) if not fam_name.startswith(ALONE) else 1
+        for k, p in zip(fam, scoring.holm([out[k]["p_delta"] for k in fam], m)):
+            r = out[k]
+            r["p_holm"] = float(p)
+            r["verdict"] = scoring.verdict(r["delta_sq"], p)
+            r["delta_sq_holm_low"], r["delta_sq_holm_high"] = scoring.holm_interval(
+                r["delta_sq"], r["delta_sq_se"], r["df"], r["p_delta"], r["p_holm"])
     return out

@@ -22,7 +22,7 @@ from sveb.report_format import CSS, cell, html_table, img, md_table, num, ok, sp
 
 PAIRED_COLUMNS = ["model", "domain", "build_fp", "kind", "seeds", "protocol", "estimator", "params", "n_states",
                   "n_problems", "mae", "mae_grpo", *pooling.PAIRED]
-NOTE = ("Cells: MAE against the MC reference ± half-width of the 95% problem-clustered bootstrap CI (lower is "
+NOTE = ("Cells: MAE against the MC reference ± half-width of the 95% problem-clustered CR1 t-interval (lower is "
         "better). Bold: best estimator per column (scale rows excluded). oracle floor: expected MAE of the best "
         "predictor that knows each state's true value (a lower bound in expectation, under the prior fitted to the "
         "references); ref noise: expected |V − reference| (not a bound). Scale rows (MCS@k, mean of k fresh "
@@ -195,7 +195,7 @@ def _drop_variants(views: list[View], labels: dict) -> None:
 
 
 FIGURE_KINDS = ("mae", "hist", "calib", "position")  # the report's own PNG names start with these
-def write_report(root: Path, out: Path, n_boot: int = 2000, all_settings: bool = False, by: tuple = (),
+def write_report(root: Path, out: Path, all_settings: bool = False, by: tuple = (),
                  builds: set | None = None) -> Path:
     """Write leaderboard.csv, paired.csv, table.md, PNG plots and index.html into `out`; return index.html.
     Ablation settings are left out where the default setting exists (leaderboard.csv keeps them all)
@@ -268,7 +268,7 @@ def write_report(root: Path, out: Path, n_boot: int = 2000, all_settings: bool =
 
     for key in by:  # MAE per value of a problem property (meta key), as tables and by_KEY.csv
         from sveb import report_by
-        rows_by = report_by.rows(views, key, labels, n_boot)
+        rows_by = report_by.rows(views, key, labels)
         csv_by = report_by.write_csv(rows_by, out / f"by_{report_by.slug(key)}.csv").name
         md.append(f"## MAE by {key}\n\nPer value of the problems' `{key}` (all rows in `{csv_by}`).\n")
         body.append(f"<h2>MAE by {html.escape(key)}</h2><p class='note'>all rows in {html.escape(csv_by)}</p>")
@@ -282,9 +282,11 @@ def write_report(root: Path, out: Path, n_boot: int = 2000, all_settings: bool =
                          if isinstance(x, float) else x) for k, x in r.items()} for r in all_paired)
     pnote = (f"Paired on the same states: Δ sq err = mean of (estimate − ref)² − ({BASELINE} − ref)² (< 0: closer "
              "than grpo; the reference's noise cancels, so it estimates the difference of true MSEs), with its 95% "
-             "problem-clustered bootstrap CI; p: cluster-robust paired t-test (clusters = problems, or (build, "
-             "problem) for pooled seeds); p (Holm): Holm-adjusted over every estimator compared with grpo in the "
-             "table (MCS@k scale rows: a family of their own); verdict: Holm p < 0.05 and the sign of Δ.")
+             "problem-clustered CR1 t-interval; p: the same cluster-robust paired t-test (clusters = problems, pooled "
+             "seeds included), so the CI excludes 0 exactly when p < 0.05; p (Holm): Holm-adjusted within the row's "
+             "declared family (main: the builtin estimators at their defaults; scale: MCS@k; variant: SVEB's earlier "
+             "readings; each family corrected for all its declared members; any other setting is tested alone); "
+             "verdict: Holm p < 0.05 and the sign of Δ, the same as the Holm-adjusted interval excluding 0.")
     prow = [[*(r[c] for c in ("model", "domain", "protocol", "estimator")), str(r["n_states"]), num(r["mae"]),
              num(r["mae_grpo"]), f"{num(r['delta_sq'], 4)} [{num(r['delta_sq_ci_low'], 4)}, "
              f"{num(r['delta_sq_ci_high'], 4)}]", leaderboard._p(r["p_delta"]), leaderboard._p(r["p_holm"]),

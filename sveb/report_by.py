@@ -42,7 +42,7 @@ def _sort_key(v: str):
         return (1 if v != NONE else 2, 0.0, v)
 
 
-def rows(views, key: str, labels: dict, n_boot: int) -> list[dict]:
+def rows(views, key: str, labels: dict) -> list[dict]:
     """One row per build x protocol x estimator x value of key. `views` are report.View objects."""
     out, seen = [], False
     for v in views:
@@ -56,7 +56,7 @@ def rows(views, key: str, labels: dict, n_boot: int) -> list[dict]:
             ok = np.isfinite(est) & np.isfinite(v.ref)
             for value in sorted(set(per_state[ok]), key=_sort_key):
                 m = ok & (per_state == value)
-                mae, lo, hi = scoring.mae_ci(est[m], v.ref[m], v.problem[m], n_boot, 0)
+                mae, lo, hi = scoring.mae_ci(est[m], v.ref[m], v.problem[m])
                 out.append(dict(zip(COLUMNS, (v.model, v.domain, v.fp, proto, labels.get((name, pfp), name), key,
                                               value, int(m.sum()), len(set(v.problem[m])), mae, lo, hi))))
     if not seen:

@@ -52,7 +52,7 @@ def img(png: Path) -> str:
 
 
 SPREAD_NOTE = ("A trained estimator scored again with `-P seed=K`: mean ± sd (ddof 1) over its training seeds of "
-               "MAE and of the paired Δ; the verdicts per seed in seed order (replicates: a Holm family of their own).")
+               "MAE and of the paired Δ; the verdicts per seed in seed order (each replicate tested alone).")
 
 
 def spread_md(spread: list[dict]) -> list[str]:

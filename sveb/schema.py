@@ -7,7 +7,7 @@ import pyarrow as pa
 SCHEMA_VERSION = 2
 # Bumped when the scores computed from stored estimates change (new columns): evaluate recomputes score rows
 # (from the stored estimates, without rerunning the estimator) while builds keep their fingerprints.
-SCORES_VERSION = 2
+SCORES_VERSION = 3
 
 PROBLEMS = pa.schema([
     ("problem_id", pa.string()),

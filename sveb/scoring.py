@@ -1,7 +1,8 @@
 """Scores of an estimator against the Monte-Carlo reference. Pure numpy.
 
-Bootstraps and tests resample or sum over problems (clusters), not states: states of one problem share
-their group and are not independent. When several builds (seeds) are pooled, a cluster is (build, problem).
+Intervals and tests sum over problems (clusters), not states: states of one problem share their group and are
+not independent. One procedure everywhere: the cluster-robust (CR1) t, whose interval is its test inverted.
+When several builds (seeds) are pooled, a cluster is the problem itself (one problem drawn by two seeds is one).
 """
 
 from __future__ import annotations
@@ -22,38 +23,50 @@ def _clusters(groups: np.ndarray | None, n: int) -> list[np.ndarray]:
     return [np.flatnonzero(inv == g) for g in range(inv.max() + 1)]
 
 
-def bootstrap_means(x: np.ndarray, groups: np.ndarray | None, n_boot: int, seed: int) -> np.ndarray:
-    """Means of x over n_boot cluster-bootstrap resamples (seeded)."""
-    x = np.asarray(x, dtype=np.float64)
-    clusters = _clusters(groups, len(x))
-    sums = np.array([x[c].sum() for c in clusters])
-    sizes = np.array([len(c) for c in clusters])
-    rng = np.random.default_rng(seed)
-    pick = rng.integers(0, len(clusters), size=(n_boot, len(clusters)))
-    return sums[pick].sum(1) / sizes[pick].sum(1)
-
-
-def mean_ci(x: np.ndarray, groups=None, n_boot: int = 2000, seed: int = 0,
-            level: float = 0.95) -> tuple[float, float, float]:
-    """Mean of x and its percentile cluster-bootstrap CI (NaN for no data)."""
+def cluster_se(x: np.ndarray, groups=None) -> tuple[float, float, int]:
+    """(mean, standard error, clusters G) of x, cluster-robust: with cluster sums S_g, sizes n_g, N states and
+    mean m = sum S_g / N, Var(m) = G/(G-1) * sum (S_g - m n_g)^2 / N^2 (the CR1 sandwich of an intercept-only
+    regression). With one state per cluster it is the paired t-test's. se NaN with fewer than 2 clusters.
+    Depends on the cluster labels only through which states share one: no resampling, no order."""
     x = np.asarray(x, float)
     if len(x) == 0:
-        return float("nan"), float("nan"), float("nan")
-    boots = bootstrap_means(x, groups, n_boot, seed)
-    lo, hi = np.quantile(boots, [(1 - level) / 2, 1 - (1 - level) / 2])
-    return float(x.mean()), float(lo), float(hi)
+        return float("nan"), float("nan"), 0
+    clusters = _clusters(groups, len(x))
+    g = len(clusters)
+    m = float(x.mean())
+    if g < 2:
+        return m, float("nan"), g
+    sums = np.array([x[c].sum() for c in clusters])
+    sizes = np.array([len(c) for c in clusters], dtype=float)
+    var = g / (g - 1) * float(((sums - m * sizes) ** 2).sum()) / len(x) ** 2
+    return m, float(np.sqrt(max(var, 0.0))), g
 
 
-def mae_ci(est: np.ndarray, ref: np.ndarray, groups=None, n_boot: int = 2000, seed: int = 0,
-           level: float = 0.95) -> tuple[float, float, float]:
-    return mean_ci(np.abs(np.asarray(est, float) - np.asarray(ref, float)), groups, n_boot, seed, level)
+def t_interval(m: float, se: float, g: int, level: float = 0.95) -> tuple[float, float]:
+    """m ± t_{G-1} se: the interval that excludes 0 exactly when `cluster_t_test` gives p < 1 - level."""
+    if not (np.isfinite(m) and np.isfinite(se)) or g < 2:
+        return float("nan"), float("nan")
+    if se <= 1e-15:
+        return m, m
+    half = float(student_t.ppf(1 - (1 - level) / 2, g - 1)) * se
+    return m - half, m + half
 
 
-def bias_ci(est: np.ndarray, ref: np.ndarray, groups=None, n_boot: int = 2000, seed: int = 0,
-            level: float = 0.95) -> tuple[float, float, float]:
+def mean_ci(x: np.ndarray, groups=None, *_old, level: float = 0.95) -> tuple[float, float, float]:
+    """Mean of x and its cluster-robust (CR1) t-interval: the test of `cluster_t_test` inverted, so a paired
+    Δ's interval and its p can never disagree (NaN for no data; NaN bounds with fewer than 2 clusters)."""
+    m, se, g = cluster_se(x, groups)
+    return (m, *t_interval(m, se, g, level))
+
+
+def mae_ci(est: np.ndarray, ref: np.ndarray, groups=None, *_old, level: float = 0.95) -> tuple[float, float, float]:
+    return mean_ci(np.abs(np.asarray(est, float) - np.asarray(ref, float)), groups, level=level)
+
+
+def bias_ci(est: np.ndarray, ref: np.ndarray, groups=None, *_old, level: float = 0.95) -> tuple[float, float, float]:
     """Mean signed error (estimate - reference) with its clustered CI: > 0 means the estimator over-predicts.
     Unbiased for E[f - V] since the reference is an unbiased draw of V."""
-    return mean_ci(np.asarray(est, float) - np.asarray(ref, float), groups, n_boot, seed, level)
+    return mean_ci(np.asarray(est, float) - np.asarray(ref, float), groups, level=level)
 
 
 def calibration_slope(est: np.ndarray, ref: np.ndarray) -> float:
@@ -136,47 +149,53 @@ def oracle_floor(ref: np.ndarray, n_ref: int) -> float:
 
 
 def cluster_t_test(x: np.ndarray, groups=None) -> float:
-    """Two-sided p-value for "the mean of x is 0", cluster-robust: with cluster sums S_g, sizes n_g, N states,
-    G clusters and mean m = sum S_g / N, Var(m) = G/(G-1) * sum (S_g - m n_g)^2 / N^2 (the CR1 sandwich of an
-    intercept-only regression), t = m / sqrt(Var), Student t with G-1 degrees of freedom. With one state per
-    cluster it is the paired t-test. NaN with fewer than 2 clusters."""
-    x = np.asarray(x, float)
-    clusters = _clusters(groups, len(x))
-    if len(clusters) < 2:
+    """Two-sided p-value for "the mean of x is 0": t = m / se (`cluster_se`, CR1), Student t with G-1 degrees of
+    freedom. With one state per cluster it is the paired t-test. NaN with fewer than 2 clusters."""
+    m, se, g = cluster_se(x, groups)
+    if g < 2:
         return float("nan")
-    sums = np.array([x[c].sum() for c in clusters])
-    sizes = np.array([len(c) for c in clusters], dtype=float)
-    n, g = sizes.sum(), len(clusters)
-    m = sums.sum() / n
-    var = g / (g - 1) * float(((sums - m * sizes) ** 2).sum()) / n ** 2
-    if var <= 1e-30:  # every cluster has the same mean: the difference is exact, or exactly nothing
+    if se <= 1e-15:  # every cluster has the same mean: the difference is exact, or exactly nothing
         return 1.0 if abs(m) <= 1e-15 else 0.0
-    return float(2 * student_t.sf(abs(m) / np.sqrt(var), g - 1))
+    return float(2 * student_t.sf(abs(m) / se, g - 1))
 
 
-def paired_sq_diff(est_a: np.ndarray, est_b: np.ndarray, ref: np.ndarray, groups=None, n_boot: int = 2000,
-                   seed: int = 0) -> dict:
+def paired_sq_diff(est_a: np.ndarray, est_b: np.ndarray, ref: np.ndarray, groups=None, *_old) -> dict:
     """Paired difference of squared error of A against B on the same states:
     d_i = (a_i - ref_i)^2 - (b_i - ref_i)^2; < 0 means A is closer. Against an unbiased reference independent
     of both estimates, E[d_i] = (a_i - V_i)^2 - (b_i - V_i)^2: the reference's noise cancels, so the mean
     estimates the difference of true MSEs and cannot be won by shrinking toward a noisy reference's median
-    (as MAE can). Returns the mean, its percentile cluster-bootstrap 95% CI and the cluster-robust t-test's p."""
+    (as MAE can). One procedure gives the CI and the p: the cluster-robust t (`cluster_se`); `delta_sq_se` and
+    `df` let a family's adjusted interval (`holm_interval`) and the detectable Δ come from the same."""
     a, b, r = (np.asarray(x, float) for x in (est_a, est_b, ref))
     d = (a - r) ** 2 - (b - r) ** 2
-    delta, lo, hi = mean_ci(d, groups, n_boot, seed)
-    return {"delta_sq": delta, "delta_sq_ci_low": lo, "delta_sq_ci_high": hi,
-            "p_delta": cluster_t_test(d, groups) if len(d) else float("nan")}
+    m, se, g = cluster_se(d, groups)
+    lo, hi = t_interval(m, se, g)
+    return {"delta_sq": m, "delta_sq_ci_low": lo, "delta_sq_ci_high": hi,
+            "p_delta": cluster_t_test(d, groups) if len(d) else float("nan"), "delta_sq_se": se, "df": g - 1}
 
 
-def holm(pvals) -> np.ndarray:
+def holm_interval(m: float, se: float, df: int, p: float, p_holm: float, alpha: float = ALPHA) -> tuple[float, float]:
+    """The t-interval at the level Holm's step-down spends on this hypothesis, 1 - alpha p / p_holm (p_holm / p
+    is its effective multiplier, between 1 and the family size). It excludes 0 exactly when p_holm < alpha, so
+    the adjusted interval and the verdict always agree; with p_holm = p (a family of one) it is the plain
+    (1 - alpha) interval."""
+    if not all(np.isfinite(v) for v in (m, se, p, p_holm)) or df < 1:
+        return float("nan"), float("nan")
+    if se <= 1e-15 or p <= 0.0:
+        return m, m
+    return t_interval(m, se, df + 1, 1 - alpha * p / p_holm)
+
+
+def holm(pvals, m: int | None = None) -> np.ndarray:
     """Holm's step-down adjusted p-values (family-wise error control): sorted ascending p_(1..m),
-    adj_(i) = max_{j<=i} min(1, (m - j + 1) p_(j)). NaN entries are not in the family and stay NaN."""
+    adj_(i) = max_{j<=i} min(1, (m - j + 1) p_(j)). NaN entries are not in the family and stay NaN. `m`: the
+    declared family size when larger than the tested count (the members not tested count as p = 1)."""
     p = np.asarray(pvals, float)
     out = np.full(len(p), np.nan)
     ok = np.flatnonzero(np.isfinite(p))
     order = ok[np.argsort(p[ok], kind="stable")]
-    m = len(order)
-    out[order] = np.minimum(1.0, np.maximum.accumulate((m - np.arange(m)) * p[order]))
+    size = max(len(order), m or 0)
+    out[order] = np.minimum(1.0, np.maximum.accumulate((size - np.arange(len(order))) * p[order]))
     return out
 
 
@@ -237,13 +256,12 @@ def own_shift_stats(shift: np.ndarray) -> dict:
     return {"own_share": float(s.mean()), "own_shift_p95": float(np.quantile(s, 0.95)), "own_shift_max": float(s.max())}
 
 
-def score(est: np.ndarray, ref: np.ndarray, n_ref: int, groups=None, n_boot: int = 2000, seed: int = 0,
-          rollouts=None, t=None) -> dict:
+def score(est: np.ndarray, ref: np.ndarray, n_ref: int, groups=None, rollouts=None, t=None) -> dict:
     """Every per-estimator score; `rollouts` and `t` (per state) give the step advantage sign agreement."""
     est, ref = np.asarray(est, float), np.asarray(ref, float)
     problems = np.asarray(groups) if groups is not None else np.arange(len(ref))
-    mae, lo, hi = mae_ci(est, ref, groups, n_boot, seed)
-    bias, blo, bhi = bias_ci(est, ref, groups, n_boot, seed)
+    mae, lo, hi = mae_ci(est, ref, groups)
+    bias, blo, bhi = bias_ci(est, ref, groups)
     sign, pairs = (step_sign_agreement(est, ref, problems, rollouts, t) if rollouts is not None and t is not None
                    else (float("nan"), 0))
     return {

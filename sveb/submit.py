@@ -36,7 +36,7 @@ def _train_tokens(est, entry, bdir: Path, manifest: dict) -> int | None:
 
 
 def submit(bdir: Path, name: str, params: dict[str, str], protocols: list[str], out: Path,
-           archive: str | None = None, n_boot: int = 2000, seed: int = 0, force: bool = False,
+           archive: str | None = None, force: bool = False,
            console: Console | None = None) -> Path:
     """Evaluate (or reuse the stored evaluation of) `name` on `bdir` under each protocol; write the bundle."""
     from sveb.builds import load_build
@@ -53,7 +53,7 @@ def submit(bdir: Path, name: str, params: dict[str, str], protocols: list[str], 
     pfp = params_fp(est)
     ident = build_identity(bdir)  # before the run: an edited export fails here, not after hours of estimating
     t0 = time.perf_counter()
-    score_rows = {p: evaluate(bdir, name, params, p, n_boot, seed, force, console) for p in protocols}
+    score_rows = {p: evaluate(bdir, name, params, p, force=force, console=console) for p in protocols}
     wall = time.perf_counter() - t0
     rows = []
     for p in protocols:

@@ -130,7 +130,7 @@ def test_eval_prints_the_paired_verdict_against_the_baseline(scripted_build, mon
     from sveb.cli import app
     monkeypatch.setenv("COLUMNS", "80")
     root, bdir = scripted_build
-    r = CliRunner().invoke(app, ["eval", "--root", str(root), "--build", bdir.name, "-e", "mcs-4", "--bootstrap", "50"])
+    r = CliRunner().invoke(app, ["eval", "--root", str(root), "--build", bdir.name, "-e", "mcs-4"])
     assert r.exit_code == 0, r.output
     line = next(x for x in r.output.splitlines() if x.strip().startswith("mcs-4"))
     assert any(w in line for w in ("better", "worse", "no diff")), line

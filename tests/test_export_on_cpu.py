@@ -63,7 +63,7 @@ def test_scores_on_the_export_equal_the_builds(exported):
     root, bdir, ex = exported
     for name in ("grpo", "mcs-2"):
         for protocol in ("held-out", "in-group"):
-            a, b = evaluate(bdir, name, {}, protocol, n_boot=200), evaluate(ex, name, {}, protocol, n_boot=200)
+            a, b = evaluate(bdir, name, {}, protocol), evaluate(ex, name, {}, protocol)
             assert {k: a[k] for k in SCORE_KEYS} == pytest.approx({k: b[k] for k in SCORE_KEYS}, nan_ok=True)
     assert (ex / "scores").exists() and not (bdir / "scores" / "nothing").exists()
 
@@ -122,7 +122,7 @@ def test_import_through_datasets_from_a_local_folder(exported, tmp_path):
     root, bdir, ex = exported
     got = import_build(str(ex), tmp_path / "imported")
     assert store.content_hash(got) == store.content_hash(bdir)
-    a, b = evaluate(bdir, "grpo", {}, "held-out", n_boot=100), evaluate(got, "grpo", {}, "held-out", n_boot=100)
+    a, b = evaluate(bdir, "grpo", {}, "held-out"), evaluate(got, "grpo", {}, "held-out")
     assert a["mae"] == pytest.approx(b["mae"]) and a["mae_ci_high"] == pytest.approx(b["mae_ci_high"])
 
 

@@ -71,8 +71,8 @@ def test_export_then_import_gives_identical_grpo_and_numca_scores(round_trip):
     bdir, _, imported = round_trip
     for name in ("grpo", "numca"):
         for protocol in ("held-out", "in-group"):
-            a = evaluate(bdir, name, {}, protocol, n_boot=200)
-            b = evaluate(imported, name, {}, protocol, n_boot=200)
+            a = evaluate(bdir, name, {}, protocol)
+            b = evaluate(imported, name, {}, protocol)
             assert {k: a[k] for k in SCORE_KEYS} == pytest.approx({k: b[k] for k in SCORE_KEYS}, nan_ok=True), name
     assert store.content_hash(imported) == store.read_manifest(imported)["export"]["content_hash"]
 
@@ -108,7 +108,7 @@ def test_a_hand_written_file_imports_and_scores(tmp_path):
     assert [json.loads(p["meta"])["verifier"] for p in problems] == ["default", "default"]
     assert [p["answer"] for p in problems] == ["5", "42"]
     r = CliRunner().invoke(app, ["eval", "--build", str(b), "-e", "grpo", "-e", "numca", "--protocol", "held-out",
-                                 "--protocol", "in-group", "--bootstrap", "50"])
+                                 "--protocol", "in-group"])
     assert r.exit_code == 0, r.output
     est = {x["state_id"]: x["value"] for x in store.read_table(b / "estimates").to_pylist()
            if x["estimator"] == "grpo" and x["protocol"] == "held-out"}

@@ -173,7 +173,7 @@ class OneTooFew(Estimator):
 def test_an_estimator_returning_the_wrong_number_of_values_is_refused(scripted_build, cls, protocol):
     root, bdir = scripted_build
     name = f"test_hostile_input_on_cpu:{cls}"
-    one_line_error(cli("eval", "-e", name, "--protocol", protocol, "--build", bdir, "--bootstrap", 20),
+    one_line_error(cli("eval", "-e", name, "--protocol", protocol, "--build", bdir),
                    f"estimator {name} returned", "expected one value per state")
     assert not list((bdir / "estimates").glob(f"*{cls}*"))
 
@@ -218,7 +218,7 @@ def forge_table(ex, table, fn):
 
 def refused(ex, *fragments, args=()):
     before = files_of(ex)
-    text = one_line_error(cli("eval", "--build", ex, "-e", "grpo", "--bootstrap", 20, *args), *fragments)
+    text = one_line_error(cli("eval", "--build", ex, "-e", "grpo", *args), *fragments)
     assert files_of(ex) == before  # nothing written before every check passed
     return text
 
@@ -275,7 +275,7 @@ def test_expect_pins_the_content_hash(export_dir, tmp_path):
     refused(export_dir, "--expect 0123456789abcdef: build", f"has content hash {real}", "not the build you pinned",
             args=("--expect", "0123456789abcdef"))
     refused(export_dir, "--expect xyz: expected a content hash", args=("--expect", "xyz"))
-    r = cli("eval", "--build", export_dir, "-e", "grpo", "--bootstrap", 20, "--expect", real[:10])
+    r = cli("eval", "--build", export_dir, "-e", "grpo", "--expect", real[:10])
     assert r.exit_code == 0, r.output
     r = cli("submit", "-e", "grpo", "--build", export_dir, "--expect", "0123456789abcdef", "--out", tmp_path / "b")
     assert r.exit_code == 1 and "not the build you pinned" in r.output and not (tmp_path / "b").exists()
@@ -314,11 +314,11 @@ def test_read_only_storage_reads_and_refuses_writes_in_one_line(scripted_build, 
     before = files_of(ro)
     py = shlex.quote(sys.executable)
     cmds = {  # name: (arguments, cache, expected rc, fragment of the one error line)
-        "eval": (f"eval --build {ro}/export -e grpo --bootstrap 20", w / "cache", 0, None),
-        "eval-again": (f"eval --build {ro}/export -e grpo --bootstrap 20", w / "cache", 0, None),
+        "eval": (f"eval --build {ro}/export -e grpo", w / "cache", 0, None),
+        "eval-again": (f"eval --build {ro}/export -e grpo", w / "cache", 0, None),
         "submit": (f"submit -e grpo --build {ro}/export --out {w}/bundle", w / "cache", 0, None),
         "leaderboard-read": (f"leaderboard --build {ro}/export --out {w}/lb.csv", w / "cache", 0, None),
-        "eval-root": (f"eval --root {ro}/root -e grpo --bootstrap 20", w / "cache", 0, None),
+        "eval-root": (f"eval --root {ro}/root -e grpo", w / "cache", 0, None),
         "report": (f"report --root {ro}/root --out {ro}/report", w / "cache", 1, f"--out {ro}/report: cannot write"),
         "leaderboard": (f"leaderboard --root {ro}/root --out {ro}/lb.csv", w / "cache", 1,
                         f"--out {ro}/lb.csv: cannot write"),
@@ -326,7 +326,7 @@ def test_read_only_storage_reads_and_refuses_writes_in_one_line(scripted_build, 
                 f"--board {ro}/board: cannot write"),
         "html": (f"leaderboard html --board {ro}/board --out {ro}/site", w / "cache", 1, f"--out {ro}/site: cannot"),
         "export": (f"export --root {ro}/root --out {ro}/exp2", w / "cache", 1, f"--out {ro}/exp2: cannot write"),
-        "cache-read-only": (f"eval --build {ro}/export -e mcs-2 --bootstrap 20", ro / "cache", 1,
+        "cache-read-only": (f"eval --build {ro}/export -e mcs-2", ro / "cache", 1,
                             "is read-only and its scores go to the cache"),
     }
     script = [f"mount --bind {ro} {ro}", f"mount -o remount,bind,ro {ro}"]
@@ -360,7 +360,7 @@ def test_a_read_only_export_is_scored_in_a_writable_mirror(export_dir, tmp_path,
     monkeypatch.setattr(store, "writable", lambda p: not str(p).startswith(str(export_dir)) and real(p))
     monkeypatch.setenv("SVEB_CACHE", str(tmp_path / "cache"))
     before = files_of(export_dir)
-    r = cli("eval", "--build", export_dir, "-e", "grpo", "--bootstrap", 20)
+    r = cli("eval", "--build", export_dir, "-e", "grpo")
     assert r.exit_code == 0, r.output
     mirror = results_view(export_dir)
     assert mirror != export_dir and list((mirror / "scores").glob("part-*.parquet"))
@@ -375,7 +375,7 @@ def test_a_write_refused_by_storage_is_one_line(tmp_path, monkeypatch, scripted_
 
     import sveb.leaderboard
     root, bdir = scripted_build
-    assert cli("eval", "--root", root, "-e", "grpo", "--bootstrap", 20).exit_code == 0
+    assert cli("eval", "--root", root, "-e", "grpo").exit_code == 0
 
     def refuse(rows, path):
         raise OSError(errno.EROFS, "Read-only file system", str(path))

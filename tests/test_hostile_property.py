@@ -57,7 +57,7 @@ def world(tmp_path_factory):
     ex = export_build(bdir, tmp / "export", model_dir=weights)
     scored = tmp / "scored-export"
     shutil.copytree(ex, scored)
-    row = evaluate(scored, "grpo", {}, "held-out", n_boot=20, console=QUIET)
+    row = evaluate(scored, "grpo", {}, "held-out", console=QUIET)
     bundle = submit(bdir, "grpo", {}, ["held-out"], tmp / "bundle", archive="tar.gz", console=QUIET)
     shutil.make_archive(str(tmp / "bundle"), "zip", root_dir=tmp, base_dir="bundle")
     key, status = board.add(tmp / "board0", bundle, [ex])
@@ -199,7 +199,7 @@ def test_a_corrupted_export_is_refused_or_scores_as_the_original(world, mutation
         before = snapshot(d)
         try:
             bdir = open_build(str(d), world["tmp"])
-            row = evaluate(bdir, "grpo", {}, "held-out", n_boot=20, console=QUIET)
+            row = evaluate(bdir, "grpo", {}, "held-out", console=QUIET)
         except SvebError as e:
             assert "\n" not in str(e), (what, str(e))
             assert snapshot(d) == before, what  # refused: nothing written

@@ -37,7 +37,7 @@ def root(tmp_path_factory, cfg) -> tuple[Path, list[Path], Path]:
     for bdir in (*seeds, alone):
         for name in ESTIMATORS:
             for proto in ("held-out", "in-group"):
-                evaluate(bdir, name, {}, proto, n_boot=200)
+                evaluate(bdir, name, {}, proto)
     return root, seeds, alone
 
 
@@ -65,7 +65,7 @@ def test_old_score_rows_are_recomputed_from_stored_estimates(root, monkeypatch):
     def boom(*a, **k):
         raise AssertionError("the estimator ran again")
     monkeypatch.setattr("sveb.evaluate.estimate_all", boom)
-    again = evaluate(bdir, "grpo", {}, "held-out", n_boot=200)
+    again = evaluate(bdir, "grpo", {}, "held-out")
     assert again["mae"] == new["mae"] and again["bias"] == new["bias"] and again["seconds"] == new["seconds"]
     assert store.read_shard(path).to_pylist()[0]["own_shift_max"] == new["own_shift_max"]
 
@@ -81,7 +81,9 @@ def test_pooled_rows_pool_states_of_every_seed(root):
     p = pooled[0]
     assert p["n_builds"] == 3 and p["seeds"] == "0,1,2"
     assert p["n_states"] == sum(x["n_states"] for x in per_seed)
-    assert p["n_problems"] == sum(x["n_problems"] for x in per_seed)  # clusters are (build, problem)
+    # clusters are the problems themselves: a problem two seeds drew is one cluster
+    pids = {s["problem_id"] for b in seeds for s in store.read_table(b / "states", schema.STATES).to_pylist()}
+    assert p["n_problems"] == len(pids) <= sum(x["n_problems"] for x in per_seed)
     # the pooled MAE is the state-weighted mean of the seeds' MAEs
     assert p["mae"] == pytest.approx(sum(x["mae"] * x["n_states"] for x in per_seed) / p["n_states"])
     assert p["build_fp"] == "+".join(sorted(b.name for b in seeds)) or set(p["build_fp"].split("+")) == {
@@ -106,8 +108,9 @@ def test_paired_columns_match_the_stored_estimates(root):
         assert x["delta_sq_ci_low"] <= x["delta_sq"] <= x["delta_sq_ci_high"]
         assert x["p_holm"] >= x["p_delta"]
     fam = [x for x in rows if x["kind"] == "pooled" and x["protocol"] == "held-out" and x["estimator"] != "grpo"]
-    # mcs-1 and mcs-4 are scale rows: one Holm family of two
-    assert [x["p_holm"] for x in fam] == pytest.approx(list(scoring.holm([x["p_delta"] for x in fam])))
+    # mcs-1 and mcs-4 are scale rows: the declared scale family (mcs-1..4) corrects for its 4 members
+    assert {x["family"] for x in fam} == {"scale"}
+    assert [x["p_holm"] for x in fam] == pytest.approx(list(scoring.holm([x["p_delta"] for x in fam], m=4)))
     for x in fam:
         assert x["verdict"] == scoring.verdict(x["delta_sq"], x["p_holm"])
     base = [x for x in rows if x["estimator"] == "grpo"]
@@ -182,7 +185,7 @@ def test_pivot_in_group_row_with_every_column_fits_80():
 def test_report_pools_seeds_into_one_column(root, tmp_path):
     from sveb import report
     r, seeds, _ = root
-    report.write_report(r, tmp_path / "rep", n_boot=100, by=("source",))
+    report.write_report(r, tmp_path / "rep", by=("source",))
     md = (tmp_path / "rep" / "table.md").read_text(encoding="utf-8")
     assert "scripted — number — held-out: Δ sq err vs grpo per seed" in md
     assert "| estimator | seed 0 | seed 1 | seed 2 |" in md

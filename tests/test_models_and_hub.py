@@ -141,7 +141,7 @@ def test_eval_by_short_name_finds_the_hub_id_build(small_cfg, tmp_path):
     assert store.read_manifest(bdir)["model"] == "Qwen/Qwen2.5-3B-Instruct"
     assert bdir.parent.parent.name == "Qwen--Qwen2.5-3B-Instruct"
     for spec in ("Qwen2.5-3B-Instruct", "Qwen/Qwen2.5-3B-Instruct"):
-        r = CliRunner().invoke(app, ["eval", "-e", "grpo", "--model", spec, "--root", str(root), "--bootstrap", "50"])
+        r = CliRunner().invoke(app, ["eval", "-e", "grpo", "--model", spec, "--root", str(root)])
         assert r.exit_code == 0, r.output
         assert "grpo" in r.output
 

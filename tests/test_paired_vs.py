@@ -17,7 +17,7 @@ SPEC.loader.exec_module(paired_vs)
 def test_paired_vs_grpo_equals_the_leaderboard(scripted_build, capsys):
     root, bdir = scripted_build
     for name in ("grpo", "mcs-2", "mcs-4"):
-        evaluate(bdir, name, {}, "held-out", n_boot=200)
+        evaluate(bdir, name, {}, "held-out")
     paired_vs.main(["--root", str(root), "--seeds", "3", "--model", "smollm2-135m", "--a", "mcs-2", "--b", "grpo",
                     "--b", "mcs-4"])
     lines = capsys.readouterr().out.strip().splitlines()

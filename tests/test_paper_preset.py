@@ -56,7 +56,7 @@ def scored(paper_build):
     root, bdir, _ = paper_build
     for proto in ("held-out", "in-group"):
         for name in ("grpo", "mcs-2"):
-            evaluate(bdir, name, {}, proto, n_boot=50, console=Console(quiet=True))
+            evaluate(bdir, name, {}, proto, console=Console(quiet=True))
     return root, bdir
 
 
@@ -237,7 +237,7 @@ def test_cli_preset_paper_sets_the_protocol_and_given_flags_win(monkeypatch, tmp
 def test_report_shows_the_protocol_and_the_authors_rows(scored, tmp_path):
     from sveb.report import write_report
     root, _ = scored
-    write_report(root, tmp_path / "report", n_boot=50)
+    write_report(root, tmp_path / "report")
     md = (tmp_path / "report" / "table.md").read_text()
     assert "[paper protocol]" in md and "mcs-2-ref" in md
     with open(tmp_path / "report" / "leaderboard.csv") as f:
@@ -274,7 +274,7 @@ def test_authors_rows_pool_over_seeds_and_never_across_protocols(paper_cfg, tmp_
     cfgs.append(replace(cfgs[0], protocol="sveb"))  # same config but the protocol: never in the pool
     bdirs = [build(c, root, engine=ScriptedEngine(), console=Console(quiet=True)) for c in cfgs]
     for b in bdirs:
-        evaluate(b, "grpo", {}, "held-out", n_boot=50, console=Console(quiet=True))
+        evaluate(b, "grpo", {}, "held-out", console=Console(quiet=True))
     rows = leaderboard.rows(root)
     pooled = [r for r in rows if r["kind"] == "pooled"]
     assert {r["build_protocol"] for r in pooled} == {"paper"} and {r["n_builds"] for r in pooled} == {2}

@@ -35,7 +35,7 @@ def critic_configs(bdir):
 def test_ppo_n_end_to_end(tmp_path, small_cfg, tiny):
     bdir = build(small_cfg, tmp_path, engine=ScriptedEngine())
     params = {"critic_model": tiny, "epochs": "1", "lr": "1e-3"}
-    rows = [evaluate(bdir, "ppo-n", params, protocol=p, n_boot=50) for p in ("in-group", "held-out")]
+    rows = [evaluate(bdir, "ppo-n", params, protocol=p) for p in ("in-group", "held-out")]
     for row in rows:
         assert np.isfinite(row["mae"]) and row["n_states"] == 8
     est = estimates(bdir, "ppo-n")
@@ -49,13 +49,13 @@ def test_ppo_n_end_to_end(tmp_path, small_cfg, tiny):
 def test_ppo_1_refuses_overlapping_problems(tmp_path, small_cfg, tiny):
     bdir = build(small_cfg, tmp_path, engine=ScriptedEngine())
     with pytest.raises(EvalError, match="shares 4 problems"):
-        evaluate(bdir, "ppo-1", {"critic_model": tiny, "train_build": str(bdir)}, n_boot=10)
+        evaluate(bdir, "ppo-1", {"critic_model": tiny, "train_build": str(bdir)})
 
 
 def test_ppo_1_without_train_build_says_how_to_make_one(tmp_path, small_cfg, tiny):
     bdir = build(small_cfg, tmp_path, engine=ScriptedEngine())
     with pytest.raises(EvalError, match=r"sveb build --split train --domain number --model scripted") as e:
-        evaluate(bdir, "ppo-1", {"critic_model": tiny}, n_boot=10)
+        evaluate(bdir, "ppo-1", {"critic_model": tiny})
     assert "\n" not in str(e.value)
 
 
@@ -67,9 +67,9 @@ def test_ppo_1_finds_train_split_build_and_collapse_report(tmp_path, small_cfg, 
     assert test_ids and train_ids and not test_ids & train_ids
     params = {"critic_model": tiny, "epochs": "1", "lr": "1e-3"}
     for p in ("in-group", "held-out"):
-        row = evaluate(bdir, "ppo-1", params, protocol=p, n_boot=50)
+        row = evaluate(bdir, "ppo-1", params, protocol=p)
         assert np.isfinite(row["mae"])
-        evaluate(bdir, "grpo", {}, protocol=p, n_boot=50)
+        evaluate(bdir, "grpo", {}, protocol=p)
     assert critic_configs(tdir) == [32] and not (bdir / "critics").exists()
     est = estimates(bdir, "ppo-1")
     ids = {sid for _, sid in est}
@@ -90,6 +90,6 @@ def test_collapse_stats_and_plot(tmp_path):
 
 def test_collapse_report_needs_grpo(tmp_path, small_cfg):
     bdir = build(small_cfg, tmp_path, engine=ScriptedEngine())
-    evaluate(bdir, "mcs-1", {}, n_boot=10)
+    evaluate(bdir, "mcs-1", {})
     with pytest.raises(ValueError, match="no grpo estimates"):
         collapse_report(bdir, tmp_path / "r")

@@ -30,7 +30,7 @@ def test_probe_end_to_end_and_cached_by_train_content(tiny_llama_builds, monkeyp
     root, tdir, bdir, _ = tiny_llama_builds
     params = {**CHEAP, **params}
     for p in ("held-out", "in-group"):
-        row = evaluate(bdir, name, params, protocol=p, n_boot=20)
+        row = evaluate(bdir, name, params, protocol=p)
         assert np.isfinite(row["mae"]) and row["n_states"] == 6
     v = values(bdir, name)
     ids = {sid for _, sid in v}
@@ -39,7 +39,7 @@ def test_probe_end_to_end_and_cached_by_train_content(tiny_llama_builds, monkeyp
     # the fit is cached under the train build and reused: a second run does not fit
     assert len(list((tdir / "probes").glob("*.pkl"))) >= 1
     monkeypatch.setattr(probe_mod, "fit_cv", lambda *a, **k: pytest.fail("refit despite the cache"))
-    again = evaluate(bdir, name, params, protocol="held-out", n_boot=20, force=True)
+    again = evaluate(bdir, name, params, protocol="held-out", force=True)
     assert again["mae"] == pytest.approx(row["mae"])
     v2 = values(bdir, name)
     assert all(v2[("held-out", s)] == v[("held-out", s)] for s in ids)
@@ -93,7 +93,6 @@ def test_learning_curve_subsample_is_nested(tiny_llama_builds):
 def test_cli_eval_probe(tiny_llama_builds):
     root, _, bdir, model = tiny_llama_builds
     args = ["eval", "--root", str(root), "--build", bdir.name, "--model", model, "-e", "probe",
-            "--bootstrap", "20",
             *[x for k, v in CHEAP.items() for x in ("-P", f"{k}={v}")]]
     r = CliRunner().invoke(app, args)
     assert r.exit_code == 0, r.output

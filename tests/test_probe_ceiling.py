@@ -46,7 +46,7 @@ def test_runs_on_a_real_hidden_state_build(tiny_llama_builds, capsys):
     from sveb.evaluate import evaluate
     from sveb.models import model_slug
     root, _, test, model = tiny_llama_builds
-    evaluate(test, "grpo", {}, "held-out", n_boot=100)
+    evaluate(test, "grpo", {}, "held-out")
     out = ceiling.main(["--root", str(root), "--seeds", "3", "--model", model_slug(model), "--folds", "3",
                         "--boot", "100"])
     assert out["states"] == 6 and 0 <= out["mae"]["ceiling"] <= 1 and "grpo" in out["vs"]

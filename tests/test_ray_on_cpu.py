@@ -168,8 +168,8 @@ def test_eval_on_ray_gives_the_local_scores(cluster, scripted_build, tmp_path, n
     from sveb.evaluate import evaluate
     _, bdir = scripted_build
     copy = shutil.copytree(bdir, tmp_path / "copy" / bdir.name)
-    local = evaluate(bdir, name, {}, "held-out", n_boot=50)
-    on = evaluate(copy, name, {}, "held-out", n_boot=50, ray=on_ray(2))
+    local = evaluate(bdir, name, {}, "held-out")
+    on = evaluate(copy, name, {}, "held-out", ray=on_ray(2))
     est = lambda b: store.read_table(b / "estimates").to_pylist()
     if name != "hista":
         assert _scores(on) == _scores(local) and est(copy) == est(bdir)

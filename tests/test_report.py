@@ -35,7 +35,7 @@ def cfg(tmp_path_factory) -> BuildConfig:
 def _evaluate(bdir, names, protocols):
     for proto in protocols:
         for name in names:
-            evaluate(bdir, name, {}, proto, n_boot=200)
+            evaluate(bdir, name, {}, proto)
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +54,7 @@ def root(tmp_path_factory, cfg) -> Path:
 @pytest.fixture(scope="module")
 def out(root, tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("report")
-    assert report.write_report(root, out, n_boot=200) == out / "index.html"
+    assert report.write_report(root, out) == out / "index.html"
     return out
 
 
@@ -149,8 +149,8 @@ def test_root_without_scores_is_a_clear_error(tmp_path, cfg):
 
 def test_single_estimator_says_there_is_no_histogram(tmp_path, cfg):
     bdir = build(cfg, tmp_path / "root", engine=ScriptedEngine())
-    evaluate(bdir, "grpo", {}, "in-group", n_boot=50)
-    page = report.write_report(tmp_path / "root", tmp_path / "out", n_boot=50).read_text(encoding="utf-8")
+    evaluate(bdir, "grpo", {}, "in-group")
+    page = report.write_report(tmp_path / "root", tmp_path / "out").read_text(encoding="utf-8")
     assert "only estimator" in page and "no difference histogram" in page
     assert not list((tmp_path / "out").glob("hist_*.png"))
     assert len(list((tmp_path / "out").glob("calib_*.png"))) == 1
@@ -188,7 +188,7 @@ def test_labels_show_only_non_default_params():
 def test_a_rewrite_removes_its_own_stale_figures_only(out, root):
     stale, mine = out / "hist_scripted-a_number_000000000000_held-out.png", out / "my_notes.png"
     stale.write_bytes(b"old"), mine.write_bytes(b"a user's file")
-    report.write_report(root, out, n_boot=50)
+    report.write_report(root, out)
     assert not stale.exists() and mine.exists()
     assert len(list(out.glob("*.png"))) == 4 + 2 * 2 * 3 + 1
     mine.unlink()

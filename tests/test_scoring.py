@@ -9,7 +9,7 @@ from sveb import scoring
 def test_mae_rmse_hand_computed():
     est = np.array([0.5, 0.2, 1.0])
     ref = np.array([0.4, 0.5, 1.0])
-    mae, lo, hi = scoring.mae_ci(est, ref, n_boot=500, seed=1)
+    mae, lo, hi = scoring.mae_ci(est, ref)
     assert mae == pytest.approx((0.1 + 0.3 + 0.0) / 3)
     assert lo <= mae <= hi
     assert scoring.rmse(est, ref) == pytest.approx(np.sqrt((0.01 + 0.09) / 3))
@@ -29,18 +29,71 @@ def test_debiased_mse_is_unbiased_for_true_error():
     assert scoring.debiased_mse(est, ref, 20) == pytest.approx(np.mean((est - v) ** 2), abs=2e-3)
 
 
-def test_bootstrap_seeded_and_clustered():
-    x = np.arange(10.0)
-    g = np.repeat(np.arange(5), 2)
-    a = scoring.bootstrap_means(x, g, 300, seed=3)
-    b = scoring.bootstrap_means(x, g, 300, seed=3)
-    assert np.array_equal(a, b)
-    assert not np.array_equal(a, scoring.bootstrap_means(x, g, 300, seed=4))
-    # every cluster sums to 10: a cluster bootstrap always gives 5, a state bootstrap would not
+def test_interval_is_clustered_and_independent_of_label_order():
+    # every cluster sums to 10: clustered, the mean is exactly 5 (zero-width interval); by state it is not
     x = np.array([0, 10, 3, 7, 5, 5.0])
     g = np.array(["a", "a", "b", "b", "c", "c"])
-    assert np.allclose(scoring.bootstrap_means(x, g, 200, seed=0), 5.0)
-    assert not np.allclose(scoring.bootstrap_means(x, None, 200, seed=0), 5.0)
+    m, lo, hi = scoring.mean_ci(x, g)
+    assert (m, lo, hi) == (5.0, 5.0, 5.0)
+    m, lo, hi = scoring.mean_ci(x)
+    assert lo < 5 < hi
+    # relabelling clusters (another sort order) changes nothing: no resampling, no order
+    rng = np.random.default_rng(0)
+    x, g = rng.normal(size=60), np.repeat(np.arange(20), 3)
+    perm = rng.permutation(20)
+    assert np.allclose(scoring.mean_ci(x, g), scoring.mean_ci(x, np.array([f"z{perm[i]}" for i in g])), atol=1e-12)
+
+
+def test_interval_and_test_are_one_procedure():
+    # the 95% interval excludes 0 exactly when the p is below 0.05, on data near the boundary
+    rng = np.random.default_rng(11)
+    agree = 0
+    for i in range(400):
+        g = np.repeat(np.arange(15), rng.integers(1, 4, 15))
+        x = rng.normal(rng.normal(0, 0.4), 1, len(g))
+        m, lo, hi = scoring.mean_ci(x, g)
+        p = scoring.cluster_t_test(x, g)
+        assert (lo > 0 or hi < 0) == (p < 0.05)
+        agree += 1
+    assert agree == 400
+
+
+def test_interval_covers_the_truth_at_its_level():
+    # known truth: clustered data (a shared cluster effect) with mean 0.3; the 95% CR1 interval covers 0.3
+    # in about 95% of 2,000 seeded datasets (a state-level interval would cover far less)
+    rng = np.random.default_rng(4)
+    cover = cover_naive = 0
+    n = 2000
+    for _ in range(n):
+        g = np.repeat(np.arange(40), 4)
+        x = 0.3 + rng.normal(0, 1, 40)[g] + rng.normal(0, 0.5, len(g))
+        _, lo, hi = scoring.mean_ci(x, g)
+        cover += lo <= 0.3 <= hi
+        _, lo, hi = scoring.mean_ci(x)
+        cover_naive += lo <= 0.3 <= hi
+    assert 0.93 <= cover / n <= 0.97
+    assert cover_naive / n < 0.85
+
+
+def test_holm_interval_agrees_with_the_holm_verdict():
+    rng = np.random.default_rng(8)
+    for _ in range(200):
+        g = np.repeat(np.arange(30), 2)
+        ds = [rng.normal(rng.normal(0, 0.3), 1, len(g)) for _ in range(5)]
+        rows = [scoring.cluster_se(d, g) for d in ds]
+        ps = [scoring.cluster_t_test(d, g) for d in ds]
+        adj = scoring.holm(ps, m=7)  # a declared family of 7, 5 of them tested
+        for (m, se, k), p, pa in zip(rows, ps, adj):
+            lo, hi = scoring.holm_interval(m, se, k - 1, p, pa)
+            assert (lo > 0 or hi < 0) == (pa < 0.05)
+            plain = scoring.t_interval(m, se, k)
+            assert lo <= plain[0] and hi >= plain[1]  # never narrower than the unadjusted interval
+
+
+def test_holm_counts_declared_members_not_tested_as_p_one():
+    assert np.allclose(scoring.holm([0.01, 0.02], m=4), [0.04, 0.06])
+    assert np.allclose(scoring.holm([0.01, 0.02]), [0.02, 0.02])
+    assert np.allclose(scoring.holm([0.01, 0.02], m=1), [0.02, 0.02])  # never fewer than the tested ones
 
 
 def test_ref_noise_constant_value():
@@ -86,7 +139,7 @@ def test_oracle_floor_bounds_every_predictor_that_knows_v():
 
 
 def test_score_fields():
-    s = scoring.score(np.array([0.5, 0.5]), np.array([0.5, 0.0]), 20, np.array(["a", "a"]), 100, 0)
+    s = scoring.score(np.array([0.5, 0.5]), np.array([0.5, 0.0]), 20, np.array(["a", "a"]))
     assert s["n_states"] == 2 and s["n_problems"] == 1 and s["mae"] == pytest.approx(0.25)
     assert s["bias"] == pytest.approx(0.25) and np.isnan(s["calib_slope"])  # constant estimates: no slope
     assert np.isnan(s["sign_agreement"]) and s["sign_pairs"] == 0           # no rollout/t given
@@ -111,7 +164,7 @@ def test_cluster_t_test_with_singletons_is_the_paired_t_test():
 
 def test_paired_sq_diff_hand_computed():
     a, b, r = np.array([0.5, 0.2]), np.array([0.4, 0.6]), np.array([0.3, 0.2])
-    out = scoring.paired_sq_diff(a, b, r, np.array([0, 1]), n_boot=300, seed=0)
+    out = scoring.paired_sq_diff(a, b, r, np.array([0, 1]))
     # (0.04 - 0.01), (0 - 0.16)
     assert out["delta_sq"] == pytest.approx((0.03 - 0.16) / 2)
     assert out["delta_sq_ci_low"] <= out["delta_sq"] <= out["delta_sq_ci_high"]
@@ -125,7 +178,7 @@ def test_reference_noise_cancels_in_the_paired_difference():
     ref = rng.binomial(20, v) / 20
     a, b = np.clip(v + 0.08, 0, 1), np.clip(0.8 * v + 0.1, 0, 1)
     truth = np.mean((a - v) ** 2 - (b - v) ** 2)
-    assert scoring.paired_sq_diff(a, b, ref, n_boot=200)["delta_sq"] == pytest.approx(truth, abs=1e-3)
+    assert scoring.paired_sq_diff(a, b, ref)["delta_sq"] == pytest.approx(truth, abs=1e-3)
 
 
 def test_shrinking_toward_zero_wins_mae_but_not_the_paired_difference():
@@ -137,7 +190,7 @@ def test_shrinking_toward_zero_wins_mae_but_not_the_paired_difference():
     ref = rng.binomial(20, v) / 20
     truth, shrunk = v, np.zeros_like(v)
     assert np.abs(shrunk - ref).mean() < np.abs(truth - ref).mean() - 0.004   # MAE: shrinking "wins"
-    out = scoring.paired_sq_diff(shrunk, truth, ref, problems, n_boot=500, seed=0)
+    out = scoring.paired_sq_diff(shrunk, truth, ref, problems)
     assert out["delta_sq"] == pytest.approx(0.0004, abs=1.5e-4)
     assert out["delta_sq_ci_low"] > 0 and out["p_delta"] < 0.05               # it loses here
     assert scoring.verdict(out["delta_sq"], scoring.holm([out["p_delta"]])[0]) == "worse"
@@ -188,7 +241,7 @@ def test_verdicts():
 
 def test_bias_and_calibration_slope():
     est, ref = np.array([0.2, 0.4, 0.6]), np.array([0.1, 0.5, 0.5])
-    b, lo, hi = scoring.bias_ci(est, ref, n_boot=200)
+    b, lo, hi = scoring.bias_ci(est, ref)
     assert b == pytest.approx(0.1 / 3) and lo <= b <= hi
     # slope of ref on est: cov = (-0.2*-0.267 + 0 + 0.2*0.133) / var (0.08)
     assert scoring.calibration_slope(est, ref) == pytest.approx(np.polyfit(est, ref, 1)[0])

@@ -32,7 +32,7 @@ def test_step_pairs_cut_two_states_of_one_rollout(tmp_path, small_cfg):
     assert len(states) == 4 * cfg.problems
     assert all(len(ts) == 2 and ts[0] < ts[1] for ts in by_roll.values())  # two cuts per rollout, t1 < t2
     assert len(by_roll) == 2 * cfg.problems
-    row = evaluate(bdir, "mcs-4", {}, "held-out", n_boot=50)
+    row = evaluate(bdir, "mcs-4", {}, "held-out")
     assert 0 < row["sign_pairs"] <= 2 * cfg.problems  # pairs whose references tie are left out
     assert 0 <= row["sign_agreement"] <= 1
     single = build(replace(cfg, step_pairs=False), tmp_path, engine=ScriptedEngine())
@@ -50,7 +50,7 @@ def test_seeds_give_independent_builds_that_eval_scores_and_the_leaderboard_pool
     with pytest.raises(SvebError, match="seed 9"):
         find_seed_builds(root, None, "number", [3, 9])
     r = CliRunner().invoke(app, ["eval", "--root", str(root), "--seeds", "3,4,5", "-e", "grpo", "-e", "mcs-2",
-                                 "--bootstrap", "50", "--model", "smollm2-135m"])
+                                 "--model", "smollm2-135m"])
     assert r.exit_code == 0, r.output
     for b in bdirs:
         assert len(list((b / "scores").glob("part-*.parquet"))) == 2

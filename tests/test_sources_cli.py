@@ -217,7 +217,7 @@ def test_report_by_level_on_a_field_source(tmp_path):
     root = tmp_path / "root"
     bdir = build(cfg, root, engine=ScriptedEngine())
     for name in ("grpo", "mcs-1"):
-        evaluate(bdir, name, {}, "in-group", n_boot=50)
+        evaluate(bdir, name, {}, "in-group")
     r = CliRunner().invoke(app, ["report", "--root", str(root), "--out", str(tmp_path / "rep"), "--by", "level"])
     assert r.exit_code == 0, r.output
     rows = list(csv.DictReader(open(tmp_path / "rep" / "by_level.csv", encoding="utf-8")))

@@ -64,9 +64,9 @@ def test_request_longer_than_the_model_context_is_a_clear_error(small_cfg, tmp_p
 def test_own_share_of_group_mean_is_one_over_g(scripted_build):
     root, bdir = scripted_build
     g = store.read_manifest(bdir)["config"]["rollouts"]
-    assert evaluate(bdir, "grpo", {}, "in-group", n_boot=20)["own_share"] == pytest.approx(1 / g)
-    assert evaluate(bdir, "grpo", {}, "held-out", n_boot=20)["own_share"] == 0.0
-    assert evaluate(bdir, "mcs-2", {}, "in-group", n_boot=20)["own_share"] == 0.0
+    assert evaluate(bdir, "grpo", {}, "in-group")["own_share"] == pytest.approx(1 / g)
+    assert evaluate(bdir, "grpo", {}, "held-out")["own_share"] == 0.0
+    assert evaluate(bdir, "mcs-2", {}, "in-group")["own_share"] == 0.0
     est = store.read_table(bdir / "estimates", schema.ESTIMATES).to_pylist()
     shifts = [e["own_shift"] for e in est if e["estimator"] == "grpo" and e["protocol"] == "in-group"]
     assert shifts and shifts == pytest.approx([1 / g] * len(shifts))
@@ -106,8 +106,8 @@ def test_layer_is_a_parameter_and_two_layers_are_two_rows(scripted_build, monkey
                 for kind, ks in (("resp", resp), ("full", full)) for k in ks}
     monkeypatch.setattr(HiddenStates, "_forward", fake_forward)
     root, bdir = scripted_build
-    a = evaluate(bdir, "hista", {"layer": "-1"}, "held-out", n_boot=20)
-    b = evaluate(bdir, "hista", {"layer": "-2"}, "held-out", n_boot=20)
+    a = evaluate(bdir, "hista", {"layer": "-1"}, "held-out")
+    b = evaluate(bdir, "hista", {"layer": "-2"}, "held-out")
     assert a["params_fp"] != b["params_fp"]
     rows = store.read_table(bdir / "scores", schema.SCORES).to_pylist()
     assert {json.loads(r["params"])["layer"] for r in rows if r["estimator"] == "hista"} == {-1, -2}

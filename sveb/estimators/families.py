@@ -1,0 +1,76 @@
+"""Holm families, declared rather than inferred from what a table happens to hold or what is installed.
+
+- main: the builtin estimators (registry role "estimator", not a variant) at their default settings;
+- scale: the MCS@k rows at their defaults;
+- variant: SVEB's earlier readings of papers' estimators (`numca-sveb`, ...) at their defaults.
+Each family's size is its declared membership: a member not scored in a table counts as p = 1, so a verdict
+never depends on how many estimators someone scored. Anything else (a non-default setting, a training-seed
+replicate, a plugin) is tested alone (a family of one) and labelled "alone".
+
+The defaults are stored in defaults.json (written by `python -m sveb.estimators.families`, checked by
+tests/test_families.py): reading a row's family needs no estimator import, so it is the same without torch.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from pathlib import Path
+
+DEFAULTS_FILE = Path(__file__).with_name("defaults.json")
+FAMILIES = ("main", "scale", "variant")
+ALONE = "alone"
+
+
+def declared_members() -> dict[str, tuple[str, ...]]:
+    """family -> the builtin estimator names in it (registry order)."""
+    from sveb.estimators import BUILTIN
+    out: dict[str, list[str]] = {f: [] for f in FAMILIES}
+    for e in BUILTIN:
+        if e.role == "scale":
+            out["scale"].append(e.name)
+        elif e.variant:
+            out["variant"].append(e.name)
+        elif e.role == "estimator":
+            out["main"].append(e.name)
+    return {f: tuple(v) for f, v in out.items()}
+
+
+def compute_defaults() -> dict[str, dict]:
+    """Each builtin estimator's default parameters (imports every estimator: torch included)."""
+    from sveb.estimators import BUILTIN, make, params_json
+    return {e.name: json.loads(params_json(make(e.name))) for e in BUILTIN if e.role != "baseline"}
+
+
+@lru_cache(maxsize=1)
+def defaults() -> dict[str, dict]:
+    return json.loads(DEFAULTS_FILE.read_text())
+
+
+def _params(pj) -> dict | None:
+    if isinstance(pj, dict):
+        return pj
+    try:
+        return json.loads(pj or "{}")
+    except (TypeError, json.JSONDecodeError):
+        return None
+
+
+def family_of(name: str, params_json=None) -> str:
+    """The declared family of a row, or "alone". `params_json` None: the row is taken at its default."""
+    fam = next((f for f, members in declared_members().items() if name in members), None)
+    if fam is None:
+        return ALONE
+    if params_json is not None and _params(params_json) != defaults().get(name):
+        return ALONE
+    return fam
+
+
+def family_size(fam: str) -> int:
+    """How many comparisons Holm corrects for in a family: its declared members (1 when alone)."""
+    return len(declared_members().get(fam, ())) or 1
+
+
+if __name__ == "__main__":
+    DEFAULTS_FILE.write_text(json.dumps(compute_defaults(), indent=1, sort_keys=True) + "\n")
+    print(f"wrote {DEFAULTS_FILE}")
