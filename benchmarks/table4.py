@@ -4,14 +4,32 @@ Resumable domain by domain: a domain whose export exists in EXPORTS is not sampl
 under ROOT (beside the builds, as `<build_fp>.export`) and scored there, so the numbers are those anyone gets from
 `sveb eval --build <export>`. Scores already computed are kept (evaluate caches them). Writes table4.md (held-out
 first, then in-group, the paper's protocol), scores.csv, domains.csv (states, accuracy, truncation, wall times,
-export size) and timing.csv (seconds per state of each stage: screening, rollouts, references, hidden pass, each
-estimator), each naming the machine's CPU flags.
+export size), timing.csv (seconds per state of each stage: screening, rollouts, references, hidden pass, each
+estimator), each naming the machine's CPU flags, interaction.csv (per estimator and protocol: is its Δ vs grpo the
+same in every domain? Cochran's Q, sveb.power) and estimates.parquet (every cell's per-state estimates, so the
+tables can be scored again without running an estimator).
+
+scores.csv has one row per cell (domain x estimator x protocol): MAE [CI]; Δ of squared error vs grpo [CI], its
+CR1 standard error and G - 1 df; p (cluster-robust t); the Holm family, its size m and the Holm p; the verdict;
+and beside each "no difference" the minimum detectable Δ at 80% power at alpha / m (sveb.power.mde). Every Δ,
+CI and p comes from sveb.pooling.paired / sveb.scoring; table4.md shows MAE with the marks, then per protocol
+the numbers behind each mark, then the interaction test.
+
+--from-exports scores again without sampling or running any estimator: each domain's states and references
+from its export, the per-state estimates from --estimates (default OUT/estimates.parquet, committed: the
+exports' own estimates/ folders are git-ignored), the timings from OUT/timing.json. A cell with no stored
+per-state estimates keeps the MAE [CI] of OUT/scores.csv, marked † and untested. This is the command that
+regenerates results/table4/{table4.md,scores.csv,domains.csv,timing.csv,interaction.csv} after a change to
+the scoring code:
+
+    python benchmarks/table4.py --from-exports
 
 Each domain's builds are the powered preset's (50 problems x 4 states in step pairs, G = 16, MCS@20 + 4 extras,
 seed 0; a train build of 60 problems x 2 states, MC@4), so the number column is the powered run's seed-0 build.
 
     python benchmarks/table4.py                       # the five domains (hours on 2 cores; rerun to resume)
     python benchmarks/table4.py --domains number --problems 8 --states 2
+    python benchmarks/table4.py --from-exports        # rescore the committed estimates: seconds, no engine
     python benchmarks/table4.py --preset paper        # the Hista/Numca authors' protocol (sveb/paper.py): G = 32,
                                                       # one state per problem, equal tiers -> results/table4-paper/
 """
@@ -21,6 +39,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import re
 import shutil
 import time
 from pathlib import Path
@@ -32,7 +51,9 @@ from sveb import store
 from sveb.config import BuildConfig, SamplingConfig
 from sveb.paper import PRESET as PAPER
 from sveb.report_format import md_table
-from sveb.table4 import cost_markdown, markdown, stage_timer, verdicts
+from sveb import power
+from sveb import table4 as t4
+from sveb.table4 import cost_markdown, stage_timer
 
 DOMAINS = ["number", "math", "science", "general", "programming"]
 # Per domain: the builtin generator unless a real dataset puts >= 30% of its screened candidates inside the band
@@ -72,7 +93,11 @@ def restore(export: Path, root: Path) -> Path:
 
 
 def size_mb(path: Path) -> float:
-    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) / 1e6
+    """An export's size: its manifest, README and tables, not what scoring it wrote beside them (estimates,
+    hidden states, ... which git ignores there)."""
+    from sveb.export import TABLES
+    keep = [path / "manifest.json", path / "README.md", *(p for t in TABLES for p in (path / t).rglob("*"))]
+    return sum(p.stat().st_size for p in keep if p.is_file()) / 1e6
 
 
 def build_domain(domain: str, a, engine, console, model_dir) -> dict | None:
@@ -100,9 +125,11 @@ def build_domain(domain: str, a, engine, console, model_dir) -> dict | None:
     return timing
 
 
-def eval_domain(domain: str, a, names: list[str], console) -> tuple[list[dict], dict, dict[str, float]]:
+def eval_domain(domain: str, a, names: list[str], console) -> tuple[list[dict], dict[str, float]]:
+    """Every estimator on a domain's export under both protocols (sveb.evaluate, cached); returns its per-state
+    estimates as ESTIMATES records and the seconds of each stage."""
     from sveb.builds import load_build
-    from sveb.estimators import BASELINE, entry
+    from sveb.estimators import entry
     from sveb.evaluate import evaluate
     bdir = restore(Path(a.exports) / domain, Path(a.root))
     if a.train and (Path(a.exports) / f"{domain}-train").exists():
@@ -127,20 +154,15 @@ def eval_domain(domain: str, a, names: list[str], console) -> tuple[list[dict], 
             row = evaluate(bdir, name, {}, protocol, a.bootstrap, a.seed, console=console)
             timing[f"eval {name} ({protocol})"] = eval_seconds(bdir, row, time.perf_counter() - t0)
             rows.append(row)
-    ref = np.array([data.references[s["state_id"]]["value"] for s in data.states])
-    groups = np.array([s["problem_id"] for s in data.states])
     est_rows = store.read_table(bdir / "estimates").to_pylist()
-    verdict = {}
-    for protocol in PROTOCOLS:
-        mine = {(r["estimator"], r["params_fp"]) for r in rows if r["protocol"] == protocol}
-        vals = {}
-        for name, pfp in mine:
-            by = {e["state_id"]: e["value"] for e in est_rows
-                  if (e["estimator"], e["params_fp"], e["protocol"]) == (name, pfp, protocol)}
-            vals[name] = np.array([by[s["state_id"]] for s in data.states])
-        for name, v in verdicts(vals, BASELINE, ref, groups, a.bootstrap, a.seed).items():
-            verdict[(domain, protocol, name)] = v
-    return rows, verdict, timing
+    records = []
+    for r in rows:
+        ident = (r["estimator"], r["params_fp"], r["protocol"])
+        records += [{"domain": domain, "build_fp": data.manifest["build_fp"], "state_id": e["state_id"],
+                     "estimator": e["estimator"], "params_fp": e["params_fp"], "protocol": e["protocol"],
+                     "value": e["value"], "provenance": f"sveb eval {e['estimator']} {e['params_fp']}"}
+                    for e in est_rows if (e["estimator"], e["params_fp"], e["protocol"]) == ident]
+    return records, timing
 
 
 def eval_seconds(bdir: Path, row: dict, wall: float) -> float:
@@ -233,6 +255,10 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--no-step-pairs", dest="step_pairs", action="store_false",
                    help="cut states independently (default: in pairs t1 < t2 of one rollout, as the powered preset)")
     p.add_argument("--no-train", dest="train", action="store_false", help="skip the training builds (ppo-1 needs one)")
+    p.add_argument("--from-exports", action="store_true",
+                   help="score the stored per-state estimates (--estimates) on the exports' states and references: "
+                        "no sampling, no estimator run, no engine")
+    p.add_argument("--estimates", default="", help="per-state estimates for --from-exports (default OUT/estimates.parquet)")
     p.add_argument("--preset", choices=["sveb", "paper"], default="sveb",
                    help="paper: the Hista/Numca authors' protocol (G 32, one space cut per problem, full-budget "
                         "continuations, 20 screens in equal tiers; --max-tokens as given), into results/table4-paper")
@@ -252,19 +278,29 @@ def main(argv: list[str] | None = None, engine=None, model_dir=None) -> Path:
     from sveb.estimators import BASELINE, entry, names as registered
     names = [n.strip() for n in a.estimators.split(",") if n.strip()] or registered()
     names = [BASELINE] + [n for n in names if n != BASELINE]
-    a.train = a.train and any(entry(n).train_split for n in names)
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     domains = a.domains.replace(",", " ").split()
+    timing_path = out / "timing.json"
+    timings = json.loads(timing_path.read_text()) if timing_path.exists() else {}
+    if a.from_exports:
+        records = read_estimates(Path(a.estimates or out / "estimates.parquet"))
+        machine = recorded_machine(out / "table4.md")
+        drows, trows = [], []
+        for d in domains:
+            spent = sum(v for k, v in timings.get(d, {}).items() if k.startswith(("eval ", "hidden pass")))
+            drows.append(domain_row(d, a, timings.get(d, {}), spent))
+            trows += timing_rows(d, timings.get(d, {}), drows[-1]["states"])
+        write_tables(a, out, domains, names, records, drows, trows, timings, machine, console)
+        return out
+    a.train = a.train and any(entry(n).train_split for n in names)
     if engine is None and any(not (Path(a.exports) / d / "manifest.json").exists() for d in domains):
         from sveb.engines import make_engine
         from sveb.models import resolve
         from sveb.build_jobs import dtype_of
         cfg = configs(domains[0], a, "builtin")[0]
         engine = make_engine(a.engine, resolve(a.model), a.seed, dtype=dtype_of(cfg))  # one engine for every domain
-    timing_path = out / "timing.json"
-    timings = json.loads(timing_path.read_text()) if timing_path.exists() else {}
-    scores, verdict, drows, trows = [], {}, [], []
+    records, drows, trows = [], [], []
     for d in domains:
         built = build_domain(d, a, engine, console, model_dir)
         if built is not None:
@@ -274,33 +310,144 @@ def main(argv: list[str] | None = None, engine=None, model_dir=None) -> Path:
         engine.close()  # free its memory before hidden states and critics
     for d in domains:
         t0 = time.perf_counter()
-        rows, v, ev = eval_domain(d, a, names, console)
-        scores += rows
-        verdict.update(v)
+        recs, ev = eval_domain(d, a, names, console)
+        records += recs
         timings.setdefault(d, {}).update(ev)
         if "hidden pass" in timings[d]:  # a recorded time beats the cache files' estimate
             timings[d].pop("hidden pass (from cache file times)", None)
         timing_path.write_text(json.dumps(timings, indent=1))  # each domain's as soon as it is scored
         spent = sum(v for k, v in timings[d].items() if k.startswith(("eval ", "hidden pass")))
         drows.append(domain_row(d, a, timings[d], spent or time.perf_counter() - t0))
-        n = drows[-1]["states"] or 1
-        trows += [{"domain": d, "stage": k, "seconds": round(s, 2), "seconds per state": round(s / n, 4)}
-                  for k, s in timings[d].items()]
+        trows += timing_rows(d, timings[d], drows[-1]["states"])
     timing_path.write_text(json.dumps(timings, indent=1))
+    write_estimates(out / "estimates.parquet", records)
     from sveb.device import describe
-    machine = f"CPU flags: {describe()}"
-    write_csv(out / "scores.csv", [{k: r[k] for k in ("domain", "estimator", "protocol", "n_states", "mae",
-                                                      "mae_ci_low", "mae_ci_high")}
-                                   | {f"vs {BASELINE}": verdict.get((r["domain"], r["protocol"], r["estimator"]),
-                                                                    {}).get("verdict", "")} for r in scores])
+    write_tables(a, out, domains, names, records, drows, trows, timings, f"CPU flags: {describe()}", console)
+    return out
+
+
+ESTIMATE_FIELDS = ("domain", "build_fp", "state_id", "estimator", "params_fp", "protocol", "value", "provenance")
+
+
+def write_estimates(path: Path, records: list[dict]) -> None:
+    """Every cell's per-state estimates (ESTIMATE_FIELDS), sorted, so that --from-exports can score them again."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    key = {(r["domain"], r["estimator"], r["protocol"], r["state_id"]): r for r in records}  # one per cell x state
+    rows = [key[k] for k in sorted(key)]
+    table = pa.table({f: [r[f] for r in rows] for f in ESTIMATE_FIELDS})
+    pq.write_table(table, path, compression="zstd")
+
+
+def read_estimates(path: Path) -> list[dict]:
+    if not path.exists():
+        raise SystemExit(f"{path}: no stored per-state estimates; run without --from-exports first (or pass "
+                         f"--estimates)")
+    import pyarrow.parquet as pq
+    return pq.read_table(path).to_pylist()
+
+
+def recorded_machine(md: Path) -> str:
+    """The CPU flags line of the run whose timings the tables show (a rescore measures nothing itself)."""
+    found = re.search(r"CPU flags: [^.\n]*", md.read_text()) if md.exists() else None
+    return found.group(0) if found else "CPU flags: not recorded"
+
+
+def timing_rows(domain: str, timing: dict[str, float], states) -> list[dict]:
+    n = states or 1
+    return [{"domain": domain, "stage": k, "seconds": round(s, 2), "seconds per state": round(s / n, 4)}
+            for k, s in timing.items()]
+
+
+def domain_states(export: Path) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """A domain's state ids (states-table order), their MC references and their problems (the clusters)."""
+    states = store.read_table(export / "states").to_pylist()
+    refs = {r["state_id"]: r["value"] for r in store.read_table(export / "references").to_pylist()}
+    ids = [s["state_id"] for s in states]
+    ref = np.array([np.nan if refs.get(i) is None else refs[i] for i in ids], dtype=float)
+    return ids, ref, np.array([s["problem_id"] for s in states], dtype=object)
+
+
+def table_cells(a, domains: list[str], names: list[str], records: list[dict], previous: Path) -> list[dict]:
+    """Every cell from the stored per-state estimates (sveb.table4.cells). A cell without them keeps the
+    MAE [CI] of the previous scores.csv, if it has one, and no test."""
+    from sveb.estimators import BASELINE
+    old = {(r["domain"], r["estimator"], r["protocol"]): r for r in csv.DictReader(open(previous))} \
+        if previous.exists() else {}
+    rows = []
+    for d in domains:
+        export = Path(a.exports) / d
+        fp = store.read_manifest(export)["build_fp"]
+        ids, ref, groups = domain_states(export)
+        index = {sid: i for i, sid in enumerate(ids)}
+        est: dict[str, dict[str, np.ndarray]] = {p: {} for p in PROTOCOLS}
+        for r in records:
+            if r["domain"] == d and r["build_fp"] == fp and r["estimator"] in names and r["protocol"] in est \
+                    and r["state_id"] in index:
+                arr = est[r["protocol"]].setdefault(r["estimator"], np.full(len(ids), np.nan))
+                arr[index[r["state_id"]]] = np.nan if r["value"] is None else r["value"]
+        for p in PROTOCOLS:
+            est[p] = {n: est[p][n] for n in names if n in est[p]}
+        got = {(r["estimator"], r["protocol"]): r
+               for r in t4.cells(d, est, BASELINE, ref, groups, t4.family_sizes(names, BASELINE))}
+        for n in names:
+            for p in PROTOCOLS:
+                if (n, p) in got:
+                    rows.append(got[(n, p)])
+                elif (d, n, p) in old:
+                    o = old[(d, n, p)]
+                    rows.append({c: "" for c in t4.COLUMNS} | {k: o[k] for k in ("domain", "estimator", "protocol",
+                                "n_states", "mae", "mae_ci_low", "mae_ci_high")}
+                                | {"verdict": "n/a" if n != BASELINE else "", "estimates": STORED_MAE_ONLY})
+    return rows
+
+
+STORED_MAE_ONLY = "MAE only (no per-state estimates stored)"
+
+
+def write_tables(a, out: Path, domains: list[str], names: list[str], records: list[dict], drows: list[dict],
+                 trows: list[dict], timings: dict, machine: str, console) -> None:
+    """scores.csv, interaction.csv, domains.csv, timing.csv and table4.md from the per-state estimates."""
+    from sveb.estimators import BASELINE
+    rows = table_cells(a, domains, names, records, out / "scores.csv")
+    tested = [r for r in rows if r["estimates"] == "per state" and r["delta_sq_se"] != ""]
+    inter = power.interaction(tested)
+    write_csv(out / "scores.csv", rows)
+    write_csv(out / "interaction.csv", inter or [{"protocol": ""}])
     write_csv(out / "domains.csv", drows)
     write_csv(out / "timing.csv", trows)
+    untested = sorted({(r["domain"], r["estimator"]) for r in rows if r["estimates"] == STORED_MAE_ONLY})
     md = [f"# Table 4: MAE against MCS@{a.mc} [95% CI], paired verdict vs {BASELINE}", "",
-          f"▲ better, ▼ worse, = no difference (squared-error difference, problem-clustered bootstrap, Holm over "
-          f"each column). {machine}.", ""]
+          f"▲ better, ▼ worse, = no difference: the paired difference of squared error against {BASELINE} on the "
+          f"same states, its cluster-robust (CR1, problems as clusters) t-test, Holm over each estimator family "
+          f"(main, MCS@k scale) of one domain and protocol (sveb.pooling.paired). The numbers behind every mark "
+          f"are below each table and in scores.csv. Timings: {machine}.", ""]
+    if untested:
+        md += [f"† no per-state estimates stored for this cell: its MAE [CI] is the run's score, not tested "
+               f"({len(untested)} domain x estimator pairs: "
+               + ", ".join(f"{d} {n}" for d, n in untested) + ").", ""]
+    renamed = {r["estimator"]: m.group(1) for r in records
+               if (m := re.search(r"registered as (\S+) since", r.get("provenance") or ""))}
+    if renamed:
+        md += ["Rows scored with an estimator's reading of the run that built them, registered under another name "
+               "since (estimates.parquet's provenance): " + ", ".join(f"{n} = today's {m}" for n, m in renamed.items())
+               + "; tested in the family they were in then.", ""]
     for protocol in PROTOCOLS:
         label = "held-out (the headline)" if protocol == "held-out" else "in-group (the paper's protocol)"
-        md += [f"## {label}", "", markdown(scores, verdict, domains, protocol, names), ""]
+        md += [f"## {label}", "", t4.markdown(rows, domains, protocol, names), "",
+               f"### {protocol}: the numbers behind each mark", "",
+               f"Δ sq err: mean over states of (estimate - reference)² - ({BASELINE} - reference)²; < 0: closer "
+               f"than {BASELINE}. [95% CI] and p: sveb.scoring's, cluster-robust over problems. Holm p: within the "
+               f"family of m comparisons. MDE 80%: beside each \"no difference\", the smallest |Δ| the test would "
+               f"detect with 80% power at the family's strictest level 0.05 / m, (t(1 - 0.05 / 2m, G - 1) + "
+               f"t(0.8, G - 1)) · se (sveb.power.mde).", "",
+               t4.details_markdown(rows, domains, protocol, names), ""]
+    md += ["## Does an estimator's Δ differ between domains?", "",
+           f"Per estimator and protocol: Cochran's Q over its per-domain Δ sq err vs {BASELINE}, weighted by 1 / se² "
+           f"(chi-square on D - 1 df), I² the share of the spread beyond the domains' own noise, Holm over the "
+           f"estimators of one protocol (a family of its own). Domains: those with per-state estimates. "
+           f"interaction.csv holds the same (sveb.power.interaction).", "",
+           t4.interaction_markdown(inter), ""]
     md += ["## Domains", "", md_table(list(drows[0]), [list(r.values()) for r in drows], right_from=2), "",
            "## Seconds per state of each stage", "",
            "Build stages from the run that sampled the domain (none for a build resumed or sampled before per-stage "
@@ -309,7 +456,6 @@ def main(argv: list[str] | None = None, engine=None, model_dir=None) -> Path:
                          domains), ""]
     (out / "table4.md").write_text("\n".join(md))
     console.print(f"wrote {out / 'table4.md'}")
-    return out
 
 
 if __name__ == "__main__":

@@ -1,14 +1,17 @@
 """Table 4 of the paper as SVEB writes it: estimators as rows, domains as columns, MAE [95% CI] against MCS@n_ref
 and the paired verdict against the baseline; and the per-stage timer of a build.
 
-The verdict comes from the per-state difference of squared errors (reference noise cancels in it), a
-problem-clustered bootstrap, and Holm's correction over the comparisons of one domain and protocol.
+The verdict comes from the per-state difference of squared errors (reference noise cancels in it), tested
+by sveb.pooling / sveb.scoring (cluster-robust over problems) with Holm's correction over each estimator family
+of one domain and protocol. Every cell publishes its Δ, CI, p, Holm p and, beside each "no difference", the
+minimum detectable Δ (sveb.power); the domain x estimator interaction is Cochran's Q (sveb.power.interaction).
 """
 
 from __future__ import annotations
 
 import time
 from contextlib import contextmanager
+from pathlib import Path
 
 import numpy as np
 
@@ -49,35 +52,189 @@ def stage_timer(seconds: dict[str, float]):
             setattr(build_jobs, name, fn)
 
 
+def family_size(fam: str, present: int) -> int:
+    """How many comparisons Holm corrects for in a family: its declared size where sveb.estimators.families
+    declares one (members not scored count as p = 1), else the members this table holds; 1 when alone."""
+    try:
+        from sveb.estimators.families import FAMILIES, family_size as declared
+    except ImportError:
+        return present
+    return declared(fam) if fam in FAMILIES else 1
+
+
 def verdicts(est: dict[str, np.ndarray], base: str, ref: np.ndarray, groups: np.ndarray, n_boot: int = 2000,
-             seed: int = 0) -> dict[str, dict]:
-    """Each estimator against `base` on one domain and protocol, with the leaderboard's method (sveb.scoring):
-    paired Δ of squared error, cluster-robust t-test, better / worse / no difference after Holm over the table's
-    estimators; the MCS@k scale rows are a Holm family of their own, as on the leaderboard (sveb.pooling)."""
-    from sveb.pooling import family
-    names = [n for n in est if n != base]
-    stats = {n: scoring.paired_sq_diff(est[n], est[base], ref, groups, n_boot, seed) for n in names}
+             seed: int = 0, sizes: dict[str, int] | None = None) -> dict[str, dict]:
+    """Each estimator against `base` on one domain and protocol, by the leaderboard's own code
+    (sveb.pooling.paired, which calls sveb.scoring): paired Δ of squared error with its CI, the cluster-robust
+    (CR1) p, Holm over the estimator's family (main / scale / variant, as on the leaderboard), the verdict; plus
+    the CR1 standard error of Δ, its G - 1 degrees of freedom, the family and its size m, and the minimum
+    detectable Δ at 80% power (sveb.power.mde at alpha / m: see there why that level). `n_boot`, `seed`: kept
+    for callers; the paired CI is sveb.pooling's. `sizes`: family -> the table's size of it, for a pooling
+    that corrects only over the members it was given: the members without estimates count as p = 1 (as a
+    pooling with declared families does itself), so a cell's verdict never depends on which others were scored."""
+    from sveb.estimators import BASELINE
+    from sveb.pooling import View, paired
+    from sveb.power import cluster_se, mde
+    protocol = "table4"
+    ref = np.asarray(ref, float)
+    groups = np.asarray(groups, dtype=object)
+    key = {n: (BASELINE if n == base else n) for n in est}  # pooling pairs against the registered baseline
+    if base not in est or sum(k == BASELINE for k in key.values()) != 1:
+        raise ValueError(f"verdicts: the baseline '{base}' must be among the estimates, once")
+    view = View(Path("."), "", "", "table4", [], groups, ref, np.full(len(ref), np.nan),
+                est={(key[n], "", protocol): np.asarray(v, float) for n, v in est.items()})
+    res = paired(view, protocol)
+    fam = {k: r.get("family") or _family(k[0]) for k, r in res.items()}
+    present = {f: list(fam.values()).count(f) for f in fam.values()}
+    declared = any("family" in r for r in res.values())
+    if not declared and sizes:  # Holm again over the table's whole family, the missing members at p = 1
+        for f in set(fam.values()):
+            ks = [k for k in res if fam[k] == f]
+            pad = max(0, sizes.get(f, len(ks)) - len(ks))
+            adj = scoring.holm([res[k]["p_delta"] for k in ks] + [1.0] * pad)
+            for k, p in zip(ks, adj):
+                res[k] = {**res[k], "p_holm": float(p), "verdict": scoring.verdict(res[k]["delta_sq"], p)}
     out = {}
-    for fam_name in ("main", "scale", "variant"):  # default settings only here: no training-seed replicates
-        fam = [n for n in names if family((n, "")) == fam_name]
-        for n, p in zip(fam, scoring.holm([stats[n]["p_delta"] for n in fam])):
-            out[n] = {"d_sq": stats[n]["delta_sq"], "d_lo": stats[n]["delta_sq_ci_low"],
-                      "d_hi": stats[n]["delta_sq_ci_high"], "p_holm": float(p),
-                      "verdict": scoring.verdict(stats[n]["delta_sq"], p)}
+    b = np.asarray(est[base], float)
+    for n, v in est.items():
+        if n == base:
+            continue
+        k = (key[n], "")
+        r = res[k]
+        if "delta_sq_se" in r:
+            se, df = float(r["delta_sq_se"]), int(r["df"])
+        else:  # a pooling without the standard error: the same CR1 one, from the same differences
+            ok = np.isfinite(np.asarray(v, float)) & np.isfinite(b) & np.isfinite(ref)
+            d = (np.asarray(v, float)[ok] - ref[ok]) ** 2 - (b[ok] - ref[ok]) ** 2
+            _, se, g = cluster_se(d, groups[ok])
+            df = g - 1
+        m = family_size(fam[k], max(present[fam[k]], (sizes or {}).get(fam[k], 0)))
+        out[n] = {"d_sq": r["delta_sq"], "d_lo": r["delta_sq_ci_low"], "d_hi": r["delta_sq_ci_high"],
+                  "d_se": se, "df": df, "p": r["p_delta"], "p_holm": float(r["p_holm"]),
+                  "h_lo": r.get("delta_sq_holm_low", float("nan")), "h_hi": r.get("delta_sq_holm_high", float("nan")),
+                  "family": fam[k], "m": int(m), "verdict": r["verdict"], "mde": mde(se, df, scoring.ALPHA, int(m))}
     return out
 
 
-def cell(row: dict, verdict: dict | None) -> str:
-    mark = {"better": " ▲", "worse": " ▼", "no difference": " ="}.get((verdict or {}).get("verdict"), "")
-    return f"{row['mae']:.3f} [{row['mae_ci_low']:.3f}, {row['mae_ci_high']:.3f}]{mark}"
+def family_sizes(names: list[str], base: str) -> dict[str, int]:
+    """family -> how many of a table's estimators (other than the baseline) are in it."""
+    out: dict[str, int] = {}
+    for n in names:
+        if n != base:
+            out[_family(n)] = out.get(_family(n), 0) + 1
+    return out
 
 
-def markdown(scores: list[dict], verdict: dict, domains: list[str], protocol: str, order: list[str]) -> str:
-    """One protocol's table: scores rows (estimator, domain, protocol, mae, ci), verdict[(domain, estimator)]."""
-    by = {(r["estimator"], r["domain"]): r for r in scores if r["protocol"] == protocol}
+def _family(name: str) -> str:
+    from sveb.pooling import family
+    return family((name, ""))
+
+
+COLUMNS = ("domain", "estimator", "protocol", "n_states", "mae", "mae_ci_low", "mae_ci_high", "delta_sq",
+           "delta_sq_ci_low", "delta_sq_ci_high", "delta_sq_se", "df", "p", "family", "family_size", "p_holm",
+           "delta_sq_holm_low", "delta_sq_holm_high", "verdict", "mde_80", "estimates")
+
+
+def cells(domain: str, est: dict[str, dict[str, np.ndarray]], base: str, ref: np.ndarray,
+          groups: np.ndarray, sizes: dict[str, int] | None = None) -> list[dict]:
+    """Every Table 4 cell of one domain from per-state arrays: est[protocol][estimator] (states in the order
+    of ref and groups; NaN where a state has no estimate). One row per cell with COLUMNS: the MAE and its CI
+    (sveb.scoring.mae_ci), the paired comparison with the baseline (`verdicts`) and, beside each "no
+    difference", the minimum detectable Δ at 80% power (`mde_80`; blank elsewhere). The baseline's own row
+    has no comparison. `sizes`: the table's Holm family sizes (`verdicts`; `family_sizes` of its estimators)."""
+    ref = np.asarray(ref, float)
+    groups = np.asarray(groups, dtype=object)
+    rows = []
+    for protocol, by in est.items():
+        v = verdicts(by, base, ref, groups, sizes=sizes) if base in by else {}
+        for name, arr in by.items():
+            arr = np.asarray(arr, float)
+            ok = np.isfinite(arr) & np.isfinite(ref)
+            mae, lo, hi = scoring.mae_ci(arr[ok], ref[ok], groups[ok])
+            c = v.get(name)
+            row = {"domain": domain, "estimator": name, "protocol": protocol, "n_states": int(ok.sum()),
+                   "mae": mae, "mae_ci_low": lo, "mae_ci_high": hi}
+            if c is None:
+                row |= {k: "" for k in COLUMNS[7:-1]}
+            else:
+                row |= {"delta_sq": c["d_sq"], "delta_sq_ci_low": c["d_lo"], "delta_sq_ci_high": c["d_hi"],
+                        "delta_sq_se": c["d_se"], "df": c["df"], "p": c["p"], "family": c["family"],
+                        "family_size": c["m"], "p_holm": c["p_holm"], "delta_sq_holm_low": _blank(c["h_lo"]),
+                        "delta_sq_holm_high": _blank(c["h_hi"]), "verdict": c["verdict"],
+                        "mde_80": c["mde"] if c["verdict"] == "no difference" else ""}
+            rows.append(row | {"estimates": "per state"})
+    return rows
+
+
+def _blank(x):
+    return "" if x is None or (isinstance(x, float) and not np.isfinite(x)) else x
+
+
+def _num(x) -> float:
+    try:
+        return float(x)
+    except (TypeError, ValueError):
+        return float("nan")
+
+
+MARK = {"better": " ▲", "worse": " ▼", "no difference": " ="}
+
+
+def cell(row: dict) -> str:
+    """MAE [CI] and the verdict's mark; † where no per-state estimates were stored (no test)."""
+    mark = MARK.get(row.get("verdict") or "", "")
+    dagger = "" if row.get("estimates", "per state") == "per state" else " †"
+    return f"{_num(row['mae']):.3f} [{_num(row['mae_ci_low']):.3f}, {_num(row['mae_ci_high']):.3f}]{mark}{dagger}"
+
+
+def markdown(rows: list[dict], domains: list[str], protocol: str, order: list[str]) -> str:
+    """One protocol's table: estimators as rows, domains as columns, MAE [CI] with the verdict's mark."""
+    by = {(r["estimator"], r["domain"]): r for r in rows if r["protocol"] == protocol}
     return md_table(["estimator", *domains],
-                    [[name, *(cell(by[(name, d)], verdict.get((d, protocol, name))) if (name, d) in by else "-"
-                              for d in domains)] for name in order])
+                    [[name, *(cell(by[(name, d)]) if (name, d) in by else "-" for d in domains)] for name in order])
+
+
+def _signed(x, digits: int = 4) -> str:
+    x = _num(x)
+    return f"{x:+.{digits}f}" if np.isfinite(x) else "-"
+
+
+def _p(x) -> str:
+    x = _num(x)
+    return "-" if not np.isfinite(x) else ("<1e-4" if x < 1e-4 else f"{x:.4f}")
+
+
+def details_markdown(rows: list[dict], domains: list[str], protocol: str, order: list[str]) -> str:
+    """The numbers behind one protocol's marks, one line per cell: Δ of squared error vs the baseline [95% CI],
+    the CR1 p, the Holm family and its size, the Holm p, the verdict and the minimum detectable Δ (80% power at
+    alpha / m) beside each "no difference"."""
+    by = {(r["estimator"], r["domain"]): r for r in rows if r["protocol"] == protocol}
+    lines = []
+    for name in order:
+        for d in domains:
+            r = by.get((name, d))
+            if r is None or r.get("verdict") in (None, "") or r.get("delta_sq") in (None, ""):
+                continue  # the baseline, or a cell without per-state estimates (untested)
+            lines.append([name, d, f"{_signed(r['delta_sq'])} [{_signed(r['delta_sq_ci_low'])}, "
+                                   f"{_signed(r['delta_sq_ci_high'])}]", f"{_num(r['delta_sq_se']):.4f}",
+                          _p(r["p"]), f"{r['family']} ({r['family_size']})", _p(r["p_holm"]), r["verdict"],
+                          f"{_num(r['mde_80']):.4f}" if r.get("mde_80") not in (None, "") else ""])
+    return md_table(["estimator", "domain", "Δ sq err [95% CI]", "se", "p", "Holm family (m)", "Holm p", "verdict",
+                     "MDE 80%"], lines, right_from=2)
+
+
+def _fixed(x, digits: int = 2) -> str:
+    x = _num(x)
+    return f"{x:.{digits}f}" if np.isfinite(x) else "-"
+
+
+def interaction_markdown(rows: list[dict]) -> str:
+    """sveb.power.interaction's rows: Cochran's Q per estimator and protocol ("-": fewer than 2 domains)."""
+    return md_table(["protocol", "estimator", "domains", "pooled Δ sq err", "Q", "df", "p", "I²", "Holm p",
+                     "Δ differs between domains"],
+                    [[r["protocol"], r["estimator"], r["domains"], _signed(r["pooled_delta_sq"]),
+                      _fixed(r["q"]), r["df"], _p(r["p"]), _fixed(r["i2"]), _p(r["p_holm"]),
+                      {True: "yes", False: "no"}.get(r["differs"], "-")] for r in rows], right_from=2)
 
 
 def cost_markdown(timing: dict[str, dict[str, float]], states: dict[str, int], domains: list[str]) -> str:

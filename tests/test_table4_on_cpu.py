@@ -68,10 +68,18 @@ def test_two_domains_resumable_with_exports_and_timings(tmp_path):
     scores = {(r["estimator"], r["protocol"]): r for r in csv.DictReader(open(out / "scores.csv"))}
     original = next(p.parent for p in (tmp_path / "root").glob("*/number/*/manifest.json")
                     if not p.parent.name.endswith(".export"))
-    row = evaluate(original, "mcs-2", {}, "held-out", n_boot=200, seed=3)
+    row = evaluate(original, "mcs-2", {}, "held-out")
     assert float(scores[("mcs-2", "held-out")]["mae"]) == pytest.approx(row["mae"], abs=1e-4)
-    assert scores[("grpo", "held-out")]["vs grpo"] == "" and scores[("mcs-4", "in-group")]["vs grpo"] in (
+    assert scores[("grpo", "held-out")]["verdict"] == "" and scores[("mcs-4", "in-group")]["verdict"] in (
         "better", "worse", "no difference")
+    check_scores(out / "scores.csv")
+    assert (out / "estimates.parquet").exists() and (out / "interaction.csv").exists()
+    assert "the numbers behind each mark" in md and "Does an estimator's Δ differ between domains?" in md
+    # --from-exports: the same tables from the stored per-state estimates, no engine and no estimator run
+    before_md = md.split("## Domains")[0]
+    rescored = table4.main([*args, "--from-exports"])
+    assert (rescored / "scores.csv").read_text() == (out / "scores.csv").read_text()
+    assert (rescored / "table4.md").read_text().split("## Domains")[0] == before_md
     # a rerun samples nothing: no engine is passed, and the scripted one cannot be started by name
     before = (out / "scores.csv").read_text()
     (out / "table4.md").unlink()
@@ -92,6 +100,73 @@ def test_two_domains_resumable_with_exports_and_timings(tmp_path):
     assert not {"screening", "rollouts", "references", "build wall"} & set(json.loads((out / "timing.json").read_text())["number"])
     dom = next(csv.DictReader(open(out / "domains.csv")))
     assert float(dom["build s"]) == json.loads((exp / "manifest.json").read_text())["seconds"] > 0
+
+
+COLUMNS = ["domain", "estimator", "protocol", "n_states", "mae", "mae_ci_low", "mae_ci_high", "delta_sq",
+           "delta_sq_ci_low", "delta_sq_ci_high", "delta_sq_se", "df", "p", "family", "family_size", "p_holm",
+           "delta_sq_holm_low", "delta_sq_holm_high", "verdict", "mde_80", "estimates"]
+
+
+def check_scores(path):
+    """scores.csv has every column, and each cell's numbers agree with its mark: "better" only where the
+    Holm p < 0.05 and Δ < 0, "worse" only where Holm p < 0.05 and Δ > 0, "no difference" only where Holm p
+    >= 0.05 and always with an MDE; Holm p >= p; the MDE is the formula's at alpha / m."""
+    from sveb.power import mde
+    rows = list(csv.DictReader(open(path)))
+    assert rows and list(rows[0]) == COLUMNS
+    for r in rows:
+        if r["estimator"] == "grpo" or r["estimates"] != "per state":
+            assert r["delta_sq"] == "" and r["mde_80"] == ""
+            continue
+        d, p, ph = float(r["delta_sq"]), float(r["p"]), float(r["p_holm"])
+        lo, hi = float(r["delta_sq_ci_low"]), float(r["delta_sq_ci_high"])
+        assert lo <= d <= hi and ph >= p - 1e-12 and int(r["family_size"]) >= 1 and int(r["df"]) >= 1
+        assert r["verdict"] in ("better", "worse", "no difference")
+        if r["verdict"] == "better":
+            assert ph < 0.05 and d < 0 and r["mde_80"] == ""
+        elif r["verdict"] == "worse":
+            assert ph < 0.05 and d > 0 and r["mde_80"] == ""
+        else:
+            assert ph >= 0.05 or d == 0
+            assert r["mde_80"] != "" and float(r["mde_80"]) == pytest.approx(
+                mde(float(r["delta_sq_se"]), int(r["df"]), 0.05, int(r["family_size"])), nan_ok=True)
+    return rows
+
+
+def test_a_tiny_table_from_synthetic_arrays(tmp_path):
+    """Three domains, grpo against an exact estimator, a copy of grpo and two MCS@k rows: scores.csv's
+    columns are all there and every mark agrees with its Holm p and Δ; the interaction test finds the
+    estimator whose gain differs between domains and not the copy of the baseline."""
+    from sveb import power
+    from sveb.table4 import COLUMNS as T4, cells, details_markdown, interaction_markdown, markdown
+    assert list(T4) == COLUMNS
+    rng = np.random.default_rng(3)
+    groups = np.repeat(np.arange(40), 4)
+    rows = []
+    for i, dom in enumerate(["a", "b", "c"]):
+        v = rng.uniform(0, 1, 160)
+        ref = np.clip(v + rng.normal(0, 0.1, 160), 0, 1)
+        grpo = np.clip(v + rng.normal(0, 0.3, 160), 0, 1)
+        numca = np.clip(v + rng.normal(0, 0.3 * (1 - 0.45 * i), 160), 0, 1)  # better in b and c than in a
+        est = {"grpo": grpo, "numca": numca, "hista": grpo.copy(), "mcs-1": np.clip(v + rng.normal(0, 0.35, 160), 0, 1),
+               "mcs-4": np.clip(v + rng.normal(0, 0.15, 160), 0, 1)}
+        rows += cells(dom, {"held-out": est, "in-group": dict(est)}, "grpo", ref, groups)
+    path = tmp_path / "scores.csv"
+    table4.write_csv(path, rows)
+    got = check_scores(path)
+    assert {r["verdict"] for r in got} >= {"better", "no difference"}
+    by = {(r["domain"], r["estimator"], r["protocol"]): r for r in got}
+    assert by[("c", "numca", "held-out")]["verdict"] == "better"
+    assert by[("a", "hista", "held-out")]["verdict"] == "no difference" and float(by[("a", "hista", "held-out")]["delta_sq"]) == 0
+    assert by[("a", "mcs-1", "held-out")]["family"] != by[("a", "numca", "held-out")]["family"]  # scale vs main
+    inter = {(r["protocol"], r["estimator"]): r for r in power.interaction([r for r in rows if r["delta_sq_se"] != ""])}
+    assert inter[("held-out", "numca")]["differs"] and inter[("held-out", "numca")]["df"] == 2
+    assert np.isnan(inter[("held-out", "hista")]["q"])  # a copy of the baseline: Δ = 0 with se 0, nothing to test
+    md = markdown(rows, ["a", "b", "c"], "held-out", ["grpo", "numca", "hista"])
+    assert "▲" in md and "=" in md
+    det = details_markdown(rows, ["a", "b", "c"], "held-out", ["grpo", "numca", "hista"])
+    assert len(det.splitlines()) == 2 + 6  # numca and hista in three domains; grpo has no comparison
+    assert "| numca |" in interaction_markdown(list(inter.values()))
 
 
 def test_scale_rows_are_a_holm_family_of_their_own():
@@ -158,3 +233,15 @@ def test_the_cost_table_divides_by_each_domains_states_and_marks_what_is_missing
     md = cost_markdown({"a": {"rollouts": 10.0, "eval x": 2.0}, "b": {"eval x": 9.0}}, {"a": 5, "b": 3}, ["a", "b"])
     assert md.splitlines()[2] == "| rollouts | 2.000 | - |"
     assert md.splitlines()[3] == "| eval x | 0.400 | 3.000 |"
+
+
+def test_a_family_with_members_unscored_is_corrected_for_its_whole_size():
+    """One main-family estimator scored of a table's nine: its Holm p is 9 p (the others count as p = 1),
+    as if the other eight had been scored and found nothing; without `sizes`, the family is what was given."""
+    rng = np.random.default_rng(2)
+    v = rng.uniform(0, 1, 200)
+    groups = np.repeat(np.arange(50), 4)
+    ref = np.clip(v + rng.normal(0, 0.1, 200), 0, 1)
+    est = {"grpo": np.clip(v + rng.normal(0, 0.3, 200), 0, 1), "numca": np.clip(v + rng.normal(0, 0.27, 200), 0, 1)}
+    got = verdicts(est, "grpo", ref, groups, sizes={"main": 9})["numca"]
+    assert got["m"] == 9 and got["p_holm"] == pytest.approx(min(1.0, 9 * got["p"]))
