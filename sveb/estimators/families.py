@@ -57,13 +57,21 @@ def _params(pj) -> dict | None:
 
 
 def family_of(name: str, params_json=None) -> str:
-    """The declared family of a row, or "alone". `params_json` None: the row is taken at its default."""
+    """The declared family of a row, or "alone". `params_json` None: the row is taken at its default.
+    A row stored before SVEB's earlier reading was renamed `X-sveb` carries the name X with that reading's
+    settings (parameters added since then absent): it is the variant, and tested in that family."""
     fam = next((f for f, members in declared_members().items() if name in members), None)
     if fam is None:
         return ALONE
-    if params_json is not None and _params(params_json) != defaults().get(name):
-        return ALONE
-    return fam
+    if params_json is None:
+        return fam
+    p, d = _params(params_json), defaults()
+    if p == d.get(name):
+        return fam
+    old = d.get(f"{name}-sveb")
+    if p is not None and old is not None and set(p) <= set(old) and {**old, **p} == old:
+        return "variant"
+    return ALONE
 
 
 def family_size(fam: str) -> int:
