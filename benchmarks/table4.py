@@ -423,7 +423,8 @@ def write_tables(a, out: Path, domains: list[str], names: list[str], records: li
           f"(main, MCS@k scale) of one domain and protocol (sveb.pooling.paired). The numbers behind every mark "
           f"are below each table and in scores.csv. Timings: {machine}.", ""]
     if untested:
-        md += [f"† no per-state estimates stored for this cell: its MAE [CI] is the run's score, not tested "
+        md += [f"† no per-state estimates stored for this cell: its MAE [CI] is the run's score (its CI as computed "
+               f"then), not tested "
                f"({len(untested)} domain x estimator pairs: "
                + ", ".join(f"{d} {n}" for d, n in untested) + ").", ""]
     renamed = {r["estimator"]: m.group(1) for r in records
