@@ -160,6 +160,12 @@ def brute(group, states, est):
             out.append(weighted_knn(d, r, est.k, est.d_min))
             continue
         d_pos, d_neg = d[r >= 0.5].min(initial=np.inf), d[r < 0.5].min(initial=np.inf)
+        if est.readout == "base":                                                    # b w+ / (b w+ + (1 - b) w-)
+            b = group_mean(group)
+            w_pos, w_neg = 1 / max(d_pos, est.d_min), 1 / max(d_neg, est.d_min)
+            ok = np.isfinite(d_pos) and np.isfinite(d_neg) and 0 < b < 1
+            out.append(b * w_pos / (b * w_pos + (1 - b) * w_neg) if ok else b)
+            continue
         ok = np.isfinite(d_pos) and np.isfinite(d_neg) and d_pos + d_neg > 0
         out.append(d_neg / (d_pos + d_neg) if ok else group_mean(group))
     return np.array(out)
@@ -187,7 +193,8 @@ def test_sveb_preset_matches_its_direct_reading(params):
                                atol=atol)
 
 
-RULE_SETS = [dict(),                                                     # the paper's defaults
+RULE_SETS = [dict(),                                                     # the defaults
+             dict(readout="contrast"), dict(readout="base"), dict(readout="base", minimum="rollout", d_min=0.5),
              dict(minimum="rollout"), dict(compare="all"), dict(readout="knn"), dict(readout="knn", k=2),
              dict(span="trailing", tail="full"), dict(compare="all", minimum="rollout", readout="knn"),
              dict(tail="full", minimum="rollout", compare="all")]
@@ -271,13 +278,14 @@ def test_shared_history_gets_its_rollouts_reward():
     assert est.estimate(group.without(0), [State("a", "p", 0, 40, "")])[0] > 0.95
     assert Shear(**SVEB, w=20, s=5).estimate(group.without(0), [State("a", "p", 0, 40, "")])[0] > 0.9
     assert est.estimate(group.without(1), [State("b", "p", 1, 40, "")])[0] < 0.05
+    C = dict(readout="contrast")
     for state in (State("a", "p", 0, 40, ""), State("b", "p", 1, 40, "")):   # the paper's rules
         want = 1 - state.rollout_idx
-        assert abs(Shear(w=20, s=5).estimate(group, [state])[0] - want) < 0.05
-        assert abs(Shear(w=20, s=5, span="trailing").estimate(group.held_out(state), [state])[0] - want) < 0.05
+        assert abs(Shear(w=20, s=5, **C).estimate(group, [state])[0] - want) < 0.05
+        assert abs(Shear(w=20, s=5, span="trailing", **C).estimate(group.held_out(state), [state])[0] - want) < 0.05
         # held-out, the prefix's covering spans are cut at t (lengths 20, 15, 10, 5): the short ones match no
         # span of another rollout as closely, and the maximum takes their distance: less sure, same side
-        assert abs(Shear(w=20, s=5).estimate(group.held_out(state), [state])[0] - want) < 0.2
+        assert abs(Shear(w=20, s=5, **C).estimate(group.held_out(state), [state])[0] - want) < 0.2
 
 
 def test_k_nearest_and_edge_cases():
@@ -295,9 +303,11 @@ def test_k_nearest_and_edge_cases():
         assert list(Shear(**params).estimate(held.without(1).without(2).without(3), [s])) == [0.5]
         assert Shear(**params).estimate(group, [State("z", "p", 0, 0, "")])[0] == 0.5   # empty prefix: group mean
     # contrast: no incorrect rollout compared (SHEAR's empty opposing set): the group mean
-    assert Shear(w=10, s=5).estimate(held.without(2).without(3), [s])[0] == 1.0
-    assert Shear(w=10, s=5).estimate(group.without(2).without(3), [s])[0] == 1.0
-    assert 0.9 < Shear(w=10, s=5).estimate(held, [s])[0] < 1.0
+    for readout in ("contrast", "base"):                      # the base rate itself is 1 there
+        assert Shear(w=10, s=5, readout=readout).estimate(held.without(2).without(3), [s])[0] == 1.0
+        assert Shear(w=10, s=5, readout=readout).estimate(group.without(2).without(3), [s])[0] == 1.0
+    assert 0.9 < Shear(w=10, s=5, readout="contrast").estimate(held, [s])[0] < 1.0
+    assert 1 / 3 < Shear(w=10, s=5, readout="base").estimate(held, [s])[0] < 1.0          # b 1/3, nearer correct
     est = make("shear", {"w": "50", "exact": "true", "k": "3", "readout": "knn", "compare": "all"})
     assert (est.w, est.exact, est.k, est.readout, est.compare, est.needs_hidden) == (50, True, 3, "knn", "all", True)
     with pytest.raises(UsageError, match="minimum"):

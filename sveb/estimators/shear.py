@@ -16,13 +16,19 @@ hidden-state norm, or exact), divided by that mean norm. The state (i, t) reads 
   all (SVEB's earlier): every rollout in one pool, in-group the own rollout's spans ending by t included.
 - minimum: set (the paper's Step 1): one minimum over all spans of each outcome's rollouts; rollout (SVEB's
   earlier): one minimum per rollout.
-- readout, how distances become a value: contrast (SVEB's design on the paper's signal): V = d- / (d+ + d-),
+- readout, how distances become a value (the paper defines none; every read-out is SVEB's). base (the
+  default): the group's base rate b (the mean reward of the rollouts the protocol shows: held-out, not the
+  state's own) moved by the distance contrast, V = b w+ / (b w+ + (1 - b) w-), w = 1 / max(d, d_min), i.e.
+  logit V = logit b + log(d- / d+) (d clamped): each outcome's set weighted by its share of the group, as a
+  1/d kNN over rollouts would; equal distances, no unit of one outcome, or b 0 or 1: b. contrast (the
+  default before; no base rate, worse than grpo): V = d- / (d+ + d-),
   d+ / d- the smallest distance to a correct / an incorrect unit (set or rollout): near only correct spans
   gives 1, near only incorrect ones 0 (the 1/d weighting of the nearest correct and the nearest incorrect
   unit, unclamped); no unit of one outcome (SHEAR's empty O(i)) or both distances 0: the group mean (plain
   GRPO; in-group the only place the own outcome enters under compare=opposing). knn (SVEB's earlier):
   sum r_u / max(d_u, d_min) / sum 1 / max(d_u, d_min) over the k nearest units (k = 0: all).
-Paper defaults: tail=truncated, span=covering, compare=opposing, minimum=set, readout=contrast. SVEB's earlier
+Defaults: the paper's signal (tail=truncated, span=covering, compare=opposing, minimum=set) and SVEB's
+readout=base (in-group it reads the own outcome through b, as grpo does; held-out never). SVEB's earlier
 construction (the `shear-sveb` preset): tail=full, span=trailing, compare=all, minimum=rollout, readout=knn.
 
 Speed: per unit a branch and bound (shear_weights.min_over_spans); besides the nearest-neighbour bounds, the
@@ -44,7 +50,7 @@ from sveb.estimators.knn import as_float_tensor, norm_and_centre, pairwise_dist,
 from sveb.estimators.shear_weights import covering, grid_spans, outcome, span_minima
 
 RULES = {"span": ("covering", "trailing"), "compare": ("opposing", "all"), "minimum": ("set", "rollout"),
-         "tail": ("truncated", "full"), "readout": ("contrast", "knn")}
+         "tail": ("truncated", "full"), "readout": ("base", "contrast", "knn")}
 
 
 def span_starts(T: int, w: int, s: int) -> list[tuple[int, int]]:
@@ -75,13 +81,27 @@ def contrast(d: np.ndarray, good: np.ndarray) -> float | None:
     return float(d_neg / (d_pos + d_neg))
 
 
+def base_rate(d: np.ndarray, good: np.ndarray, base: float, d_min: float) -> float:
+    """The group's base rate b moved by the distance contrast: b w+ / (b w+ + (1 - b) w-), w = 1 / max(d, d_min)
+    of the nearest correct / incorrect unit; b itself without a unit of each outcome (finite distance), with
+    equal weights, or with b 0 or 1."""
+    d_pos = d[good & np.isfinite(d)].min(initial=np.inf)
+    d_neg = d[~good & np.isfinite(d)].min(initial=np.inf)
+    if not (np.isfinite(d_pos) and np.isfinite(d_neg)) or base <= 0 or base >= 1:
+        return base
+    w_pos, w_neg = 1.0 / max(d_pos, d_min), 1.0 / max(d_neg, d_min)
+    if w_pos == w_neg:
+        return base
+    return float(base * w_pos / (base * w_pos + (1 - base) * w_neg))
+
+
 @dataclass
 class Shear(Estimator):
     """w, s: span length and stride in tokens; eps: Sinkhorn regularisation (a fraction of the group's mean
     hidden-state norm); exact: network simplex instead; span, compare, minimum, tail, readout: the rules above;
-    k nearest units (0: all) and d_min (clamp in units of the mean norm; 0.1, as Hista's: with 1e-3 the
-    state's own overlapping span won in-group for every t >= w) for readout=knn; layer: hidden layer (-1 =
-    last)."""
+    k nearest units (0: all) for readout=knn; d_min (clamp in units of the mean norm; 0.1, as Hista's: with
+    1e-3 the state's own overlapping span won in-group for every t >= w) for readout=knn and base; layer:
+    hidden layer (-1 = last)."""
     w: int = 100
     s: int = 25
     eps: float = 0.05
@@ -90,7 +110,7 @@ class Shear(Estimator):
     compare: str = "opposing"
     minimum: str = "set"
     tail: str = "truncated"
-    readout: str = "contrast"
+    readout: str = "base"
     k: int = 0
     d_min: float = 0.1
     layer: int = -1
@@ -112,6 +132,8 @@ class Shear(Estimator):
                 continue
             if self.readout == "knn":
                 out[n] = weighted_knn(d[ok], unit_reward[ok], self.k, self.d_min)
+            elif self.readout == "base":
+                out[n] = base_rate(d, unit_reward >= 0.5, base, self.d_min)
             else:
                 v = contrast(d, unit_reward >= 0.5)
                 out[n] = base if v is None else v
