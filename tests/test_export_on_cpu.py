@@ -133,7 +133,7 @@ def test_cli_export_eval_leaderboard_on_the_folder(scripted_build, weights, tmp_
     r = runner.invoke(app, ["export", "--root", str(root), "--build", bdir.name[:8], "--out", str(ex),
                             "--model-dir", str(weights)])
     assert r.exit_code == 0, r.output
-    r = runner.invoke(app, ["eval", "--build", str(ex), "-e", "grpo", "--bootstrap", "50"])
+    r = runner.invoke(app, ["eval", "--build", str(ex), "-e", "grpo"])
     assert r.exit_code == 0, r.output
     r = runner.invoke(app, ["leaderboard", "--build", str(ex), "--out", str(tmp_path / "lb.csv")])
     assert r.exit_code == 0, r.output

@@ -26,7 +26,7 @@ def test_plugin_is_listed_and_evaluated_through_the_cli(installed, scripted_buil
     assert "median of the group" in block and "from sveb-example-plugin" in block, block
     root, bdir = scripted_build
     r = sveb(installed, "eval", "-e", "group-median", "--protocol", "held-out", "--protocol", "in-group",
-             "--root", str(root), "--build", bdir.name, "--bootstrap", "50")
+             "--root", str(root), "--build", bdir.name)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "group-median" in r.stdout
     data = load_build(bdir)

@@ -47,7 +47,6 @@ def test_runs_on_a_real_hidden_state_build(tiny_llama_builds, capsys):
     from sveb.models import model_slug
     root, _, test, model = tiny_llama_builds
     evaluate(test, "grpo", {}, "held-out")
-    out = ceiling.main(["--root", str(root), "--seeds", "3", "--model", model_slug(model), "--folds", "3",
-                        "--boot", "100"])
+    out = ceiling.main(["--root", str(root), "--seeds", "3", "--model", model_slug(model), "--folds", "3"])
     assert out["states"] == 6 and 0 <= out["mae"]["ceiling"] <= 1 and "grpo" in out["vs"]
     assert "ceiling - grpo" in capsys.readouterr().out
