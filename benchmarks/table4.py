@@ -151,7 +151,7 @@ def eval_domain(domain: str, a, names: list[str], console) -> tuple[list[dict], 
     for name in names:
         for protocol in PROTOCOLS:
             t0 = time.perf_counter()
-            row = evaluate(bdir, name, {}, protocol, a.bootstrap, a.seed, console=console)
+            row = evaluate(bdir, name, {}, protocol, console=console)
             timing[f"eval {name} ({protocol})"] = eval_seconds(bdir, row, time.perf_counter() - t0)
             rows.append(row)
     est_rows = store.read_table(bdir / "estimates").to_pylist()
@@ -247,7 +247,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     for k, v in (("problems", size["problems"]), ("states", size["states_per_problem"]), ("rollouts", size["rollouts"]),
                  ("mc", BASE["mc"]), ("mc-extra", BASE["mc_extra"]), ("oversample", BASE["oversample"]),
                  ("max-tokens", BASE["sampling"].max_tokens), ("train-problems", train["problems"]),
-                 ("train-states", train["states_per_problem"]), ("train-mc", train["mc"]), ("bootstrap", 2000),
+                 ("train-states", train["states_per_problem"]), ("train-mc", train["mc"]),
                  ("seed", 0), ("min-novel-numbers", -1)):
         p.add_argument(f"--{k}", type=int, default=v)
     p.add_argument("--min-acc", type=float, default=BASE["min_acc"])
@@ -389,7 +389,7 @@ def table_cells(a, domains: list[str], names: list[str], records: list[dict], pr
         for p in PROTOCOLS:
             est[p] = {n: est[p][n] for n in names if n in est[p]}
         got = {(r["estimator"], r["protocol"]): r
-               for r in t4.cells(d, est, BASELINE, ref, groups, t4.family_sizes(names, BASELINE))}
+               for r in t4.cells(d, est, BASELINE, ref, groups)}
         for n in names:
             for p in PROTOCOLS:
                 if (n, p) in got:

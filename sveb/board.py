@@ -27,7 +27,6 @@ from sveb.board_pool import PROTOCOLS, clean as _clean, pooled_rows, write_verdi
 from sveb.errors import SvebError
 
 TOL = 1e-9  # the evaluator's own tolerance on [0, 1] (float noise at the ends)
-N_BOOT, SEED = 2000, 0  # `sveb eval`'s defaults: a board row equals the eval row of the same estimates
 
 
 class BoardError(SvebError, ValueError):

@@ -28,7 +28,7 @@ def own_measurable(est: Estimator, protocol: str) -> bool:
 
 
 def evaluate(bdir: Path, name: str, params: dict[str, str] | None = None, protocol: str = "held-out",
-             *_old, force: bool = False, console: Console | None = None,
+             force: bool = False, console: Console | None = None,
              hidden_options: dict | None = None, ray=None) -> dict:
     """Score one estimator; `ray` (sveb.distributed.RayOptions): hidden states and estimates per problem
     group on Ray actors (the same values: each group's estimate depends on that group alone)."""

@@ -17,7 +17,6 @@ from sveb import schema, scoring, store
 from sveb.builds import pool_key
 from sveb.estimators import BASELINE
 
-N_BOOT, SEED = 2000, 0  # TODO(session): unused; kept until benchmarks/fidelity.py and table4 stop importing them
 PAIRED = ("delta_sq", "delta_sq_ci_low", "delta_sq_ci_high", "p_delta", "p_holm", "delta_sq_holm_low",
           "delta_sq_holm_high", "verdict", "family")
 

@@ -1,7 +1,5 @@
 """Power and heterogeneity of the paired comparisons against the baseline. Pure numpy/scipy, no I/O.
 
-- `cluster_se`: the cluster-robust (CR1) mean and standard error behind `sveb.scoring.cluster_t_test` (the
-  scoring module's own when it has one, so both read the same number).
 - `mde`: the minimum detectable Δ at a given power of that t-test: the smallest true |Δ| that a two-sided
   test at level `alpha / m` on G - 1 degrees of freedom rejects with probability `power`.
 - `cochran_q` / `interaction`: is one estimator's Δ against the baseline the same in every domain? Cochran's Q
@@ -18,29 +16,6 @@ from scipy.stats import t as student_t
 from sveb import scoring
 
 POWER = 0.80
-
-
-def cluster_se(x: np.ndarray, groups=None) -> tuple[float, float, int]:
-    """(mean, CR1 standard error, clusters G) of x: with cluster sums S_g, sizes n_g, N states and mean
-    m = sum S_g / N, Var(m) = G / (G - 1) * sum (S_g - m n_g)² / N², exactly the variance `cluster_t_test`
-    divides by (t = m / se on G - 1 df). se is NaN below 2 clusters. Uses `sveb.scoring.cluster_se` where
-    the scoring module provides it."""
-    own = getattr(scoring, "cluster_se", None)
-    if own is not None:
-        m, se, g = own(x, groups)
-        return float(m), float(se), int(g)
-    x = np.asarray(x, float)
-    if len(x) == 0:
-        return float("nan"), float("nan"), 0
-    _, inv = np.unique(np.arange(len(x)) if groups is None else np.asarray(groups), return_inverse=True)
-    g = int(inv.max()) + 1
-    m = float(x.mean())
-    if g < 2:
-        return m, float("nan"), g
-    sums = np.bincount(inv, weights=x, minlength=g)
-    sizes = np.bincount(inv, minlength=g).astype(float)
-    var = g / (g - 1) * float(((sums - m * sizes) ** 2).sum()) / len(x) ** 2
-    return m, float(np.sqrt(max(var, 0.0))), g
 
 
 def mde(se: float, df: int, alpha: float = scoring.ALPHA, m: int = 1, power: float = POWER) -> float:

@@ -52,18 +52,18 @@ def t_interval(m: float, se: float, g: int, level: float = 0.95) -> tuple[float,
     return m - half, m + half
 
 
-def mean_ci(x: np.ndarray, groups=None, *_old, level: float = 0.95) -> tuple[float, float, float]:
+def mean_ci(x: np.ndarray, groups=None, level: float = 0.95) -> tuple[float, float, float]:
     """Mean of x and its cluster-robust (CR1) t-interval: the test of `cluster_t_test` inverted, so a paired
     Δ's interval and its p can never disagree (NaN for no data; NaN bounds with fewer than 2 clusters)."""
     m, se, g = cluster_se(x, groups)
     return (m, *t_interval(m, se, g, level))
 
 
-def mae_ci(est: np.ndarray, ref: np.ndarray, groups=None, *_old, level: float = 0.95) -> tuple[float, float, float]:
+def mae_ci(est: np.ndarray, ref: np.ndarray, groups=None, level: float = 0.95) -> tuple[float, float, float]:
     return mean_ci(np.abs(np.asarray(est, float) - np.asarray(ref, float)), groups, level=level)
 
 
-def bias_ci(est: np.ndarray, ref: np.ndarray, groups=None, *_old, level: float = 0.95) -> tuple[float, float, float]:
+def bias_ci(est: np.ndarray, ref: np.ndarray, groups=None, level: float = 0.95) -> tuple[float, float, float]:
     """Mean signed error (estimate - reference) with its clustered CI: > 0 means the estimator over-predicts.
     Unbiased for E[f - V] since the reference is an unbiased draw of V."""
     return mean_ci(np.asarray(est, float) - np.asarray(ref, float), groups, level=level)
@@ -159,7 +159,7 @@ def cluster_t_test(x: np.ndarray, groups=None) -> float:
     return float(2 * student_t.sf(abs(m) / se, g - 1))
 
 
-def paired_sq_diff(est_a: np.ndarray, est_b: np.ndarray, ref: np.ndarray, groups=None, *_old) -> dict:
+def paired_sq_diff(est_a: np.ndarray, est_b: np.ndarray, ref: np.ndarray, groups=None) -> dict:
     """Paired difference of squared error of A against B on the same states:
     d_i = (a_i - ref_i)^2 - (b_i - ref_i)^2; < 0 means A is closer. Against an unbiased reference independent
     of both estimates, E[d_i] = (a_i - V_i)^2 - (b_i - V_i)^2: the reference's noise cancels, so the mean

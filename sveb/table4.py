@@ -52,29 +52,17 @@ def stage_timer(seconds: dict[str, float]):
             setattr(build_jobs, name, fn)
 
 
-def family_size(fam: str, present: int) -> int:
-    """How many comparisons Holm corrects for in a family: its declared size where sveb.estimators.families
-    declares one (members not scored count as p = 1), else the members this table holds; 1 when alone."""
-    try:
-        from sveb.estimators.families import FAMILIES, family_size as declared
-    except ImportError:
-        return present
-    return declared(fam) if fam in FAMILIES else 1
-
-
-def verdicts(est: dict[str, np.ndarray], base: str, ref: np.ndarray, groups: np.ndarray, n_boot: int = 2000,
-             seed: int = 0, sizes: dict[str, int] | None = None) -> dict[str, dict]:
+def verdicts(est: dict[str, np.ndarray], base: str, ref: np.ndarray, groups: np.ndarray) -> dict[str, dict]:
     """Each estimator against `base` on one domain and protocol, by the leaderboard's own code
-    (sveb.pooling.paired, which calls sveb.scoring): paired Δ of squared error with its CI, the cluster-robust
-    (CR1) p, Holm over the estimator's family (main / scale / variant, as on the leaderboard), the verdict; plus
-    the CR1 standard error of Δ, its G - 1 degrees of freedom, the family and its size m, and the minimum
-    detectable Δ at 80% power (sveb.power.mde at alpha / m: see there why that level). `n_boot`, `seed`: kept
-    for callers; the paired CI is sveb.pooling's. `sizes`: family -> the table's size of it, for a pooling
-    that corrects only over the members it was given: the members without estimates count as p = 1 (as a
-    pooling with declared families does itself), so a cell's verdict never depends on which others were scored."""
+    (sveb.pooling.paired, which calls sveb.scoring): paired Δ of squared error with its CR1 CI and p, Holm
+    within the estimator's declared family (sveb.estimators.families: members not in the table count as p = 1,
+    so a cell's verdict never depends on which others were scored), the Holm-adjusted interval, the verdict;
+    plus the CR1 standard error of Δ, its G - 1 degrees of freedom, the family and its size m, and the minimum
+    detectable Δ at 80% power (sveb.power.mde at alpha / m: see there why that level)."""
     from sveb.estimators import BASELINE
+    from sveb.estimators.families import ALONE, family_size
     from sveb.pooling import View, paired
-    from sveb.power import cluster_se, mde
+    from sveb.power import mde
     protocol = "table4"
     ref = np.asarray(ref, float)
     groups = np.asarray(groups, dtype=object)
@@ -84,50 +72,18 @@ def verdicts(est: dict[str, np.ndarray], base: str, ref: np.ndarray, groups: np.
     view = View(Path("."), "", "", "table4", [], groups, ref, np.full(len(ref), np.nan),
                 est={(key[n], "", protocol): np.asarray(v, float) for n, v in est.items()})
     res = paired(view, protocol)
-    fam = {k: r.get("family") or _family(k[0]) for k, r in res.items()}
-    present = {f: list(fam.values()).count(f) for f in fam.values()}
-    declared = any("family" in r for r in res.values())
-    if not declared and sizes:  # Holm again over the table's whole family, the missing members at p = 1
-        for f in set(fam.values()):
-            ks = [k for k in res if fam[k] == f]
-            pad = max(0, sizes.get(f, len(ks)) - len(ks))
-            adj = scoring.holm([res[k]["p_delta"] for k in ks] + [1.0] * pad)
-            for k, p in zip(ks, adj):
-                res[k] = {**res[k], "p_holm": float(p), "verdict": scoring.verdict(res[k]["delta_sq"], p)}
     out = {}
-    b = np.asarray(est[base], float)
-    for n, v in est.items():
+    for n in est:
         if n == base:
             continue
-        k = (key[n], "")
-        r = res[k]
-        if "delta_sq_se" in r:
-            se, df = float(r["delta_sq_se"]), int(r["df"])
-        else:  # a pooling without the standard error: the same CR1 one, from the same differences
-            ok = np.isfinite(np.asarray(v, float)) & np.isfinite(b) & np.isfinite(ref)
-            d = (np.asarray(v, float)[ok] - ref[ok]) ** 2 - (b[ok] - ref[ok]) ** 2
-            _, se, g = cluster_se(d, groups[ok])
-            df = g - 1
-        m = family_size(fam[k], max(present[fam[k]], (sizes or {}).get(fam[k], 0)))
+        r = res[(key[n], "")]
+        m = 1 if r["family"] == ALONE else family_size(r["family"])
+        se, df = float(r["delta_sq_se"]), int(r["df"])
         out[n] = {"d_sq": r["delta_sq"], "d_lo": r["delta_sq_ci_low"], "d_hi": r["delta_sq_ci_high"],
                   "d_se": se, "df": df, "p": r["p_delta"], "p_holm": float(r["p_holm"]),
-                  "h_lo": r.get("delta_sq_holm_low", float("nan")), "h_hi": r.get("delta_sq_holm_high", float("nan")),
-                  "family": fam[k], "m": int(m), "verdict": r["verdict"], "mde": mde(se, df, scoring.ALPHA, int(m))}
+                  "h_lo": r["delta_sq_holm_low"], "h_hi": r["delta_sq_holm_high"], "family": r["family"],
+                  "m": int(m), "verdict": r["verdict"], "mde": mde(se, df, scoring.ALPHA, int(m))}
     return out
-
-
-def family_sizes(names: list[str], base: str) -> dict[str, int]:
-    """family -> how many of a table's estimators (other than the baseline) are in it."""
-    out: dict[str, int] = {}
-    for n in names:
-        if n != base:
-            out[_family(n)] = out.get(_family(n), 0) + 1
-    return out
-
-
-def _family(name: str) -> str:
-    from sveb.pooling import family
-    return family((name, ""))
 
 
 COLUMNS = ("domain", "estimator", "protocol", "n_states", "mae", "mae_ci_low", "mae_ci_high", "delta_sq",
@@ -136,17 +92,17 @@ COLUMNS = ("domain", "estimator", "protocol", "n_states", "mae", "mae_ci_low", "
 
 
 def cells(domain: str, est: dict[str, dict[str, np.ndarray]], base: str, ref: np.ndarray,
-          groups: np.ndarray, sizes: dict[str, int] | None = None) -> list[dict]:
+          groups: np.ndarray) -> list[dict]:
     """Every Table 4 cell of one domain from per-state arrays: est[protocol][estimator] (states in the order
     of ref and groups; NaN where a state has no estimate). One row per cell with COLUMNS: the MAE and its CI
     (sveb.scoring.mae_ci), the paired comparison with the baseline (`verdicts`) and, beside each "no
     difference", the minimum detectable Δ at 80% power (`mde_80`; blank elsewhere). The baseline's own row
-    has no comparison. `sizes`: the table's Holm family sizes (`verdicts`; `family_sizes` of its estimators)."""
+    has no comparison."""
     ref = np.asarray(ref, float)
     groups = np.asarray(groups, dtype=object)
     rows = []
     for protocol, by in est.items():
-        v = verdicts(by, base, ref, groups, sizes=sizes) if base in by else {}
+        v = verdicts(by, base, ref, groups) if base in by else {}
         for name, arr in by.items():
             arr = np.asarray(arr, float)
             ok = np.isfinite(arr) & np.isfinite(ref)

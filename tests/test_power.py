@@ -12,12 +12,12 @@ def test_cluster_se_is_the_one_the_t_test_divides_by():
     rng = np.random.default_rng(1)
     groups = np.repeat(np.arange(30), 4)
     x = rng.normal(0.1, 1, 30)[groups] + rng.normal(0, 0.5, 120)
-    m, se, g = power.cluster_se(x, groups)
+    m, se, g = scoring.cluster_se(x, groups)
     assert g == 30 and m == pytest.approx(x.mean())
     assert scoring.cluster_t_test(x, groups) == pytest.approx(2 * student_t.sf(abs(m) / se, g - 1), rel=1e-9)
     # one state per cluster: the paired t-test's standard error
     y = rng.normal(0, 1, 40)
-    assert power.cluster_se(y)[1] == pytest.approx(y.std(ddof=1) / np.sqrt(40))
+    assert scoring.cluster_se(y)[1] == pytest.approx(y.std(ddof=1) / np.sqrt(40))
 
 
 def test_mde_formula_and_its_edges():
@@ -75,7 +75,7 @@ def _domains(rng, deltas, g=50, k=4):
     out = []
     for d in deltas:
         x = d + rng.normal(0, 0.02, g)[groups] + rng.normal(0, 0.02, g * k)
-        m, se, _ = power.cluster_se(x, groups)
+        m, se, _ = scoring.cluster_se(x, groups)
         out.append((m, se))
     return out
 

@@ -8,6 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from sveb.estimators.families import family_size
+
 from sveb.table4 import stage_timer, verdicts
 
 SPEC = importlib.util.spec_from_file_location("table4_bench", Path(__file__).parents[1] / "benchmarks" / "table4.py")
@@ -21,7 +23,7 @@ def test_verdicts_find_the_exact_estimator_better_and_the_copy_tied():
     groups = np.repeat(np.arange(50), 4)
     ref = np.clip(v + rng.normal(0, 0.1, 200), 0, 1)
     noisy = np.clip(v + rng.normal(0, 0.3, 200), 0, 1)
-    got = verdicts({"base": noisy, "exact": v, "same": noisy.copy()}, "base", ref, groups, n_boot=500)
+    got = verdicts({"base": noisy, "exact": v, "same": noisy.copy()}, "base", ref, groups)
     assert got["exact"]["verdict"] == "better" and got["exact"]["d_hi"] < 0
     assert got["same"]["verdict"] == "no difference" and got["same"]["d_sq"] == 0
 
@@ -53,7 +55,7 @@ def test_two_domains_resumable_with_exports_and_timings(tmp_path):
     args = ["--domains", "number", "--source", f"number={number}", "--estimators", "grpo,mcs-2,mcs-4",
             "--root", str(tmp_path / "root"), "--exports", str(tmp_path / "exports"), "--out", str(tmp_path / "out"),
             "--problems", "4", "--states", "2", "--rollouts", "8", "--mc", "10", "--mc-extra", "4",
-            "--oversample", "3", "--max-tokens", "200", "--min-novel-numbers", "0", "--max-acc", "0.9", "--bootstrap", "200", "--seed", "3"]
+            "--oversample", "3", "--max-tokens", "200", "--min-novel-numbers", "0", "--max-acc", "0.9", "--seed", "3"]
     out = table4.main(args, engine=ScriptedEngine(), model_dir=weights)
     exp = tmp_path / "exports" / "number"
     verify(exp)
@@ -177,11 +179,11 @@ def test_scale_rows_are_a_holm_family_of_their_own():
     ref = np.clip(v + rng.normal(0, 0.1, 200), 0, 1)
     est = {"grpo": np.clip(v + rng.normal(0, 0.3, 200), 0, 1), "numca": np.clip(v + rng.normal(0, 0.25, 200), 0, 1),
            "hista": np.clip(v + rng.normal(0, 0.28, 200), 0, 1)}
-    alone = verdicts(est, "grpo", ref, groups, n_boot=200)
+    alone = verdicts(est, "grpo", ref, groups)
     scale = {f"mcs-{k}": np.clip(v + rng.normal(0, 0.3 / k, 200), 0, 1) for k in (1, 2, 4)}
-    both = verdicts({**est, **scale}, "grpo", ref, groups, n_boot=200)
+    both = verdicts({**est, **scale}, "grpo", ref, groups)
     assert all(both[n]["p_holm"] == alone[n]["p_holm"] for n in ("numca", "hista"))
-    assert both["mcs-4"]["p_holm"] == verdicts({"grpo": est["grpo"], **scale}, "grpo", ref, groups, 200)["mcs-4"]["p_holm"]
+    assert both["mcs-4"]["p_holm"] == verdicts({"grpo": est["grpo"], **scale}, "grpo", ref, groups)["mcs-4"]["p_holm"]
 
 
 def test_eval_seconds_are_the_computing_runs(tmp_path):
@@ -236,12 +238,13 @@ def test_the_cost_table_divides_by_each_domains_states_and_marks_what_is_missing
 
 
 def test_a_family_with_members_unscored_is_corrected_for_its_whole_size():
-    """One main-family estimator scored of a table's nine: its Holm p is 9 p (the others count as p = 1),
-    as if the other eight had been scored and found nothing; without `sizes`, the family is what was given."""
+    """One main-family estimator scored of the declared main family: its Holm p is m p (the others count as
+    p = 1), as if the others had been scored and found nothing."""
     rng = np.random.default_rng(2)
     v = rng.uniform(0, 1, 200)
     groups = np.repeat(np.arange(50), 4)
     ref = np.clip(v + rng.normal(0, 0.1, 200), 0, 1)
     est = {"grpo": np.clip(v + rng.normal(0, 0.3, 200), 0, 1), "numca": np.clip(v + rng.normal(0, 0.27, 200), 0, 1)}
-    got = verdicts(est, "grpo", ref, groups, sizes={"main": 9})["numca"]
-    assert got["m"] == 9 and got["p_holm"] == pytest.approx(min(1.0, 9 * got["p"]))
+    got = verdicts(est, "grpo", ref, groups)["numca"]
+    m = family_size("main")
+    assert got["m"] == m >= 9 and got["p_holm"] == pytest.approx(min(1.0, m * got["p"]))

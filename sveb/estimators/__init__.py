@@ -90,10 +90,10 @@ BUILTIN: tuple[Entry, ...] = (
                 "k": ["6", "20", "66"]}),
     Entry("shear", "sveb.estimators.shear:Shear",
           "SVEB's construction from SHEAR's signal (SHEAR defines no V(s)): d+ / d- = the paper's span Wasserstein "
-          "distance (one minimum over the set, covering spans) to the correct / incorrect rollouts, "
-          "V = d- / (d+ + d-)", needs_hidden=True, constructed=True,
+          "distance (one minimum over the set, covering spans) to the correct / incorrect rollouts; SVEB's "
+          "read-out from the group's base rate b: logit V = logit b + log(d- / d+)", needs_hidden=True, constructed=True,
           grid={"span": ["covering", "trailing"], "compare": ["opposing", "all"], "minimum": ["set", "rollout"],
-                "readout": ["contrast", "knn"], "tail": ["truncated", "full"]}),
+                "readout": ["base", "contrast", "knn"], "tail": ["truncated", "full"]}),
     Entry("shear-sveb", "sveb.estimators.shear:Shear",
           "SVEB's construction from SHEAR's signal, SVEB's earlier variant (SHEAR defines no V(s)): 1/d-weighted mean "
           "reward of the rollouts, d = min Wasserstein distance of the state's trailing window to each rollout's spans",
