@@ -35,7 +35,7 @@ $(STAMP): pyproject.toml Makefile
 setup: $(STAMP)
 
 model: setup
-	$(PY) -c "from sveb.models import resolve; print(resolve('smollm2-135m'))"
+	$(PY) -c "from sveb.core.models import resolve; print(resolve('smollm2-135m'))"
 
 demo: model
 	$(VENV)/bin/sveb demo --domains "$(DOMAINS)"

@@ -38,10 +38,10 @@ def main() -> None:
 
     from rich.console import Console
     from sveb import store
-    from sveb.config import BuildConfig, SamplingConfig
+    from sveb.core.config import BuildConfig, SamplingConfig
     from sveb.engines import make_engine
-    from sveb.models import resolve
-    from sveb.pipeline import build, dtype_of, locate
+    from sveb.core.models import resolve
+    from sveb.sample.pipeline import build, dtype_of, locate
     from sveb.data_builders.load import scan
 
     console = Console(stderr=True)

@@ -24,12 +24,12 @@ def main() -> None:
     ap.add_argument("--max-tokens", type=int, default=256)
     args = ap.parse_args()
 
-    from sveb.config import SamplingConfig, derive_seed
+    from sveb.core.config import SamplingConfig, derive_seed
     from sveb.data_builders import domain_module
     from sveb.data_builders.load import load_problems
     from sveb.engines import Request, make_engine
-    from sveb.models import resolve
-    from sveb.build_jobs import rewards as _rewards
+    from sveb.core.models import resolve
+    from sveb.sample.jobs import rewards as _rewards
 
     engine = make_engine(args.engine, resolve(args.model))
     rows = []

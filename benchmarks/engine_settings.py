@@ -26,12 +26,12 @@ import sys
 CHILD = r"""
 import json, sys, time
 t0 = time.time()
-from sveb.config import SamplingConfig, derive_seed
+from sveb.core.config import SamplingConfig, derive_seed
 from sveb.data_builders import number
 from sveb.engines import Request
 from sveb.engines.vllm import VLLMEngine
-from sveb.device import pick_dtype
-from sveb.models import resolve
+from sveb.lm.device import pick_dtype
+from sveb.core.models import resolve
 
 mode, seqs, max_tokens = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 eng = VLLMEngine(resolve("smollm2-135m"), seed=0, max_model_len=1024, enforce_eager=mode == "eager",
@@ -77,7 +77,7 @@ def main() -> None:
     ap.add_argument("--threads", default=",".join(THREADS))
     ap.add_argument("--repeats", type=int, default=2)
     args = ap.parse_args()
-    from sveb.device import cpu_flags, pick_dtype
+    from sveb.lm.device import cpu_flags, pick_dtype
     flags = sorted(f for f in cpu_flags() if f.startswith(("avx512", "amx")))
     print(f"CPU flags: {' '.join(flags) or 'no avx512/amx'}; {os.cpu_count()} cores; dtype {pick_dtype('auto')}; "
           f"{args.seqs} seqs x {args.max_tokens} tokens")

@@ -51,9 +51,9 @@ def timed(fn) -> float:
 
 def bench_build(args, console) -> tuple[dict | None, list[dict]]:
     """Setting 1: the real build. Returns (info, rows); info is None if there is no build."""
-    from sveb.builds import find_build, group_for, load_build, state_for
-    from sveb.errors import EvalError
-    from sveb.protocols import estimate_all
+    from sveb.store.builds import find_build, group_for, load_build, state_for
+    from sveb.core.errors import EvalError
+    from sveb.evaluate.protocols import estimate_all
     try:
         bdir = find_build(args.root, args.model, args.domain, console=console)
     except EvalError as e:
@@ -66,7 +66,7 @@ def bench_build(args, console) -> tuple[dict | None, list[dict]]:
     fns: dict = {}
     ests = [make(name) for name in args.estimators]
     if any(e.needs_hidden for e in ests):
-        from sveb.hidden import HiddenStates
+        from sveb.lm.hidden import HiddenStates
         hs = HiddenStates(bdir, data.manifest["model"])
         cached = hs.dir.exists()
         provider = hs.provider(console)
@@ -135,15 +135,15 @@ def bench_synthetic(args) -> list[dict]:
 
 def start_engine(model: str, dtype: str, console):
     from sveb.engines.vllm import VLLMEngine
-    from sveb.device import pick_dtype
-    from sveb.models import resolve
+    from sveb.lm.device import pick_dtype
+    from sveb.core.models import resolve
     console.print(f"starting vLLM on {model} ({pick_dtype(dtype)}) for MCS@2")
     return VLLMEngine(resolve(model), seed=0, dtype=pick_dtype(dtype))
 
 
 def bench_mcs(engine, data, n_states: int) -> tuple[float, int]:
     """Seconds per state to sample 2 continuations (MCS@2) of build states, as the build samples them."""
-    from sveb.config import SamplingConfig, derive_seed
+    from sveb.core.config import SamplingConfig, derive_seed
     from sveb.engines import Request
     sampling = SamplingConfig(**data.manifest["config"]["sampling"])
     step = max(1, len(data.states) // n_states)

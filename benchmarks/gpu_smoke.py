@@ -84,17 +84,17 @@ def finite(arrays) -> bool:
 
 
 def run(args) -> list[dict]:
-    os.environ["SVEB_DEVICE"] = args.device  # read by sveb.device: every component on this device
+    os.environ["SVEB_DEVICE"] = args.device  # read by sveb.lm.device: every component on this device
     import torch
-    from sveb.critic import Critic, CriticConfig, make_seq
+    from sveb.lm.critic import Critic, CriticConfig, make_seq
     from sveb.estimators.pacs import PacsConfig, PacsScorer, make_pseq
-    from sveb.device import device, empty_cache
-    from sveb.hidden import HiddenStates, SharedFeatures
+    from sveb.lm.device import device, empty_cache
+    from sveb.lm.hidden import HiddenStates, SharedFeatures
     dev = device()
     print(f"device: {dev.describe()}; torch {torch.__version__} (CUDA {torch.version.cuda}); "
           f"{torch.cuda.get_device_name(0) if dev.torch == 'cuda' else 'cpu'}", flush=True)
     if dev.torch != args.device:
-        raise SystemExit(f"asked for {args.device}, sveb.device decided {dev.torch}")
+        raise SystemExit(f"asked for {args.device}, sveb.lm.device decided {dev.torch}")
     dtype, results = args.dtype, []
     with tempfile.TemporaryDirectory(dir=args.workdir) as tmp:
         tmp = Path(tmp)
@@ -144,10 +144,10 @@ def run(args) -> list[dict]:
 
 def vllm_twice(model: str, dtype: str) -> dict:
     """Token agreement of two engine runs over the same 32 seeded requests (a build's reproducibility)."""
-    from sveb.config import SamplingConfig
+    from sveb.core.config import SamplingConfig
     from sveb.engines import Request
     from sveb.engines.vllm import VLLMEngine
-    from sveb.models import resolve
+    from sveb.core.models import resolve
     reqs = [Request((1, 2, 3, 4 + i % 4), seed=i) for i in range(32)]
     runs = []
     for _ in range(2):

@@ -27,10 +27,10 @@ def main() -> None:
     ap.add_argument("--system", default=None, help="Try another system prompt.")
     args = ap.parse_args()
 
-    from sveb.config import SamplingConfig, derive_seed
+    from sveb.core.config import SamplingConfig, derive_seed
     from sveb.data_builders import make_problem, number
     from sveb.engines import Request, make_engine
-    from sveb.models import resolve
+    from sveb.core.models import resolve
     from sveb.rewards import reward
 
     if args.system is not None:

@@ -10,14 +10,14 @@ import argparse
 
 import numpy as np
 
-from sveb import scoring
-from sveb.builds import find_seed_builds
-from sveb.pooling import load_view, merge, read_scores
+from sveb.score import scoring
+from sveb.store.builds import find_seed_builds
+from sveb.score.pooling import load_view, merge, read_scores
 
 
 def default_key(view, name: str, protocol: str):
     """The estimate of `name` with its default settings (its only key, or the one whose params are the default)."""
-    from sveb.replicates import default_params
+    from sveb.score.replicates import default_params
     keys = [k for k in view.est if k[0] == name and k[2] == protocol]
     want = default_params(name)
     best = [k for k in keys if view.params.get(k[:2]) == want] or keys

@@ -21,10 +21,10 @@ from pathlib import Path
 
 import numpy as np
 
-from sveb import scoring
-from sveb.builds import find_seed_builds, load_build
+from sveb.score import scoring
+from sveb.store.builds import find_seed_builds, load_build
 from sveb.estimators import make
-from sveb.pooling import load_view, read_scores
+from sveb.score.pooling import load_view, read_scores
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # beside it: paired_vs (run as a script or loaded by path)
 from paired_vs import default_key  # noqa: E402

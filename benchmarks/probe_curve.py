@@ -22,10 +22,10 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-from sveb.builds import load_build
+from sveb.store.builds import load_build
 from sveb.estimators import make
-from sveb.protocols import estimate_all
-from sveb.scoring import paired_sq_diff
+from sveb.evaluate.protocols import estimate_all
+from sveb.score.scoring import paired_sq_diff
 
 
 def held_out(name: str, params: dict, data) -> np.ndarray:
@@ -45,9 +45,9 @@ def scripted_setup(tmp: Path) -> tuple[Path, Path]:
     """Tiny builds for a smoke run: scripted rollouts, a random 2-layer Llama as the 'policy'."""
     import sys
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-    from sveb.config import BuildConfig, SamplingConfig
+    from sveb.core.config import BuildConfig, SamplingConfig
     from sveb.engines.scripted import ScriptedEngine
-    from sveb.pipeline import build
+    from sveb.sample.pipeline import build
     from tests.test_critic import tiny_llama
     src = tmp / "dapo.jsonl"
     src.write_text("\n".join(json.dumps({"prompt": f"What is {a} + {b}?", "solution": str(a + b)})

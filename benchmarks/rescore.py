@@ -1,6 +1,6 @@
 """Recompute a results folder's tables from its committed exports, without sampling or running an estimator:
 the estimates are stored per state in each export, and every table recomputes its statistics from them
-(`sveb.pooling.rescore`). Writes RESULTS/leaderboard.csv and RESULTS/report/; with --board also recomputes
+(`sveb.score.pooling.rescore`). Writes RESULTS/leaderboard.csv and RESULTS/report/; with --board also recomputes
 RESULTS/board's rows from its accepted bundles (`sveb.board.rebuild`) and rewrites its page RESULTS/site.
 
     python benchmarks/rescore.py results/table4-like-folder
@@ -46,7 +46,8 @@ def estimates_from_board(board: Path, places: dict[str, Path]) -> int:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from sveb import schema, store
+    from sveb.core import schema
+    from sveb import store
     n = 0
     for b in sorted((board / "bundles").iterdir()):
         meta = json.loads((b / "bundle.json").read_text())
@@ -81,8 +82,8 @@ def main(argv=None) -> None:
     ap.add_argument("--from-board", action="store_true", help="estimates from RESULTS/board's bundles, not the "
                     "exports' local (uncommitted) estimates")
     a = ap.parse_args(argv)
-    from sveb import leaderboard
-    from sveb.report import write_report
+    from sveb.present import leaderboard
+    from sveb.present.report import write_report
     exports = sorted(p for p in (a.results / "exports").iterdir() if (p / "manifest.json").exists())
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "root"
@@ -94,7 +95,7 @@ def main(argv=None) -> None:
         print(write_report(root, a.results / "report"))
     if a.board:
         from sveb.board import rebuild
-        from sveb.site import write_site
+        from sveb.present.site import write_site
         print(f"{a.results / 'board'}: {len(rebuild(a.results / 'board'))} rows")
         print(write_site(a.results / "board", a.results / "site"))
 

@@ -39,11 +39,11 @@ def main() -> None:
 
     from vllm import SamplingParams
 
-    from sveb.config import SamplingConfig, derive_seed
+    from sveb.core.config import SamplingConfig, derive_seed
     from sveb.data_builders import number
     from sveb.engines import Request
     from sveb.engines.vllm import VLLMEngine
-    from sveb.models import resolve
+    from sveb.core.models import resolve
 
     path = resolve(args.model)
     probs = number.builtin(args.problems, 0, "test")
@@ -90,12 +90,12 @@ def mcs_on_build(args) -> None:
     """Prefix caching on vs off for the reference stage's own requests on a build."""
     from pathlib import Path
 
-    from sveb.config import SamplingConfig, derive_seed
+    from sveb.core.config import SamplingConfig, derive_seed
     from sveb.engines import Request
     from sveb.engines.vllm import VLLMEngine
-    from sveb.builds import load_build
-    from sveb.device import pick_dtype
-    from sveb.models import resolve
+    from sveb.store.builds import load_build
+    from sveb.lm.device import pick_dtype
+    from sveb.core.models import resolve
     data = load_build(Path(args.build))
     sc = SamplingConfig(**data.manifest["config"]["sampling"])
     reqs, prefix = [], 0

@@ -17,7 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
-from sveb import scoring, store
+from sveb.score import scoring
+from sveb import store
 
 
 def grpo_before_after(screens: dict[str, list[float]], groups: dict[str, dict[int, float]],

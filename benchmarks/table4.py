@@ -6,13 +6,13 @@ under ROOT (beside the builds, as `<build_fp>.export`) and scored there, so the 
 first, then in-group, the paper's protocol), scores.csv, domains.csv (states, accuracy, truncation, wall times,
 export size), timing.csv (seconds per state of each stage: screening, rollouts, references, hidden pass, each
 estimator), each naming the machine's CPU flags, interaction.csv (per estimator and protocol: is its Δ vs grpo the
-same in every domain? Cochran's Q, sveb.power) and estimates.parquet (every cell's per-state estimates, so the
+same in every domain? Cochran's Q, sveb.score.power) and estimates.parquet (every cell's per-state estimates, so the
 tables can be scored again without running an estimator).
 
 scores.csv has one row per cell (domain x estimator x protocol): MAE [CI]; Δ of squared error vs grpo [CI], its
 CR1 standard error and G - 1 df; p (cluster-robust t); the Holm family, its size m and the Holm p; the verdict;
-and beside each "no difference" the minimum detectable Δ at 80% power at alpha / m (sveb.power.mde). Every Δ,
-CI and p comes from sveb.pooling.paired / sveb.scoring; table4.md shows MAE with the marks, then per protocol
+and beside each "no difference" the minimum detectable Δ at 80% power at alpha / m (sveb.score.power.mde). Every Δ,
+CI and p comes from sveb.score.pooling.paired / sveb.score.scoring; table4.md shows MAE with the marks, then per protocol
 the numbers behind each mark, then the interaction test.
 
 --from-exports scores again without sampling or running any estimator: each domain's states and references
@@ -30,7 +30,7 @@ seed 0; a train build of 60 problems x 2 states, MC@4), so the number column is 
     python benchmarks/table4.py                       # the five domains (hours on 2 cores; rerun to resume)
     python benchmarks/table4.py --domains number --problems 8 --states 2
     python benchmarks/table4.py --from-exports        # rescore the committed estimates: seconds, no engine
-    python benchmarks/table4.py --preset paper        # the Hista/Numca authors' protocol (sveb/paper.py): G = 32,
+    python benchmarks/table4.py --preset paper        # the Hista/Numca authors' protocol (sveb/sample/paper.py): G = 32,
                                                       # one state per problem, equal tiers -> results/table4-paper/
 """
 
@@ -48,12 +48,12 @@ import numpy as np
 from rich.console import Console
 
 from sveb import store
-from sveb.config import BuildConfig, SamplingConfig
-from sveb.paper import PRESET as PAPER
-from sveb.report_format import md_table
-from sveb import power
-from sveb import table4 as t4
-from sveb.table4 import cost_markdown, stage_timer
+from sveb.core.config import BuildConfig, SamplingConfig
+from sveb.sample.paper import PRESET as PAPER
+from sveb.present.report_format import md_table
+from sveb.score import power
+from sveb.present import table4 as t4
+from sveb.present.table4 import cost_markdown, stage_timer
 
 DOMAINS = ["number", "math", "science", "general", "programming"]
 # Per domain: the builtin generator unless a real dataset puts >= 30% of its screened candidates inside the band
@@ -66,7 +66,7 @@ PROTOCOLS = ["held-out", "in-group"]
 
 
 def configs(domain: str, a, source: str) -> tuple[BuildConfig, BuildConfig]:
-    """The powered preset's benchmark and train builds (sveb/demo.py), so the number column is the powered
+    """The powered preset's benchmark and train builds (sveb/experiment/demo.py), so the number column is the powered
     run's seed-0 build: the same fingerprint, never sampled twice."""
     base = dict(domain=domain, model=a.model, source=source, oversample=a.oversample, rollouts=a.rollouts,
                 min_acc=a.min_acc, max_acc=a.max_acc, min_novel_numbers=a.min_novel_numbers, seed=a.seed,
@@ -82,7 +82,7 @@ def configs(domain: str, a, source: str) -> tuple[BuildConfig, BuildConfig]:
 def restore(export: Path, root: Path) -> Path:
     """The export as a build under ROOT (a copy: the committed export gets no estimates or hidden states)."""
     m = store.read_manifest(export)
-    from sveb.models import model_slug
+    from sveb.core.models import model_slug
     bdir = store.build_dir(root, model_slug(m["model"]), m["domain"], m["build_fp"] + ".export")
     if not (bdir / "manifest.json").exists():
         tmp = bdir.with_name(bdir.name + ".tmp")
@@ -95,7 +95,7 @@ def restore(export: Path, root: Path) -> Path:
 def size_mb(path: Path) -> float:
     """An export's size: its manifest, README and tables, not what scoring it wrote beside them (estimates,
     hidden states, ... which git ignores there)."""
-    from sveb.export import TABLES
+    from sveb.store.export import TABLES
     keep = [path / "manifest.json", path / "README.md", *(p for t in TABLES for p in (path / t).rglob("*"))]
     return sum(p.stat().st_size for p in keep if p.is_file()) / 1e6
 
@@ -103,8 +103,8 @@ def size_mb(path: Path) -> float:
 def build_domain(domain: str, a, engine, console, model_dir) -> dict | None:
     """Build (timed per stage) and export a domain's benchmark and training builds; None if its export exists,
     {} if this run found it already sampled (no stage timed)."""
-    from sveb.export import export_build, verify
-    from sveb.pipeline import build
+    from sveb.store.export import export_build, verify
+    from sveb.sample.pipeline import build
     exp = Path(a.exports) / domain
     if (exp / "manifest.json").exists():
         verify(exp)
@@ -128,7 +128,7 @@ def build_domain(domain: str, a, engine, console, model_dir) -> dict | None:
 def eval_domain(domain: str, a, names: list[str], console) -> tuple[list[dict], dict[str, float]]:
     """Every estimator on a domain's export under both protocols (sveb.evaluate, cached); returns its per-state
     estimates as ESTIMATES records and the seconds of each stage."""
-    from sveb.builds import load_build
+    from sveb.store.builds import load_build
     from sveb.estimators import entry
     from sveb.evaluate import evaluate
     bdir = restore(Path(a.exports) / domain, Path(a.root))
@@ -137,8 +137,8 @@ def eval_domain(domain: str, a, names: list[str], console) -> tuple[list[dict], 
     timing: dict[str, float] = {}
     data = load_build(bdir)
     if any(entry(n).needs_hidden or entry(n).needs_training for n in names):
-        from sveb.export import check_weights
-        from sveb.hidden import HiddenStates
+        from sveb.store.export import check_weights
+        from sveb.lm.hidden import HiddenStates
         check_weights(bdir, data.manifest)
         hs = HiddenStates(bdir, data.manifest["model"])
         seconds = hidden_pass(hs, data)
@@ -242,7 +242,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--root", default="sveb_data")
     p.add_argument("--exports", default="results/table4/exports")
     p.add_argument("--out", default="results/table4")
-    from sveb.demo import BASE, PRESETS
+    from sveb.experiment.demo import BASE, PRESETS
     size, train = PRESETS["powered"]
     for k, v in (("problems", size["problems"]), ("states", size["states_per_problem"]), ("rollouts", size["rollouts"]),
                  ("mc", BASE["mc"]), ("mc-extra", BASE["mc_extra"]), ("oversample", BASE["oversample"]),
@@ -296,8 +296,8 @@ def main(argv: list[str] | None = None, engine=None, model_dir=None) -> Path:
     a.train = a.train and any(entry(n).train_split for n in names)
     if engine is None and any(not (Path(a.exports) / d / "manifest.json").exists() for d in domains):
         from sveb.engines import make_engine
-        from sveb.models import resolve
-        from sveb.build_jobs import dtype_of
+        from sveb.core.models import resolve
+        from sveb.sample.jobs import dtype_of
         cfg = configs(domains[0], a, "builtin")[0]
         engine = make_engine(a.engine, resolve(a.model), a.seed, dtype=dtype_of(cfg))  # one engine for every domain
     records, drows, trows = [], [], []
@@ -321,7 +321,7 @@ def main(argv: list[str] | None = None, engine=None, model_dir=None) -> Path:
         trows += timing_rows(d, timings[d], drows[-1]["states"])
     timing_path.write_text(json.dumps(timings, indent=1))
     write_estimates(out / "estimates.parquet", records)
-    from sveb.device import describe
+    from sveb.lm.device import describe
     write_tables(a, out, domains, names, records, drows, trows, timings, f"CPU flags: {describe()}", console)
     return out
 
@@ -369,7 +369,7 @@ def domain_states(export: Path) -> tuple[list[str], np.ndarray, np.ndarray]:
 
 
 def table_cells(a, domains: list[str], names: list[str], records: list[dict], previous: Path) -> list[dict]:
-    """Every cell from the stored per-state estimates (sveb.table4.cells). A cell without them keeps the
+    """Every cell from the stored per-state estimates (sveb.present.table4.cells). A cell without them keeps the
     MAE [CI] of the previous scores.csv, if it has one, and no test."""
     from sveb.estimators import BASELINE
     old = {(r["domain"], r["estimator"], r["protocol"]): r for r in csv.DictReader(open(previous))} \
@@ -420,7 +420,7 @@ def write_tables(a, out: Path, domains: list[str], names: list[str], records: li
     md = [f"# Table 4: MAE against MCS@{a.mc} [95% CI], paired verdict vs {BASELINE}", "",
           f"▲ better, ▼ worse, = no difference: the paired difference of squared error against {BASELINE} on the "
           f"same states, its cluster-robust (CR1, problems as clusters) t-test, Holm over each estimator family "
-          f"(main, MCS@k scale) of one domain and protocol (sveb.pooling.paired). The numbers behind every mark "
+          f"(main, MCS@k scale) of one domain and protocol (sveb.score.pooling.paired). The numbers behind every mark "
           f"are below each table and in scores.csv. Timings: {machine}.", ""]
     if untested:
         md += [f"† no per-state estimates stored for this cell: its MAE [CI] is the run's score (its CI as computed "
@@ -438,16 +438,16 @@ def write_tables(a, out: Path, domains: list[str], names: list[str], records: li
         md += [f"## {label}", "", t4.markdown(rows, domains, protocol, names), "",
                f"### {protocol}: the numbers behind each mark", "",
                f"Δ sq err: mean over states of (estimate - reference)² - ({BASELINE} - reference)²; < 0: closer "
-               f"than {BASELINE}. [95% CI] and p: sveb.scoring's, cluster-robust over problems. Holm p: within the "
+               f"than {BASELINE}. [95% CI] and p: sveb.score.scoring's, cluster-robust over problems. Holm p: within the "
                f"family of m comparisons. MDE 80%: beside each \"no difference\", the smallest |Δ| the test would "
                f"detect with 80% power at the family's strictest level 0.05 / m, (t(1 - 0.05 / 2m, G - 1) + "
-               f"t(0.8, G - 1)) · se (sveb.power.mde).", "",
+               f"t(0.8, G - 1)) · se (sveb.score.power.mde).", "",
                t4.details_markdown(rows, domains, protocol, names), ""]
     md += ["## Does an estimator's Δ differ between domains?", "",
            f"Per estimator and protocol: Cochran's Q over its per-domain Δ sq err vs {BASELINE}, weighted by 1 / se² "
            f"(chi-square on D - 1 df), I² the share of the spread beyond the domains' own noise, Holm over the "
            f"estimators of one protocol (a family of its own). Domains: those with per-state estimates. "
-           f"interaction.csv holds the same (sveb.power.interaction).", "",
+           f"interaction.csv holds the same (sveb.score.power.interaction).", "",
            t4.interaction_markdown(inter), ""]
     md += ["## Domains", "", md_table(list(drows[0]), [list(r.values()) for r in drows], right_from=2), "",
            "## Seconds per state of each stage", "",

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from sveb.config import BuildConfig, SamplingConfig
+from sveb.core.config import BuildConfig, SamplingConfig
 
 
 def write_chain_source(path: Path) -> Path:
@@ -36,7 +36,7 @@ def scripted_build(tmp_path: Path, small_cfg: BuildConfig):
     from dataclasses import replace
 
     from sveb.engines.scripted import ScriptedEngine
-    from sveb.pipeline import build
+    from sveb.sample.pipeline import build
     cfg = replace(small_cfg, model="smollm2-135m")  # a label here: the engine object is passed in
     root = tmp_path / "root"
     return root, build(cfg, root, engine=ScriptedEngine())
@@ -47,7 +47,7 @@ def tiny_llama_builds(tmp_path_factory):
     """(root, train build, test build, model path) made with the scripted engine; the model is a tiny random
     Llama, so hidden states and critics are real and take seconds. One per test module."""
     from sveb.engines.scripted import ScriptedEngine
-    from sveb.pipeline import build
+    from sveb.sample.pipeline import build
     from test_critic import tiny_llama
     tmp = tmp_path_factory.mktemp("tiny-builds")
     src = write_chain_source(tmp / "dapo.jsonl")

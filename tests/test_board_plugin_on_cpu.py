@@ -7,8 +7,9 @@ import shutil
 
 import pytest
 
-from sveb import board, schema, store
-from sveb.bundle import read_bundle
+from sveb import board, store
+from sveb.core import schema
+from sveb.board.bundle import read_bundle
 
 from plugin_env import PLUGIN, REPO, install_plugin, sveb
 

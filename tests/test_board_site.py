@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from sveb import board
 from sveb.cli import app
-from sveb.submit import submit
+from sveb.board.submit import submit
 
 NAMES = ("grpo", "numca", "mcs-1", "mcs-4")
 

@@ -7,36 +7,36 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from sveb.cli import app
-from sveb.errors import UsageError
+from sveb.core.errors import UsageError
 
 
 def test_sveb_error_from_any_command_is_one_line(monkeypatch, tmp_path):
-    import sveb.report
+    import sveb.present.report
 
     def refuse(*a, **k):
         raise UsageError("--by colour: no [such] key")  # brackets: printed as written, not as rich markup
-    monkeypatch.setattr(sveb.report, "write_report", refuse)
+    monkeypatch.setattr(sveb.present.report, "write_report", refuse)
     r = CliRunner().invoke(app, ["report", "--root", str(tmp_path), "--out", str(tmp_path / "rep")])
     assert r.exit_code == 1 and r.output == "error: --by colour: no [such] key\n"
 
 
 def test_ctrl_c_is_one_line_and_exit_130(monkeypatch):
-    import sveb.models
+    import sveb.core.models
 
     def interrupted():
         raise KeyboardInterrupt
-    monkeypatch.setattr(sveb.models, "listing", interrupted)
+    monkeypatch.setattr(sveb.core.models, "listing", interrupted)
     r = CliRunner().invoke(app, ["ls", "models"])
     assert r.exit_code == 130 and "Traceback" not in r.output and "Aborted" not in r.output
     assert r.output.splitlines()[-1].startswith("interrupted: ")  # after what the command had printed
 
 
 def test_a_bug_is_not_swallowed(monkeypatch):
-    import sveb.models
+    import sveb.core.models
 
     def bug():
         return 1 / 0
-    monkeypatch.setattr(sveb.models, "listing", bug)
+    monkeypatch.setattr(sveb.core.models, "listing", bug)
     r = CliRunner().invoke(app, ["ls", "models"])
     assert isinstance(r.exception, ZeroDivisionError)
 

@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from sveb.cli import app
-from sveb.conformance import run_dir, tally
+from sveb.evaluate.conformance import run_dir, tally
 
 FIX = Path(__file__).parent / "fixtures" / "conformance"
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "conformance"

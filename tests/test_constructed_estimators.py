@@ -5,7 +5,7 @@ from typer.testing import CliRunner
 
 from sveb import estimators as reg
 from sveb.cli import app
-from sveb.report import NOTE
+from sveb.present.report import NOTE
 
 
 def test_registry_marks_exactly_the_constructed_estimators():

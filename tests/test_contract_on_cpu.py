@@ -16,10 +16,10 @@ import pytest
 import torch
 
 from sveb import estimators as reg
-from sveb.builds import load_build
+from sveb.store.builds import load_build
 from sveb.estimators.base import Estimator
-from sveb.hidden import hidden_provider
-from sveb.protocols import PROTOCOLS, estimate_all
+from sveb.lm.hidden import hidden_provider
+from sveb.evaluate.protocols import PROTOCOLS, estimate_all
 
 torch.set_num_threads(1)
 
@@ -69,7 +69,7 @@ class Leaky(Estimator):
 def test_held_out_gives_no_own_outcome_to_read(data, monkeypatch):
     """Held-out by construction: the own rollout's reward is absent (NaN), so a leaky estimator gets nothing
     usable (its values break the contract) rather than a value the flip check must catch afterwards."""
-    from sveb.errors import EvalError
+    from sveb.core.errors import EvalError
     monkeypatch.setitem(sys.modules, "leaky_mod", sys.modules[__name__])
     with pytest.raises(EvalError, match="not finite"):
         run("leaky_mod:Leaky", "held-out", data, {})

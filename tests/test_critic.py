@@ -5,7 +5,7 @@ import pytest
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from sveb.critic import Critic, CriticConfig, latest_epoch, make_seq
+from sveb.lm.critic import Critic, CriticConfig, latest_epoch, make_seq
 from sveb.estimators.ppo import gae_targets
 
 torch.set_num_threads(1)

@@ -2,7 +2,7 @@
 
 import pytest
 
-from sveb.device import pick_dtype
+from sveb.lm.device import pick_dtype
 
 
 def test_dtype_from_cpu_flags():
@@ -18,6 +18,6 @@ def test_dtype_from_cpu_flags():
 
 def test_dtype_is_part_of_the_rollout_fingerprint(small_cfg):
     from dataclasses import replace
-    from sveb.pipeline import stage_fps
+    from sveb.sample.pipeline import stage_fps
     a, b = stage_fps(replace(small_cfg, dtype="float32")), stage_fps(replace(small_cfg, dtype="bfloat16"))
     assert a["problems"] == b["problems"] and a["rollouts"] != b["rollouts"]

@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from sveb import schema, store
-from sveb.build_rules import stage_fps
-from sveb.config import BuildConfig, fingerprint
+from sveb.core import schema
+from sveb import store
+from sveb.sample.rules import stage_fps
+from sveb.core.config import BuildConfig, fingerprint
 from sveb.data_builders import DOMAINS, domain_module, split_of
 from sveb.data_builders.load import disjoint_draw, load_problems
 
@@ -171,7 +172,7 @@ def test_seed_0_fingerprints_are_unchanged_and_later_seeds_are_marked():
 
 def test_two_pipeline_builds_of_two_seeds_hold_disjoint_problems(tmp_path, small_cfg):
     from sveb.engines.scripted import ScriptedEngine
-    from sveb.pipeline import build
+    from sveb.sample.pipeline import build
     root = tmp_path / "root"
     tables = {}
     for seed in (0, 1):

@@ -7,10 +7,10 @@ import pytest
 from typer.testing import CliRunner
 
 from sveb import store
-from sveb.ablate import parse_grid, settings
+from sveb.evaluate.ablate import parse_grid, settings
 from sveb.cli import app
-from sveb.builds import load_build
-from sveb.errors import EvalError, UsageError
+from sveb.store.builds import load_build
+from sveb.core.errors import EvalError, UsageError
 from sveb.evaluate import evaluate
 
 
@@ -108,7 +108,7 @@ def test_cli_collapse_and_report(scripted_build, tmp_path):
 
 
 def test_report_hides_ablation_settings_unless_asked(scripted_build, tmp_path):
-    from sveb.report import write_report
+    from sveb.present.report import write_report
     root, bdir = scripted_build
     mc = "sveb.estimators.mcs:MonteCarlo"  # k is a parameter here (default 1), not fixed by a name
     for params in ({}, {"k": "2"}):

@@ -9,11 +9,11 @@ import yaml
 from typer.testing import CliRunner
 
 from sveb import store
-from sveb.builds import find_build, load_build
+from sveb.store.builds import find_build, load_build
 from sveb.cli import app
 from sveb.evaluate import evaluate
-from sveb.export import ExportError, check_weights, export_build, verify, weights_hash
-from sveb.hub import import_build
+from sveb.store.export import ExportError, check_weights, export_build, verify, weights_hash
+from sveb.store.hub import import_build
 
 SCORE_KEYS = ("n_states", "n_problems", "mae", "mae_ci_low", "mae_ci_high", "rmse", "debiased_mse", "ref_noise",
               "oracle_floor", "own_share", "build_fp", "params_fp")
@@ -152,7 +152,7 @@ def test_an_export_restored_into_a_root_is_used_not_resampled(exported, small_cf
     import shutil
     from dataclasses import replace
 
-    from sveb.pipeline import build, locate
+    from sveb.sample.pipeline import build, locate
     root, bdir, ex = exported
     cfg = replace(small_cfg, model="smollm2-135m")
     root2 = tmp_path / "restored"

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sveb import pooling, scoring
+from sveb.score import pooling, scoring
 from sveb.estimators import families
 
 

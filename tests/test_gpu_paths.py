@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 import torch
 
-from sveb import device
-from sveb.checkpoints import resident
-from sveb.critic import Critic, CriticConfig, make_seq
-from sveb.device import Device, HardwareError, decide, visible
+from sveb.lm import device
+from sveb.lm.checkpoints import resident
+from sveb.lm.critic import Critic, CriticConfig, make_seq
+from sveb.lm.device import Device, HardwareError, decide, visible
 from tests.test_critic import seqs_two_problems, tiny_llama
 
 torch.set_num_threads(1)
@@ -130,7 +130,7 @@ def test_vllm_cpu_settings_and_no_detokenising(fake_vllm, monkeypatch):
     monkeypatch.setattr(device, "device", lambda: Device("cpu", "cpu", 0))
     eng = ev.VLLMEngine("m", gpu_memory_utilization=0.9)
     assert seen["llm"]["enable_chunked_prefill"] is False and "gpu_memory_utilization" not in seen["llm"]
-    from sveb.config import SamplingConfig
+    from sveb.core.config import SamplingConfig
     from sveb.engines import Request
     eng.llm = types.SimpleNamespace(generate=lambda prompts, sps, use_tqdm: [
         types.SimpleNamespace(outputs=[types.SimpleNamespace(token_ids=[5, 0], finish_reason="stop")])])
@@ -150,8 +150,8 @@ def test_cuda_vllm_without_a_usable_gpu_is_one_line(fake_vllm, monkeypatch):
 # ---- GPU shares on Ray ----
 
 def test_fractional_gpus_per_worker():
-    from sveb.distributed import ray_options, worker_env
-    from sveb.errors import UsageError
+    from sveb.sample.distributed import ray_options, worker_env
+    from sveb.core.errors import UsageError
     assert worker_env(0, 0.5, 1) == {"SVEB_GPU_SHARE": "0.5"}     # vLLM takes half of its usual share
     assert worker_env(0, 1, 1) == {}
     assert ray_options("local", 2, 0.5, 1, 1).gpus_per_worker == 0.5
@@ -205,9 +205,9 @@ def test_train_build_key_is_its_contents_not_its_name(tmp_path, small_cfg):
 
     import pyarrow.parquet as pq
 
-    from sveb.checkpoints import build_key
+    from sveb.lm.checkpoints import build_key
     from sveb.engines.scripted import ScriptedEngine
-    from sveb.pipeline import build
+    from sveb.sample.pipeline import build
     from sveb import store
     bdir = build(small_cfg, tmp_path, engine=ScriptedEngine())
     tdir = build(replace(small_cfg, split="train"), tmp_path, engine=ScriptedEngine())
@@ -232,7 +232,7 @@ def test_train_build_key_is_its_contents_not_its_name(tmp_path, small_cfg):
 def test_bf16_activations_above_fp16_range_survive_storage(tiny, tmp_path, monkeypatch):
     from transformers import LlamaForCausalLM
 
-    from sveb.hidden import HiddenStates, from_store, to_store
+    from sveb.lm.hidden import HiddenStates, from_store, to_store
     x = torch.tensor([1e5, -3e5, 1.5], dtype=torch.bfloat16)
     np.testing.assert_array_equal(from_store(to_store(x)), x.float().numpy())   # exact, no inf
     big = tmp_path / "big"
@@ -251,11 +251,11 @@ def test_bf16_activations_above_fp16_range_survive_storage(tiny, tmp_path, monke
 
 
 def test_hidden_pass_model_is_released_after_its_pass(scripted_build, monkeypatch, tiny):
-    from sveb.builds import load_build
-    from sveb.hidden import hidden_provider
+    from sveb.store.builds import load_build
+    from sveb.lm.hidden import hidden_provider
     from sveb.estimators import make
-    from sveb.hidden import HiddenStates
-    monkeypatch.setattr("sveb.models.resolve", lambda spec: tiny)
+    from sveb.lm.hidden import HiddenStates
+    monkeypatch.setattr("sveb.core.models.resolve", lambda spec: tiny)
     _, bdir = scripted_build
     loaded = []
     real = HiddenStates._load_model
@@ -275,8 +275,8 @@ def test_one_resident_critic_model(tiny):
 
 
 def test_shared_features_read_each_group_once(tiny, tmp_path, monkeypatch):
-    from sveb import hidden
-    from sveb.hidden import SharedFeatures
+    from sveb.lm import hidden
+    from sveb.lm.hidden import SharedFeatures
     from tests.test_shared_features import rollouts
     monkeypatch.setattr(device, "pick_dtype", lambda spec="auto": "float32")
     rows = {"p0": rollouts(), "p1": rollouts(3, seed=1)}

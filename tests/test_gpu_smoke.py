@@ -11,7 +11,7 @@ from benchmarks.gpu_smoke import main
 @pytest.mark.parametrize("dtype", ["bfloat16"])  # the GPU dtype; float32 runs the same code with no casts
 def test_gpu_smoke_runs_on_cpu_at_a_tiny_shape(tmp_path, monkeypatch, dtype):
     monkeypatch.delenv("SVEB_DEVICE", raising=False)
-    from sveb import device
+    from sveb.lm import device
     device.device.cache_clear()
     out = tmp_path / "rows.json"
     try:

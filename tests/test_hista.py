@@ -4,12 +4,12 @@ import numpy as np
 import pytest
 import torch
 
-from sveb.errors import UsageError
+from sveb.core.errors import UsageError
 from sveb.estimators import make
 from sveb.estimators.base import ProblemGroup, Rollout, State
 from sveb.estimators.hista import (Hista, ema_histories, ema_history, ema_prompt, k_schedule, knn_value,
                                    node_distances, node_tokens)
-from sveb.records import GroupHidden
+from sveb.core.records import GroupHidden
 
 
 def test_ema_starts_at_x0_with_the_authors_bias_correction():

@@ -13,8 +13,8 @@ from typer.testing import CliRunner
 from sveb import store
 from sveb.cli import app
 from sveb.evaluate import evaluate
-from sveb.hista_io import export_hista_json, import_hista_json
-from sveb.hista_json import KEYS, HistaJsonError, noise_maes, refusal, solution_of, verifier_of
+from sveb.store.hista_io import export_hista_json, import_hista_json
+from sveb.store.hista_json import KEYS, HistaJsonError, noise_maes, refusal, solution_of, verifier_of
 
 SCORE_KEYS = ("n_states", "n_problems", "mae", "mae_ci_low", "mae_ci_high", "rmse", "debiased_mse", "ref_noise",
               "oracle_floor", "own_share", "bias", "calib_slope", "concordance", "sign_agreement", "sign_pairs")
@@ -226,10 +226,10 @@ def test_input_records_as_a_build_source(tmp_path):
 
 
 def test_a_scripted_build_from_input_records_exports_back(tmp_path):
-    from sveb.config import BuildConfig, SamplingConfig
+    from sveb.core.config import BuildConfig, SamplingConfig
     from sveb.data_builders.look import resolve_domain
     from sveb.engines.scripted import ScriptedEngine
-    from sveb.pipeline import build
+    from sveb.sample.pipeline import build
     path = write(tmp_path / "train.json", INPUTS)
     src = f"hista-json={path}"
     cfg = BuildConfig(domain=resolve_domain(None, src), model="smollm2-135m", source=src, problems=3, oversample=3,

@@ -48,9 +48,9 @@ def test_a_wrong_build_path_says_so_not_no_complete_build(tmp_path):
 def test_an_unknown_domain_gets_a_did_you_mean(tmp_path):
     one_line_error(cli("eval", "--root", tmp_path, "--domain", "maths"), "--domain maths: unknown domain",
                    "did you mean math?")
-    from sveb.build_rules import validate
-    from sveb.config import BuildConfig
-    from sveb.errors import BuildError
+    from sveb.sample.rules import validate
+    from sveb.core.config import BuildConfig
+    from sveb.core.errors import BuildError
     with pytest.raises(BuildError, match="did you mean math"):
         validate(BuildConfig(domain="maths"))
 
@@ -58,7 +58,7 @@ def test_an_unknown_domain_gets_a_did_you_mean(tmp_path):
 def test_a_path_like_model_is_never_sent_to_the_hub(tmp_path, monkeypatch):
     import huggingface_hub
 
-    from sveb.models import ModelError, check_model, resolve
+    from sveb.core.models import ModelError, check_model, resolve
 
     def no_hub(*a, **k):
         raise AssertionError("sent to the hub")
@@ -94,7 +94,7 @@ def test_plan_refuses_a_non_positive_speed(speed):
 
 
 def test_ray_to_an_unknown_host_fails_fast():
-    from sveb.distributed import RayError, RayOptions, connect
+    from sveb.sample.distributed import RayError, RayOptions, connect
     t0 = time.monotonic()
     for address in ("nohost:1", "ray://nohost:10001", "127.0.0.1:1"):
         with pytest.raises(RayError, match=f"--ray {address}: cannot reach"):
@@ -124,12 +124,12 @@ def test_an_import_path_resolves_from_the_modules_own_folder(tmp_path, monkeypat
 
 def test_demo_checks_its_domains_before_the_engine_starts(tmp_path, monkeypatch):
     import sveb.engines
-    import sveb.signals
+    import sveb.core.signals
 
     def no_engine(*a, **k):
         raise AssertionError("the engine was started")
     monkeypatch.setattr(sveb.engines, "make_engine", no_engine)
-    monkeypatch.setattr(sveb.signals, "install", lambda: None)
+    monkeypatch.setattr(sveb.core.signals, "install", lambda: None)
     one_line_error(cli("demo", "--domains", "maths", "--root", tmp_path / "root", "--results", tmp_path / "res"),
                    "--domain maths: unknown domain", "did you mean math?")
     one_line_error(cli("demo", "--domains", "number maths", "--root", tmp_path / "root", "--results",
@@ -140,12 +140,12 @@ def test_demo_checks_its_domains_before_the_engine_starts(tmp_path, monkeypatch)
 @pytest.mark.parametrize("param, msg", [("max_k=-3", "hista: -P max_k=-3: must be >= 1"),
                                         ("k=-3", "-P k: unknown parameter for estimator 'hista'")])
 def test_hista_parameters_fail_before_the_model_loads(tmp_path, monkeypatch, param, msg):
-    import sveb.hidden
+    import sveb.lm.hidden
 
     class NoModel:
         def __init__(self, *a, **k):
             raise AssertionError("the model was loaded")
-    monkeypatch.setattr(sveb.hidden, "HiddenStates", NoModel)
+    monkeypatch.setattr(sveb.lm.hidden, "HiddenStates", NoModel)
     one_line_error(cli("eval", "-e", "hista", "-P", param, "--root", tmp_path), msg)
 
 
@@ -182,7 +182,7 @@ def test_an_estimator_returning_the_wrong_number_of_values_is_refused(scripted_b
 
 @pytest.fixture
 def export_dir(scripted_build, tmp_path):
-    from sveb.export import export_build
+    from sveb.store.export import export_build
     root, bdir = scripted_build
     weights = tmp_path / "model"
     weights.mkdir()
@@ -347,7 +347,7 @@ def test_read_only_storage_reads_and_refuses_writes_in_one_line(scripted_build, 
     assert len(mirrors) == 1 and list((mirrors[0] / "scores").glob("part-*.parquet"))
     assert "is read-only: its scores go to" in (w / "eval.out").read_text()
     assert "grpo" in (w / "leaderboard-read.out").read_text()
-    from sveb.bundle import read_bundle
+    from sveb.board.bundle import read_bundle
     meta, table = read_bundle(w / "bundle")
     assert table.num_rows > 0 and meta["estimator"]["name"] == "grpo"
 
@@ -355,7 +355,7 @@ def test_read_only_storage_reads_and_refuses_writes_in_one_line(scripted_build, 
 def test_a_read_only_export_is_scored_in_a_writable_mirror(export_dir, tmp_path, monkeypatch):
     """The same on any machine: the export reported read-only (as os.access says on read-only storage)."""
     from sveb import store
-    from sveb.builds import results_view
+    from sveb.store.builds import results_view
     real = store.writable
     monkeypatch.setattr(store, "writable", lambda p: not str(p).startswith(str(export_dir)) and real(p))
     monkeypatch.setenv("SVEB_CACHE", str(tmp_path / "cache"))
@@ -373,13 +373,13 @@ def test_a_read_only_export_is_scored_in_a_writable_mirror(export_dir, tmp_path,
 def test_a_write_refused_by_storage_is_one_line(tmp_path, monkeypatch, scripted_build):
     import errno
 
-    import sveb.leaderboard
+    import sveb.present.leaderboard
     root, bdir = scripted_build
     assert cli("eval", "--root", root, "-e", "grpo").exit_code == 0
 
     def refuse(rows, path):
         raise OSError(errno.EROFS, "Read-only file system", str(path))
-    monkeypatch.setattr(sveb.leaderboard, "write_csv", refuse)
+    monkeypatch.setattr(sveb.present.leaderboard, "write_csv", refuse)
     one_line_error(cli("leaderboard", "--root", root, "--out", tmp_path / "lb.csv"),
                    f"cannot write {tmp_path / 'lb.csv'}: Read-only file system")
     a_file = tmp_path / "file.txt"
@@ -419,7 +419,7 @@ def test_an_archive_over_the_limit_is_refused_before_anything_is_unpacked(two_bu
     import tarfile
     import zipfile
 
-    from sveb import bundle
+    from sveb.board import bundle
     bdir, bundles = two_bundles
     lb = tmp_path / "board"
 
@@ -448,7 +448,7 @@ def test_archive_members_outside_the_bundle_are_refused(tmp_path):
     import tarfile
     import zipfile
 
-    from sveb.bundle import BundleError, unpack
+    from sveb.board.bundle import BundleError, unpack
     cases = {"abs.tar.gz": [("/etc/bundle.json", 0, tarfile.REGTYPE)],
              "up.tar.gz": [("b/../../bundle.json", 0, tarfile.REGTYPE)],
              "link.tar.gz": [("b/bundle.json", 0, tarfile.SYMTYPE)],
@@ -498,7 +498,7 @@ def test_provenance_the_board_cannot_reproduce_is_self_declared(two_bundles, tmp
     lb = tmp_path / "board"
     renamed = tmp_path / "renamed"  # mcs-2's values under a new name, claiming builtin provenance
     shutil.copytree(bundles["mcs-2"], renamed)
-    from sveb.bundle import estimates_key, read_bundle
+    from sveb.board.bundle import estimates_key, read_bundle
 
     def rekey(folder):  # a forger recomputes the bundle's key: it is a checksum, not a signature
         meta, table = read_bundle(folder)
@@ -520,7 +520,7 @@ def test_provenance_the_board_cannot_reproduce_is_self_declared(two_bundles, tmp
     board.add(tmp_path / "board2", nudged, [bdir])
     assert {r["provenance_check"] for r in board.rows(tmp_path / "board2") if r.get("kind") == "build"} == \
         {"self-declared"}
-    from sveb.site import write_site
+    from sveb.present.site import write_site
     board.add(lb, bundles["grpo"])
     page = write_site(lb, tmp_path / "site").read_text()
     rows = {r.split('"')[1]: "(self-declared)" in r for r in page.split("<tr data-estimator=")[1:]}
@@ -538,7 +538,7 @@ def test_board_site_and_export_files_follow_the_umask(two_bundles, tmp_path, scr
         lb, site = tmp_path / "board", tmp_path / "site"
         assert cli("leaderboard", "add", *bundles.values(), "--board", lb, "--build", bdir).exit_code == 0
         assert cli("leaderboard", "html", "--board", lb, "--out", site).exit_code == 0
-        from sveb.export import export_build
+        from sveb.store.export import export_build
         weights = tmp_path / "model"
         weights.mkdir()
         (weights / "model.safetensors").write_bytes(b"w")

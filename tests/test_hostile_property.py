@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given, reject, seed, settings, strategies as
 from rich.console import Console
 
 from sveb import store
-from sveb.errors import SvebError
+from sveb.core.errors import SvebError
 
 SEED = 34
 EXAMPLES = 40  # per property: about 25 s for the three on 2 cores
@@ -39,12 +39,12 @@ def world(tmp_path_factory):
 
     from conftest import write_chain_source
     from sveb import board
-    from sveb.config import BuildConfig, SamplingConfig
+    from sveb.core.config import BuildConfig, SamplingConfig
     from sveb.engines.scripted import ScriptedEngine
     from sveb.evaluate import evaluate
-    from sveb.export import export_build
-    from sveb.pipeline import build
-    from sveb.submit import submit
+    from sveb.store.export import export_build
+    from sveb.sample.pipeline import build
+    from sveb.board.submit import submit
     tmp = tmp_path_factory.mktemp("hostile")
     cfg = BuildConfig(domain="number", model="smollm2-135m", source=str(write_chain_source(tmp / "dapo.jsonl")),
                       problems=3, oversample=3, rollouts=6, states_per_problem=2, mc=6, mc_extra=2, min_acc=0.1,
@@ -189,7 +189,7 @@ EXPORT_MUTATIONS = st.one_of(
 @SETTINGS
 @given(mutation=EXPORT_MUTATIONS)
 def test_a_corrupted_export_is_refused_or_scores_as_the_original(world, mutation):
-    from sveb.builds import open_build
+    from sveb.store.builds import open_build
     from sveb.evaluate import evaluate
     what, apply = mutation
     d = Path(tempfile.mkdtemp(dir=world["tmp"], prefix="ex-")) / "export"

@@ -132,6 +132,40 @@ def test_reader_sees_every_kind_of_import(tmp_path):
     assert cycles(g) == [["pkg.a", "pkg.b", "pkg.sub.c"]]
 
 
+# The pipeline's layers, bottom first: a module may import its own package and the packages below it, never one
+# above (docs/development.md#module-map). sveb/__init__.py (the version) is below everything.
+LAYERS = ("core", "rewards", "data_builders", "store", "lm", "engines", "estimators", "score", "sample", "evaluate",
+          "board", "present", "experiment", "cli")
+
+
+def upward(g: dict[str, set[str]], layers=LAYERS) -> list[str]:
+    """Every arrow from a package of `layers` to one above it ("a -> b")."""
+    rank = {p: i for i, p in enumerate(layers)}
+
+    def layer(mod: str) -> int | None:
+        parts = mod.split(".")
+        return rank.get(parts[1]) if len(parts) > 1 else None
+    return sorted(f"{a} -> {b}" for a, bs in g.items() for b in bs
+                  if layer(a) is not None and layer(b) is not None and layer(b) > layer(a))
+
+
+def test_layers_import_only_downward():
+    g = graph()
+    tops = {m.split(".")[1] for m in g if "." in m}
+    assert tops <= set(LAYERS), f"packages without a layer: {sorted(tops - set(LAYERS))} (add them to LAYERS)"
+    found = upward(g)
+    assert not found, "imports running up the layers:\n" + "\n".join(found)
+
+
+def test_upward_arrows_are_found(tmp_path):
+    pkg = tmp_path / "sveb"
+    for rel, text in {"__init__.py": "", "core/__init__.py": "", "core/a.py": "def f():\n    from sveb.cli import x\n",
+                      "cli/__init__.py": "from sveb.core import a\n"}.items():
+        (pkg / rel).parent.mkdir(parents=True, exist_ok=True)
+        (pkg / rel).write_text(text)
+    assert upward(graph(pkg)) == ["sveb.core.a -> sveb.cli"]
+
+
 if __name__ == "__main__":
     root = Path(sys.argv[1]).resolve() if len(sys.argv) > 1 else ROOT
     g = graph(root)

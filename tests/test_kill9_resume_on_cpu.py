@@ -9,14 +9,14 @@ from dataclasses import replace
 
 from sveb import store
 from sveb.engines.scripted import ScriptedEngine
-from sveb.pipeline import build
+from sveb.sample.pipeline import build
 
 CHILD = r"""
 import sys, time, json
 from dataclasses import replace
-from sveb.config import BuildConfig, SamplingConfig
+from sveb.core.config import BuildConfig, SamplingConfig
 from sveb.engines.scripted import ScriptedEngine
-from sveb.pipeline import build
+from sveb.sample.pipeline import build
 
 class Slow(ScriptedEngine):
     def generate(self, requests, params, desc=""):

@@ -9,11 +9,14 @@ import numpy as np
 import pytest
 from rich.console import Console
 
-from sveb import leaderboard, pooling, schema, scoring, store
-from sveb.config import BuildConfig, SamplingConfig
+from sveb.present import leaderboard
+from sveb.score import pooling, scoring
+from sveb.core import schema
+from sveb import store
+from sveb.core.config import BuildConfig, SamplingConfig
 from sveb.engines.scripted import ScriptedEngine
 from sveb.evaluate import evaluate
-from sveb.pipeline import build
+from sveb.sample.pipeline import build
 
 ESTIMATORS = ["grpo", "mcs-1", "mcs-4"]
 
@@ -183,7 +186,7 @@ def test_pivot_in_group_row_with_every_column_fits_80():
 
 
 def test_report_pools_seeds_into_one_column(root, tmp_path):
-    from sveb import report
+    from sveb.present import report
     r, seeds, _ = root
     report.write_report(r, tmp_path / "rep", by=("source",))
     md = (tmp_path / "rep" / "table.md").read_text(encoding="utf-8")
@@ -216,7 +219,7 @@ def test_board_pools_seed_builds_as_the_leaderboard_does(root, tmp_path):
     """A shared board holding bundles of three seed builds of one config shows one pooled table per protocol whose
     MAE, paired Δ, Holm p and verdict equal `sveb leaderboard`'s pooled rows; a build of another model stays alone."""
     from sveb import board
-    from sveb.board_root import add_root
+    from sveb.board.root import add_root
     r, seeds, alone = root
     lb = tmp_path / "board"
     add_root(r, lb, Console(quiet=True))
@@ -234,6 +237,6 @@ def test_board_pools_seed_builds_as_the_leaderboard_does(root, tmp_path):
         assert len(x["bundle"].split("+")) == 3
     assert all(store.content_hash(alone) != x["content_hash"] for x in pooled.values())
     assert sum(x["kind"] == "build" for x in rows) == 4 * len(ESTIMATORS) * 2
-    from sveb.site import write_site
+    from sveb.present.site import write_site
     page = write_site(lb, tmp_path / "site").read_text()
     assert page.index("seeds 0,1,2 pooled") < page.index("· build ")

@@ -10,7 +10,7 @@ import pytest
 from sveb.data_builders import SourceError
 from sveb.data_builders.files import read_hub
 from sveb.data_builders.load import load_problems
-from sveb.models import KNOWN, ModelError, architecture, canonical, check_model, model_slug, resolve
+from sveb.core.models import KNOWN, ModelError, architecture, canonical, check_model, model_slug, resolve
 
 
 def test_local_model_dir(tmp_path):
@@ -115,13 +115,13 @@ def test_architecture_of_a_local_directory(tmp_path):
 def test_build_checks_the_model_before_loading_problems(small_cfg, tmp_path, monkeypatch):
     from dataclasses import replace
 
-    import sveb.pipeline
+    import sveb.sample.pipeline
     from sveb.cli import app
     from typer.testing import CliRunner
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setattr(sveb.pipeline, "load_problems", _raise(AssertionError("problems loaded before the check")))
+    monkeypatch.setattr(sveb.sample.pipeline, "load_problems", _raise(AssertionError("problems loaded before the check")))
     with pytest.raises(ModelError, match="cannot download"):
-        sveb.pipeline.build(replace(small_cfg, model="Qwen2.5-3B-Instruct", engine="vllm"), tmp_path / "r")
+        sveb.sample.pipeline.build(replace(small_cfg, model="Qwen2.5-3B-Instruct", engine="vllm"), tmp_path / "r")
     assert not (tmp_path / "r").exists()
     r = CliRunner().invoke(app, ["build", "--model", "Qwen2.5-3B-Instruct", "--root", str(tmp_path / "r")])
     assert r.exit_code == 1 and "Qwen/Qwen2.5-3B-Instruct" in r.output and "cannot download" in r.output
@@ -134,7 +134,7 @@ def test_eval_by_short_name_finds_the_hub_id_build(small_cfg, tmp_path):
     from sveb import store
     from sveb.cli import app
     from sveb.engines.scripted import ScriptedEngine
-    from sveb.pipeline import build
+    from sveb.sample.pipeline import build
     from typer.testing import CliRunner
     root = tmp_path / "root"
     bdir = build(replace(small_cfg, model="qwen2.5-3b-instruct"), root, engine=ScriptedEngine())
@@ -207,7 +207,7 @@ def test_number_milestone_filter():
 
 def test_min_novel_default_by_source(small_cfg):
     from dataclasses import replace
-    from sveb.pipeline import min_novel
+    from sveb.sample.pipeline import min_novel
     auto = replace(small_cfg, min_novel_numbers=-1)
     assert min_novel(auto) == 4                            # a file source: the paper's filter
     assert min_novel(replace(auto, source="builtin")) == 0

@@ -2,7 +2,7 @@
 
 import pytest
 
-from sveb.errors import UsageError
+from sveb.core.errors import UsageError
 from sveb.estimators import make
 from sveb.estimators.base import ProblemGroup, Rollout, State
 from sveb.estimators.numca import Numca, build_table, merge_positions, parse, set_path

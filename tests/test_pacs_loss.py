@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 import torch
 
-from sveb.config import fingerprint
-from sveb.errors import UsageError
+from sveb.core.config import fingerprint
+from sveb.core.errors import UsageError
 from sveb.estimators import make
 from sveb.estimators.base import ProblemGroup, Rollout, State
 from sveb.estimators.pacs_loss import (balanced_weights, logprob_temperature, mismatches, pacs_group, prefix_psi,

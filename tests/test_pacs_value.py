@@ -4,7 +4,7 @@ world where the true V(s) is known, and through the estimator with its prefix sc
 import numpy as np
 import pytest
 
-from sveb.errors import UsageError
+from sveb.core.errors import UsageError
 from sveb.estimators import make
 from sveb.estimators.base import ProblemGroup, Rollout, State
 from sveb.estimators.pacs import base_rate, pacs_value

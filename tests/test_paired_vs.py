@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from sveb.evaluate import evaluate
-from sveb.leaderboard import rows
+from sveb.present.leaderboard import rows
 
 SPEC = importlib.util.spec_from_file_location("paired_vs", Path(__file__).parents[1] / "benchmarks" / "paired_vs.py")
 paired_vs = importlib.util.module_from_spec(SPEC)

@@ -12,14 +12,17 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
-from sveb import leaderboard, paper, schema, store
-from sveb.build_rules import stage_fps
-from sveb.builds import pool_key
-from sveb.config import BuildConfig, SamplingConfig
+from sveb.present import leaderboard
+from sveb.sample import paper
+from sveb.core import schema
+from sveb import store
+from sveb.sample.rules import stage_fps
+from sveb.store.builds import pool_key
+from sveb.core.config import BuildConfig, SamplingConfig
 from sveb.engines.scripted import CharTokenizer, ScriptedEngine
-from sveb.errors import BuildError
+from sveb.core.errors import BuildError
 from sveb.evaluate import evaluate
-from sveb.pipeline import build
+from sveb.sample.pipeline import build
 
 
 class Recording(ScriptedEngine):
@@ -217,12 +220,12 @@ def test_preset_rejects_several_states_per_problem(paper_cfg, tmp_path):
 
 
 def test_cli_preset_paper_sets_the_protocol_and_given_flags_win(monkeypatch, tmp_path):
-    import sveb.builds
-    import sveb.pipeline
+    import sveb.store.builds
+    import sveb.sample.pipeline
     from sveb.cli import app
     seen = []
-    monkeypatch.setattr(sveb.pipeline, "build", lambda cfg, root, **kw: seen.append(cfg) or tmp_path)
-    monkeypatch.setattr(sveb.builds, "describe", lambda bdir: "")
+    monkeypatch.setattr(sveb.sample.pipeline, "build", lambda cfg, root, **kw: seen.append(cfg) or tmp_path)
+    monkeypatch.setattr(sveb.store.builds, "describe", lambda bdir: "")
     r = CliRunner().invoke(app, ["build", "--preset", "paper", "--rollouts", "8", "--root", str(tmp_path)])
     assert r.exit_code == 0, r.output
     cfg = seen[0]
@@ -235,7 +238,7 @@ def test_cli_preset_paper_sets_the_protocol_and_given_flags_win(monkeypatch, tmp
 
 
 def test_report_shows_the_protocol_and_the_authors_rows(scored, tmp_path):
-    from sveb.report import write_report
+    from sveb.present.report import write_report
     root, _ = scored
     write_report(root, tmp_path / "report")
     md = (tmp_path / "report" / "table.md").read_text()
@@ -287,8 +290,8 @@ def test_authors_rows_pool_over_seeds_and_never_across_protocols(paper_cfg, tmp_
 
 
 def test_demo_preset_paper_is_the_papers_protocol():
-    from sveb.build_rules import validate
-    from sveb.demo import BASE, PRESETS
+    from sveb.sample.rules import validate
+    from sveb.experiment.demo import BASE, PRESETS
     size, train = PRESETS["paper"]
     for extra in ({}, {"split": "train", **train}):
         cfg = BuildConfig(domain="number", engine="vllm", **{**BASE, **size, **extra})

@@ -9,7 +9,7 @@ from scipy.stats import binom
 
 from sveb import store
 from sveb.engines.scripted import ScriptedEngine, flip_probability
-from sveb.pipeline import build, stage_fps
+from sveb.sample.pipeline import build, stage_fps
 
 
 def read(bdir, table):
@@ -72,7 +72,7 @@ def test_same_config_same_selection_and_no_regeneration(tmp_path, small_cfg):
 
 
 def test_resume_after_crash_does_only_missing_shards(tmp_path, small_cfg, monkeypatch):
-    monkeypatch.setattr("sveb.pipeline.SHARD_STATES", 8)  # several reference shards in a small build
+    monkeypatch.setattr("sveb.sample.pipeline.SHARD_STATES", 8)  # several reference shards in a small build
     full = build(small_cfg, tmp_path / "full", engine=ScriptedEngine())
 
     class Crash(ScriptedEngine):

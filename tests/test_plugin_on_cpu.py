@@ -5,8 +5,9 @@ import json
 import numpy as np
 import pytest
 
-from sveb import schema, store
-from sveb.builds import load_build
+from sveb.core import schema
+from sveb import store
+from sveb.store.builds import load_build
 
 from plugin_env import REPO, install_plugin, sveb
 

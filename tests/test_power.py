@@ -1,11 +1,11 @@
-"""sveb.power: the CR1 standard error, the minimum detectable Δ and Cochran's Q, on cases with known answers."""
+"""sveb.score.power: the CR1 standard error, the minimum detectable Δ and Cochran's Q, on cases with known answers."""
 
 import numpy as np
 import pytest
 from scipy.stats import chi2
 from scipy.stats import t as student_t
 
-from sveb import power, scoring
+from sveb.score import power, scoring
 
 
 def test_cluster_se_is_the_one_the_t_test_divides_by():

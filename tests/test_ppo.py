@@ -7,12 +7,13 @@ import numpy as np
 import pytest
 import torch
 
-from sveb import schema, store
-from sveb.collapse import collapse_report, collapse_stats, plot_collapse
+from sveb.core import schema
+from sveb import store
+from sveb.evaluate.collapse import collapse_report, collapse_stats, plot_collapse
 from sveb.engines.scripted import ScriptedEngine
-from sveb.errors import EvalError
+from sveb.core.errors import EvalError
 from sveb.evaluate import evaluate
-from sveb.pipeline import build
+from sveb.sample.pipeline import build
 from test_critic import tiny_llama
 
 torch.set_num_threads(1)

@@ -7,14 +7,15 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from sveb import schema, store
-from sveb.builds import group_for, load_build, state_for
+from sveb.core import schema
+from sveb import store
+from sveb.store.builds import group_for, load_build, state_for
 from sveb.cli import app
-from sveb.errors import EvalError
+from sveb.core.errors import EvalError
 from sveb.estimators import make
 from sveb.estimators import probe as probe_mod
 from sveb.evaluate import evaluate
-from sveb.protocols import estimate_all, flip_own
+from sveb.evaluate.protocols import estimate_all, flip_own
 
 torch.set_num_threads(1)
 CHEAP = {"cs": "0.01,1", "folds": "2", "prefixes": "4"}

@@ -6,7 +6,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM
 
-from sveb import device
+from sveb.lm import device
 from sveb.estimators.probe_features import (Track, Tracks, lm_head_weight, loo_logit, pooled, scalars,
                                             state_row)
 from tests.test_critic import tiny_llama

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from sklearn.linear_model import LogisticRegression
 
-from sveb.errors import UsageError
+from sveb.core.errors import UsageError
 from sveb.estimators.probe_fit import OffsetLogistic, binomial_rows, fit_cv, log_loss
 
 

@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from sveb import store
-from sveb.pipeline import SHARD_STATES
+from sveb.sample.pipeline import SHARD_STATES
 
 pytestmark = [pytest.mark.e2e, pytest.mark.ray]
 

@@ -13,9 +13,9 @@ import pytest
 import ray
 
 from sveb import store
-from sveb.distributed import RayOptions
+from sveb.sample.distributed import RayOptions
 from sveb.engines.scripted import Fault, ScriptedEngine
-from sveb.pipeline import build
+from sveb.sample.pipeline import build
 
 pytestmark = pytest.mark.ray
 TABLES = ("candidates", "problems", "screens", "rollouts", "states", "references")
@@ -48,9 +48,9 @@ def start_cluster(tries: int = 3) -> None:
 def cfg(small_cfg, monkeypatch):
     # small shards, so that two workers share each stage: 12 candidates in 3 rollout shards (4 x 8 screening
     # rollouts each), 20 states in 3 reference shards (8 + 8 + 4)
-    import sveb.pipeline
-    monkeypatch.setattr(sveb.pipeline, "ROLLOUT_BATCH", 32)
-    monkeypatch.setattr(sveb.pipeline, "SHARD_STATES", 8)
+    import sveb.sample.pipeline
+    monkeypatch.setattr(sveb.sample.pipeline, "ROLLOUT_BATCH", 32)
+    monkeypatch.setattr(sveb.sample.pipeline, "SHARD_STATES", 8)
     return replace(small_cfg, states_per_problem=5)
 
 
@@ -98,10 +98,10 @@ def test_worker_killed_mid_shard_still_completes_the_same_tables(cluster, tmp_pa
 DRIVER = """
 import os, pickle, sys
 import ray
-from sveb.distributed import RayOptions
+from sveb.sample.distributed import RayOptions
 from sveb.engines.scripted import ScriptedEngine
-from sveb import pipeline
-from sveb.pipeline import build
+from sveb.sample import pipeline
+from sveb.sample.pipeline import build
 pipeline.ROLLOUT_BATCH, pipeline.SHARD_STATES = 32, 8  # the test's small shards
 cfg, root, address, factory, pid_file = pickle.load(open(sys.argv[1], "rb"))
 open(pid_file, "w").write(str(os.getpid()))
@@ -146,7 +146,7 @@ def test_ray_errors_are_one_line(tmp_path, cfg, monkeypatch):
         return real(name, *a, **k)
 
     monkeypatch.setattr(builtins, "__import__", no_ray)
-    from sveb.distributed import RayError
+    from sveb.sample.distributed import RayError
     with pytest.raises(RayError, match=r"pip install 'sveb\[ray\]'"):
         build(cfg, tmp_path, engine=ScriptedEngine(), ray=on_ray(1))
     assert not tmp_path.exists() or not list(tmp_path.rglob("*.parquet"))
@@ -216,7 +216,7 @@ def test_cli_ray_flags_fail_in_one_line(tmp_path, monkeypatch):
 def test_local_runner_runs_jobs_in_submission_order():
     from types import SimpleNamespace
 
-    from sveb.build_jobs import LocalRunner
+    from sveb.sample.jobs import LocalRunner
     done = []
     job = lambda engine, x: done.append(x) or x * 10
     r = LocalRunner(lazy=SimpleNamespace(get=lambda: None))

@@ -5,7 +5,7 @@ import pytest
 from typer.testing import CliRunner
 
 from sveb.cli import app
-from sveb.errors import UsageError
+from sveb.core.errors import UsageError
 from sveb.estimators import UnknownEstimator, make, params_fp
 
 
@@ -54,7 +54,7 @@ def test_estimator_by_import_path_and_entry_point(monkeypatch):
     with pytest.raises(UnknownEstimator, match="cannot load sveb.estimators.numca:Nope"):
         make("sveb.estimators.numca:Nope")
     with pytest.raises(UsageError, match="must be a @dataclass subclass"):
-        make("sveb.records:BuildData")
+        make("sveb.core.records:BuildData")
     plugin = reg.Entry("my-numca", "sveb.estimators.numca:Numca", origin="my-dist")
     monkeypatch.setattr(reg, "_PLUGINS", {"my-numca": plugin, "grpo": plugin})
     assert "my-numca" in reg.entries() and reg.entry("grpo").origin == "sveb"  # no shadowing
@@ -77,7 +77,7 @@ def test_cli_reports_sveb_errors_in_one_line_and_bugs_with_a_traceback(scripted_
 
 
 def test_import_and_help_do_not_load_heavy_modules():
-    code = ("import sys, sveb, sveb.cli, sveb.pipeline, sveb.evaluate, sveb.estimators.grpo;"
+    code = ("import sys, sveb, sveb.cli, sveb.sample.pipeline, sveb.evaluate, sveb.estimators.grpo;"
             "from typer.testing import CliRunner; CliRunner().invoke(sveb.cli.app, ['--help']);"
             "bad = [m for m in ('torch', 'vllm', 'transformers') if m in sys.modules]; print(bad); sys.exit(bool(bad))")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)

@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sveb import pooling, replicates
-from sveb.replicates import default_params, spread, training_seed
+from sveb.score import pooling, replicates
+from sveb.score.replicates import default_params, spread, training_seed
 
 
 def _pj(name: str, **change) -> str:

@@ -3,7 +3,7 @@ import pytest
 from scipy.stats import binom, ttest_1samp
 from scipy.stats import t as student_t
 
-from sveb import scoring
+from sveb.score import scoring
 
 
 def test_mae_rmse_hand_computed():

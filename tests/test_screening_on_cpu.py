@@ -8,10 +8,10 @@ import pytest
 from scipy.stats import binom
 
 from sveb import store
-from sveb.build_jobs import LocalRunner
+from sveb.sample.jobs import LocalRunner
 from sveb.engines.scripted import ScriptedEngine, flip_probability
-from sveb.errors import BuildError
-from sveb.pipeline import build
+from sveb.core.errors import BuildError
+from sveb.sample.pipeline import build
 
 
 def many_sums(tmp_path):
@@ -113,11 +113,11 @@ class LateRunner(LocalRunner):
 
 
 def test_a_screen_run_ahead_and_not_needed_leaves_no_shard(tmp_path, small_cfg, monkeypatch):
-    import sveb.build_jobs
-    import sveb.pipeline
-    monkeypatch.setattr(sveb.pipeline, "ROLLOUT_BATCH", 32)  # 4 candidates a shard: 3 shards, the 4 kept by the 2nd
+    import sveb.sample.jobs
+    import sveb.sample.pipeline
+    monkeypatch.setattr(sveb.sample.pipeline, "ROLLOUT_BATCH", 32)  # 4 candidates a shard: 3 shards, the 4 kept by the 2nd
     local = build(small_cfg, tmp_path / "local", engine=ScriptedEngine())
-    monkeypatch.setattr(sveb.build_jobs, "LocalRunner", LateRunner)
+    monkeypatch.setattr(sveb.sample.jobs, "LocalRunner", LateRunner)
     late = build(small_cfg, tmp_path / "late", engine=ScriptedEngine())
     assert len(list((late / "screens").glob("part-*"))) < 3  # the third shard's screen ran ahead, then was dropped
     key = lambda r: sorted(map(str, r.values()))  # noqa: E731

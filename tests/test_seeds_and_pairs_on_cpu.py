@@ -6,13 +6,13 @@ import pytest
 from typer.testing import CliRunner
 
 from sveb import store
-from sveb.builds import find_seed_builds
+from sveb.store.builds import find_seed_builds
 from sveb.cli import app
-from sveb.cli_common import parse_seeds
+from sveb.cli.common import parse_seeds
 from sveb.engines.scripted import ScriptedEngine
-from sveb.errors import SvebError
+from sveb.core.errors import SvebError
 from sveb.evaluate import evaluate
-from sveb.pipeline import build
+from sveb.sample.pipeline import build
 
 
 def test_parse_seeds():
@@ -54,6 +54,6 @@ def test_seeds_give_independent_builds_that_eval_scores_and_the_leaderboard_pool
     assert r.exit_code == 0, r.output
     for b in bdirs:
         assert len(list((b / "scores").glob("part-*.parquet"))) == 2
-    from sveb.leaderboard import rows
+    from sveb.present.leaderboard import rows
     pooled = [x for x in rows(root) if x.get("kind") == "pooled" and x["estimator"] == "mcs-2"]
     assert pooled and pooled[0]["n_states"] == sum(store.read_manifest(b)["n_states"] for b in bdirs)

@@ -1,13 +1,13 @@
-"""The critics' frozen features from the shared hidden-state pass (sveb.hidden.SharedFeatures) equal
+"""The critics' frozen features from the shared hidden-state pass (sveb.lm.hidden.SharedFeatures) equal
 what a critic's own frozen-body pass computes, and switching source drops the other source's cache."""
 
 import numpy as np
 import pytest
 import torch
 
-from sveb import device
-from sveb.critic import Critic, CriticConfig, make_seq
-from sveb.hidden import HiddenStates, SharedFeatures
+from sveb.lm import device
+from sveb.lm.critic import Critic, CriticConfig, make_seq
+from sveb.lm.hidden import HiddenStates, SharedFeatures
 from tests.test_critic import tiny_llama
 
 torch.set_num_threads(1)

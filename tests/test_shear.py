@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from sveb.errors import UsageError
+from sveb.core.errors import UsageError
 from sveb.estimators import make
 from sveb.estimators.base import ProblemGroup, Rollout, State, group_mean
 from sveb.estimators.knn import weighted_knn

@@ -7,7 +7,7 @@ import pytest
 from sveb.estimators import make
 from sveb.estimators.base import ProblemGroup, Rollout, State, group_mean
 from sveb.estimators.shear import Shear, base_rate, contrast
-from sveb.protocols import flip_own
+from sveb.evaluate.protocols import flip_own
 
 
 def make_group(H, rewards):

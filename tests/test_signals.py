@@ -14,13 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from sveb.signals import descendants
+from sveb.core.signals import descendants
 
 SIGNALS = [signal.SIGINT, signal.SIGTERM, signal.SIGKILL]
 
 STAND_IN = textwrap.dedent("""
     import multiprocessing as mp, subprocess, sys, time
-    from sveb import signals
+    from sveb.core import signals
 
     def engine():               # a forked child that ignores SIGINT, like an engine core busy in C code
         import signal
@@ -46,7 +46,7 @@ def _env() -> dict:
 
 
 def _wait_gone(pids: dict[int, int], limit: float) -> float:
-    from sveb.signals import _alive
+    from sveb.core.signals import _alive
     t0 = time.time()
     while time.time() - t0 < limit:
         if not any(_alive(p, s) for p, s in pids.items()):

@@ -14,9 +14,10 @@ import pytest
 from typer.testing import CliRunner
 
 from real_data import BOTH, FILES, ROWS, folder
-from sveb import schema, store
+from sveb.core import schema
+from sveb import store
 from sveb.cli import app
-from sveb.config import BuildConfig, SamplingConfig, fingerprint
+from sveb.core.config import BuildConfig, SamplingConfig, fingerprint
 from sveb.data_builders.load import load_problems, registry, scan
 
 
@@ -192,8 +193,8 @@ def test_formats_and_folders(tmp_path):
 
 
 def test_problems_fingerprint_changes_only_when_the_new_knobs_are_set():
-    from sveb import schema as sch
-    from sveb.pipeline import stage_fps
+    from sveb.core import schema as sch
+    from sveb.sample.pipeline import stage_fps
     cfg = BuildConfig()
     old_formula = fingerprint("problems", cfg.domain, cfg.source, cfg.split, cfg.problems * cfg.oversample, cfg.seed,
                               sch.SCHEMA_VERSION)
@@ -206,7 +207,7 @@ def test_problems_fingerprint_changes_only_when_the_new_knobs_are_set():
 def test_report_by_level_on_a_field_source(tmp_path):
     from sveb.engines.scripted import ScriptedEngine
     from sveb.evaluate import evaluate
-    from sveb.pipeline import build
+    from sveb.sample.pipeline import build
     src = _csv(tmp_path / "sums.csv", ["q", "a", "level"],
                [[f"What is {a} + {b}?", str(a + b), "easy" if a < 5 else "hard"] for a in range(1, 10)
                 for b in range(1, 10)])

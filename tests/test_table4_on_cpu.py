@@ -10,7 +10,7 @@ import pytest
 
 from sveb.estimators.families import family_size
 
-from sveb.table4 import stage_timer, verdicts
+from sveb.present.table4 import stage_timer, verdicts
 
 SPEC = importlib.util.spec_from_file_location("table4_bench", Path(__file__).parents[1] / "benchmarks" / "table4.py")
 table4 = importlib.util.module_from_spec(SPEC)
@@ -29,7 +29,7 @@ def test_verdicts_find_the_exact_estimator_better_and_the_copy_tied():
 
 
 def test_stage_timer_restores_the_jobs():
-    from sveb import build_jobs
+    from sveb.sample import jobs as build_jobs
     before = build_jobs.reference_shard
     seen = {}
     with stage_timer(seen):
@@ -47,7 +47,7 @@ def _files(tmp_path):
 def test_two_domains_resumable_with_exports_and_timings(tmp_path):
     from sveb.engines.scripted import ScriptedEngine
     from sveb.evaluate import evaluate
-    from sveb.export import verify
+    from sveb.store.export import verify
     number = _files(tmp_path)
     weights = tmp_path / "w"
     weights.mkdir()
@@ -113,7 +113,7 @@ def check_scores(path):
     """scores.csv has every column, and each cell's numbers agree with its mark: "better" only where the
     Holm p < 0.05 and Δ < 0, "worse" only where Holm p < 0.05 and Δ > 0, "no difference" only where Holm p
     >= 0.05 and always with an MDE; Holm p >= p; the MDE is the formula's at alpha / m."""
-    from sveb.power import mde
+    from sveb.score.power import mde
     rows = list(csv.DictReader(open(path)))
     assert rows and list(rows[0]) == COLUMNS
     for r in rows:
@@ -139,8 +139,8 @@ def test_a_tiny_table_from_synthetic_arrays(tmp_path):
     """Three domains, grpo against an exact estimator, a copy of grpo and two MCS@k rows: scores.csv's
     columns are all there and every mark agrees with its Holm p and Δ; the interaction test finds the
     estimator whose gain differs between domains and not the copy of the baseline."""
-    from sveb import power
-    from sveb.table4 import COLUMNS as T4, cells, details_markdown, interaction_markdown, markdown
+    from sveb.score import power
+    from sveb.present.table4 import COLUMNS as T4, cells, details_markdown, interaction_markdown, markdown
     assert list(T4) == COLUMNS
     rng = np.random.default_rng(3)
     groups = np.repeat(np.arange(40), 4)
@@ -231,7 +231,7 @@ def test_a_local_source_is_shown_without_this_machines_path():
 
 
 def test_the_cost_table_divides_by_each_domains_states_and_marks_what_is_missing():
-    from sveb.table4 import cost_markdown
+    from sveb.present.table4 import cost_markdown
     md = cost_markdown({"a": {"rollouts": 10.0, "eval x": 2.0}, "b": {"eval x": 9.0}}, {"a": 5, "b": 3}, ["a", "b"])
     assert md.splitlines()[2] == "| rollouts | 2.000 | - |"
     assert md.splitlines()[3] == "| eval x | 0.400 | 3.000 |"

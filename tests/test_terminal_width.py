@@ -8,7 +8,7 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from sveb.cli import app
-from sveb.plan_table import short
+from sveb.sample.plan_table import short
 
 
 def run80(*args):
@@ -64,7 +64,7 @@ def test_plan_at_80_columns_with_huge_counts(tmp_path):
 
 def test_ls_models_and_estimators_at_80_columns():
     from sveb.estimators import entries
-    from sveb.models import listing
+    from sveb.core.models import listing
     out = run80("ls", "models")
     whole(out)
     for r in listing():  # each name, hub id and description whole (the description may wrap between words)
@@ -88,7 +88,7 @@ def test_ls_builds_at_80_columns(scripted_build):
 
 
 def test_ablation_and_collapse_tables_at_80_columns(scripted_build, tmp_path):
-    from sveb.ablate import print_ablation
+    from sveb.evaluate.ablate import print_ablation
     res = {"mae": 0.123456, "mae_ci_low": 0.1, "mae_ci_high": 0.15, "seconds": 2.0, "n_states": 8}
     con = Console(width=80, record=True)
     long = {"alpha": "0.5", "phi": "0.25", "delta": "0.125", "k": "16", "calibration": "isotonic-with-a-long-name"}

@@ -18,8 +18,9 @@ import numpy as np
 import pytest
 from scipy.stats import binom
 
-from sveb import pipeline, store
-from sveb.config import BuildConfig, SamplingConfig
+from sveb.sample import pipeline
+from sveb import store
+from sveb.core.config import BuildConfig, SamplingConfig
 from sveb.engines.scripted import LOOP, STEPS, ScriptedEngine, after_flip, flip_probability, gold_of, render
 
 N, Q, B = 8, 0.03, 300   # flips, loop probability after each flip, --max-tokens

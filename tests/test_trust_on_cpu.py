@@ -7,16 +7,17 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from sveb import schema, store
+from sveb.core import schema
+from sveb import store
 from sveb.cli import app
-from sveb.config import SamplingConfig
+from sveb.core.config import SamplingConfig
 from sveb.engines.scripted import CharTokenizer, ScriptedEngine
-from sveb.errors import BuildError
+from sveb.core.errors import BuildError
 from sveb.estimators.base import ProblemGroup, Rollout, State
 from sveb.estimators.hista_sveb import HistaSVEB as Hista
 from sveb.evaluate import evaluate
-from sveb.pipeline import build, context_needed
-from sveb.protocols import flip_own
+from sveb.sample.pipeline import build, context_needed
+from sveb.evaluate.protocols import flip_own
 
 
 def test_references_get_the_budget_the_rollout_had_left(small_cfg, tmp_path):
@@ -97,7 +98,7 @@ def test_hista_old_clamp_leaks_the_own_outcome_new_one_much_less():
 
 
 def test_layer_is_a_parameter_and_two_layers_are_two_rows(scripted_build, monkeypatch):
-    from sveb.hidden import HiddenStates
+    from sveb.lm.hidden import HiddenStates
 
     def fake_forward(self, rollouts, resp, full):  # a stand-in forward pass whose output depends on the layer
         return {(kind, k): {r["rollout_idx"]: np.random.default_rng(abs(k)).normal(

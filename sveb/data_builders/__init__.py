@@ -27,7 +27,7 @@ import unicodedata
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from sveb.errors import SvebError, UsageError
+from sveb.core.errors import SvebError, UsageError
 
 DOMAINS = ("number", "math", "science", "general", "programming")
 

@@ -1,6 +1,6 @@
 """The Hista/Numca authors' input records (github.com/VOXXXX1874/Hista, data/<size>/sveb_<field>/train.json): a JSON
 list of {problem, solution, verifier} (plus an optional id), read as the source `hista-json` (`--source
-hista-json=PATH`). The same row mapping serves `sveb import --format hista-json` (sveb.hista_json).
+hista-json=PATH`). The same row mapping serves `sveb import --format hista-json` (sveb.store.hista_json).
 
 Their `verifier` names the grader of their code (src/rl/utils/rewards.py): "default" is math-verify (their number
 field, DAPO, and MATH), "general" / "general_all" an LLM judge (their math, science and general fields), "code" /

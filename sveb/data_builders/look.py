@@ -6,7 +6,7 @@ import json
 
 from sveb.data_builders import SourceError, domain_module, split_of
 from sveb.data_builders.load import Loaded, default_domain, registry, scan
-from sveb.errors import UsageError
+from sveb.core.errors import UsageError
 
 SPLITS = ("test", "train", "all")
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol, Sequence
 
-from sveb.config import SamplingConfig
-from sveb.errors import SvebError
+from sveb.core.config import SamplingConfig
+from sveb.core.errors import SvebError
 
 
 @dataclass(frozen=True)

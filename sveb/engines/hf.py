@@ -10,7 +10,7 @@ from typing import Sequence
 
 from rich.progress import track
 
-from sveb.config import SamplingConfig
+from sveb.core.config import SamplingConfig
 from sveb.engines.base import Completion, HFTokenizer, Request
 
 
@@ -18,7 +18,7 @@ class HFEngine:
     def __init__(self, model_path: str, batch_size: int = 32, dtype: str = "bfloat16"):
         import torch
         from transformers import AutoModelForCausalLM
-        from sveb.device import torch_device
+        from sveb.lm.device import torch_device
         self.tokenizer = HFTokenizer(model_path)
         self.device = torch_device()
         # dtype at load time, never .to(dtype): that would also cast RoPE's inv_freq

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from sveb.config import SamplingConfig
+from sveb.core.config import SamplingConfig
 from sveb.engines.base import Completion, Request
 
 ASSISTANT = "<|assistant|>"

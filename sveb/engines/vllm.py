@@ -6,14 +6,14 @@ from __future__ import annotations
 import os
 from typing import Sequence
 
-from sveb.config import SamplingConfig
+from sveb.core.config import SamplingConfig
 from sveb.engines.base import Completion, EngineError, HFTokenizer, Request
-from sveb.device import gpu_share
+from sveb.lm.device import gpu_share
 
 
 def platform() -> str:
-    """"cpu" or "cuda": where this vLLM build runs here (sveb.device decides, without initialising CUDA)."""
-    from sveb.device import device
+    """"cpu" or "cuda": where this vLLM build runs here (sveb.lm.device decides, without initialising CUDA)."""
+    from sveb.lm.device import device
     d = device()
     if d.vllm is None:
         raise EngineError("--engine vllm: vLLM is not installed (`make setup` installs it; or use --engine hf)")

@@ -17,8 +17,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from sveb.config import fingerprint
-from sveb.errors import UsageError
+from sveb.core.config import fingerprint
+from sveb.core.errors import UsageError
 
 ROLES = ("baseline", "estimator", "scale")  # scale: shown for scale (MCS@k), never "best"
 GROUP = "sveb.estimators"

@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, ClassVar, Sequence
 
 import numpy as np
 
-# The data types an estimator receives live with the read side (sveb.records); plugins import them from here.
-from sveb.records import BuildData, HiddenFn, PrefixHidden, ProblemGroup, Rollout, State, hidden_source
+# The data types an estimator receives live with the read side (sveb.core.records); plugins import them from here.
+from sveb.core.records import BuildData, HiddenFn, PrefixHidden, ProblemGroup, Rollout, State, hidden_source
 
 if TYPE_CHECKING:
     from rich.console import Console

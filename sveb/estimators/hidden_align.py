@@ -99,7 +99,7 @@ class AnchorFinder:
         self.marker, self.tok, self.note = marker, None, ""
         try:
             from transformers import AutoTokenizer
-            from sveb.models import resolve
+            from sveb.core.models import resolve
             self.tok = AutoTokenizer.from_pretrained(resolve(model))
         except Exception as e:  # no tokenizer files (e.g. a test model): the proportional fallback
             self.tok = None
@@ -138,13 +138,13 @@ class HiddenAlign(Estimator):
     def cache_key(self, bdir, manifest) -> str:
         """The calibration build's content hash (new data invalidates stored scores), or "fixed"."""
         from pathlib import Path
-        from sveb.checkpoints import build_key
+        from sveb.lm.checkpoints import build_key
         tb = self._calibration_build(bdir, manifest)
         return build_key(Path(tb)) if tb else "fixed"
 
     def _calibration_build(self, bdir, manifest) -> str:
-        from sveb.builds import find_train_build
-        from sveb.errors import EvalError
+        from sveb.store.builds import find_train_build
+        from sveb.core.errors import EvalError
         if self.calibration == "fixed":
             return ""
         spec = "" if self.calibration == "auto" else self.calibration
@@ -182,8 +182,8 @@ class HiddenAlign(Estimator):
     def _fit(self, build, tb: str, console) -> tuple[np.ndarray, int]:
         from pathlib import Path
 
-        from sveb.builds import disjoint_problems, group_for, load_build
-        from sveb.hidden import hidden_provider
+        from sveb.store.builds import disjoint_problems, group_for, load_build
+        from sveb.lm.hidden import hidden_provider
         train = load_build(Path(tb), references=False)
         disjoint_problems(train.bdir, build, self.name)
         provider = hidden_provider(self, train, console)
@@ -260,5 +260,5 @@ class HiddenAlign(Estimator):
 
 
 def _error(msg: str) -> Exception:
-    from sveb.errors import EvalError
+    from sveb.core.errors import EvalError
     return EvalError(msg)

@@ -30,12 +30,12 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from sveb.errors import UsageError
+from sveb.core.errors import UsageError
 from sveb.estimators.base import Estimator, ProblemGroup, State, hidden_source
 from sveb.estimators.knn import as_float_tensor, norm_and_centre
+from sveb.lm.hidden import START_PATTERN  # noqa: F401  (re-exported)
 
 TINY_WEIGHT = 1e-8
-START_PATTERN = "<|im_start|>assistant"   # the authors' response start for ChatML models (theirs: "<think>" for R1)
 
 
 def _ema_run(x: torch.Tensor, alpha: float) -> tuple[torch.Tensor, torch.Tensor | None]:

@@ -22,7 +22,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from sveb.errors import UsageError
+from sveb.core.errors import UsageError
 from sveb.estimators.base import Estimator, ProblemGroup, State, group_mean, hidden_source
 from sveb.estimators.knn import as_float_tensor, norm_and_centre, pairwise_dist, weighted_knn
 

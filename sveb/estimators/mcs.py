@@ -11,7 +11,7 @@ from typing import Sequence
 
 import numpy as np
 
-from sveb.errors import EvalError
+from sveb.core.errors import EvalError
 
 from sveb.estimators.base import Estimator, ProblemGroup, State
 

@@ -32,7 +32,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from sveb.errors import UsageError
+from sveb.core.errors import UsageError
 from sveb.estimators.base import Estimator, ProblemGroup, State
 
 DIGITS = re.compile(r"\d+")

@@ -25,7 +25,7 @@ is SVEB's construction from its signal psi (`-P value=...`):
   sigmoid: V = sigma(psi_i(t)), PACS's training target as it stands. Its RLOO baseline centres it at 1/2
       whatever the problem's success rate, so most of its error is a level offset.
 A state's own reward is never read (calibrated reads only the other members'), so its outcome cannot leak.
-Checkpoints and resume as ppo's critic (sveb.critic): `<train build>/critics/<fp>/epoch-K/`.
+Checkpoints and resume as ppo's critic (sveb.lm.critic): `<train build>/critics/<fp>/epoch-K/`.
 """
 
 from __future__ import annotations
@@ -40,11 +40,11 @@ import torch
 from torch import nn
 
 from sveb import store
-from sveb.builds import disjoint_problems, find_train_build, load_rollouts
-from sveb.config import fingerprint
-from sveb.checkpoints import build_key, resident, train_build_key
-from sveb.critic import Critic, Seq, _pad, _token_batches
-from sveb.errors import UsageError
+from sveb.store.builds import disjoint_problems, find_train_build, load_rollouts
+from sveb.core.config import fingerprint
+from sveb.lm.checkpoints import build_key, resident, train_build_key
+from sveb.lm.critic import Critic, Seq, _pad, _token_batches
+from sveb.core.errors import UsageError
 from sveb.estimators.base import Estimator, ProblemGroup, State
 from sveb.estimators.pacs_loss import (FINAL_BASELINES, VALUES, WEIGHTS, base_rate, logprob_temperature,  # noqa: F401
                                        pacs_group, pacs_value, prefix_psi, rloo_coefficients)
@@ -241,9 +241,9 @@ class PACS(Estimator):
 
     def _scorer(self, builds: list[tuple[str, Path, dict]]) -> PacsScorer:
         """The loaded scorer; its frozen features come from the builds' shared hidden-state pass
-        (sveb.hidden) when the policy is the build's model, as ppo's critic's do."""
-        from sveb.hidden import SharedFeatures, is_policy
-        from sveb.models import resolve
+        (sveb.lm.hidden) when the policy is the build's model, as ppo's critic's do."""
+        from sveb.lm.hidden import SharedFeatures, is_policy
+        from sveb.core.models import resolve
         cfg = PacsConfig(self.policy_model or self._data.manifest["model"], self.beta, self.lr, self.epochs,
                          self.batch, self.grad_accum, self.train_layers, self.seed,
                          weight=self.weight, temperature=self._temperature)

@@ -20,7 +20,7 @@ from typing import Sequence
 import numpy as np
 from scipy.special import expit
 
-from sveb.errors import UsageError
+from sveb.core.errors import UsageError
 
 WEIGHTS = ("balanced", "none")          # `-P weight=`: the authors' class-balanced BCE, or the unweighted one
 FINAL_BASELINES = ("full", "truncated")  # `-P final_baseline=`: the baseline of a state at its rollout's end

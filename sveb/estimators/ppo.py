@@ -4,7 +4,7 @@ ppo-1: the critic at PPO's first epoch, which never saw the problems it values: 
        rollouts of a disjoint problem set (a `--split train` build of the same model and domain).
 ppo-n: the critic after the first epoch: trained on the benchmark's own rollouts for `epochs` epochs.
 
-The critic (sveb.critic) is trained once per build, not per problem, as PPO trains one critic over its
+The critic (sveb.lm.critic) is trained once per build, not per problem, as PPO trains one critic over its
 data; checkpoints live under the training build (`<build>/critics/<fp>/epoch-K/`) and are reused.
 Values are the head's outputs clipped to [0, 1] (the estimator contract: a value is a probability).
 """
@@ -18,11 +18,11 @@ from typing import Sequence
 import numpy as np
 
 from sveb import store
-from sveb.builds import disjoint_problems, find_train_build, load_rollouts
-from sveb.checkpoints import build_key, resident, train_build_key
-from sveb.config import fingerprint
-from sveb.critic import Critic, CriticConfig, Seq, gae_targets, make_seq
-from sveb.errors import UsageError
+from sveb.store.builds import disjoint_problems, find_train_build, load_rollouts
+from sveb.lm.checkpoints import build_key, resident, train_build_key
+from sveb.core.config import fingerprint
+from sveb.lm.critic import Critic, CriticConfig, Seq, gae_targets, make_seq
+from sveb.core.errors import UsageError
 from sveb.estimators.base import Estimator, ProblemGroup, State
 
 __all__ = ["PPO1", "PPON", "gae_targets"]
@@ -59,7 +59,7 @@ class _PPO(Estimator):
             raise UsageError(f"{self.name}: epochs, batch and grad_accum must be >= 1")
         self._data, self._console = data, console
         self._values: dict[object, dict[str, float]] = {}
-        from sveb.hidden import SharedFeatures
+        from sveb.lm.hidden import SharedFeatures
         self._shared = SharedFeatures(data.manifest["model"], -(self.train_layers + 1))
         self._shared.add(data.manifest["build_fp"], data.bdir, data.rollouts)
         self._check(data)
@@ -70,8 +70,8 @@ class _PPO(Estimator):
     def _get_critic(self) -> Critic:
         """The process's resident critic body (fit() resets its trained part, so results do not depend on
         what it trained before); not kept on the estimator, so loading pacs's model drops it."""
-        from sveb.hidden import is_policy
-        from sveb.models import resolve
+        from sveb.lm.hidden import is_policy
+        from sveb.core.models import resolve
         cfg = self.critic_config(self._data)
         path = resolve(cfg.model)
         critic = resident(("critic", path, cfg.train_layers), lambda: Critic(cfg, path))

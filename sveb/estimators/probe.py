@@ -22,10 +22,10 @@ from typing import Sequence
 import numpy as np
 
 from sveb import store
-from sveb.builds import disjoint_problems, find_train_build, load_build
-from sveb.checkpoints import build_key, train_build_key
-from sveb.config import derive_seed, fingerprint
-from sveb.errors import EvalError, UsageError
+from sveb.store.builds import disjoint_problems, find_train_build, load_build
+from sveb.lm.checkpoints import build_key, train_build_key
+from sveb.core.config import derive_seed, fingerprint
+from sveb.core.errors import EvalError, UsageError
 from sveb.estimators.base import Estimator, ProblemGroup, State
 from sveb.estimators.probe_features import Tracks, state_row
 from sveb.estimators.probe_fit import fit_cv

@@ -3,7 +3,7 @@
 A rollout's track holds, for every state position u = 0..T (u response tokens in the prefix):
 - H[u]: the hidden state of `layer` at the prefix's last token (the last prompt token for u = 0);
 - ent[u]: the entropy of the policy's next-token distribution there (the LM head on the final layer).
-Both come from the shared hidden-state pass (sveb.hidden), one forward per group; causal attention makes
+Both come from the shared hidden-state pass (sveb.lm.hidden), one forward per group; causal attention makes
 H[u] and ent[u] functions of the prompt and the first u response tokens only. A state at t reads its own
 track cut to [:t + 1] (`prefix`), the other rollouts' tracks and rewards, and t: never its own outcome.
 """
@@ -84,7 +84,7 @@ def lm_head_weight(model_path: str) -> np.ndarray:
             with safe_open(str(f), framework="pt") as st:  # numpy has no bf16, the dtype real checkpoints ship in
                 if name in st.keys():
                     return st.get_tensor(name).float().numpy()
-    from sveb.errors import UsageError
+    from sveb.core.errors import UsageError
     raise UsageError(f"probe: no LM head ({' or '.join(names)}) in the safetensors files of {model_path}")
 
 
@@ -105,8 +105,8 @@ class Tracks:
 
     def __init__(self, bdir: Path, model: str, layer: int):
         import torch
-        from sveb.hidden import HiddenStates
-        from sveb.models import resolve
+        from sveb.lm.hidden import HiddenStates
+        from sveb.core.models import resolve
         self.hs, self.layer = HiddenStates(bdir, model), layer
         self.device = "cuda" if torch.cuda.is_available() else "cpu"
         self._head = torch.from_numpy(lm_head_weight(resolve(model))).to(self.device)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sveb.errors import UsageError
+from sveb.core.errors import UsageError
 
 
 class OffsetLogistic:

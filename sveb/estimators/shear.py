@@ -44,7 +44,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from sveb.errors import UsageError
+from sveb.core.errors import UsageError
 from sveb.estimators.base import Estimator, ProblemGroup, State, group_mean
 from sveb.estimators.knn import as_float_tensor, norm_and_centre, pairwise_dist, weighted_knn
 from sveb.estimators.shear_weights import covering, grid_spans, outcome, span_minima

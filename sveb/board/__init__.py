@@ -1,0 +1,383 @@
+"""A leaderboard of result bundles, every score recomputed here from the estimates and the build's references.
+
+A board is a folder:
+  board.json             the builds it scores against (content hash -> folder), besides any under builds/
+  builds/<name>/         exports placed in the board (found by their manifest's content hash)
+  bundles/<key>/         accepted bundles, as submitted (bundle.json, estimates.parquet)
+  scored/<key>.json      the board's score rows of each bundle (never the submitter's)
+  scores.parquet, .csv   every row, with paired Δ vs grpo and Holm verdicts per (build, protocol) table
+A bundle's key hashes its estimates and identity, so adding it twice changes nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from sveb.score import scoring
+from sveb import store
+from sveb.board.bundle import BundleError, build_identity, estimates_key, read_bundle, unpack
+from sveb.board.pool import PROTOCOLS, clean as _clean, pooled_rows, write_verdicts
+from sveb.core.errors import SvebError
+
+TOL = 1e-9  # the evaluator's own tolerance on [0, 1] (float noise at the ends)
+
+
+class BoardError(SvebError, ValueError):
+    pass
+
+
+def _read_json(path: Path, default):
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        return default
+    except json.JSONDecodeError as e:
+        raise BoardError(f"{path}: corrupt JSON ({e.msg}); restore it or start a new board") from None
+
+
+def _write_json(path: Path, obj) -> None:
+    store.atomic_write_bytes(path, json.dumps(obj, indent=2, sort_keys=True, default=_jsonable).encode())
+
+
+def _jsonable(x):
+    return str(x)
+
+
+_idents: dict[tuple, dict] = {}
+
+
+def _identity(bdir: Path) -> dict:
+    key = (str(Path(bdir).resolve()), (Path(bdir) / "manifest.json").stat().st_mtime_ns)
+    if key not in _idents:
+        _idents[key] = build_identity(Path(bdir))
+    return _idents[key]
+
+
+def register(board: Path, bdirs: list[Path]) -> dict[str, Path]:
+    """Record builds (complete builds or exports) the board scores against; their content hash is the key."""
+    from sveb.store.builds import open_build
+    conf = _read_json(board / "board.json", {"format": "sveb-board", "builds": {}})
+    for b in bdirs:
+        bdir = open_build(str(b), board)  # an export's tables are checked against their hashes here
+        conf["builds"][_identity(bdir)["content_hash"]] = _where(Path(bdir), board)
+    board.mkdir(parents=True, exist_ok=True)
+    _write_json(board / "board.json", conf)
+    return known_builds(board)
+
+
+def _where(bdir: Path, board: Path) -> str:
+    """A build's path as board.json keeps it: relative to the board when the build lies beside it (a board and
+    its exports committed together keep working in any clone), absolute otherwise."""
+    b, home = bdir.resolve(), board.resolve().parent
+    return os.path.relpath(b, board.resolve()) if b.is_relative_to(home) else str(b)
+
+
+def known_builds(board: Path, conf: dict | None = None) -> dict[str, Path]:
+    """content hash -> build folder: the registered ones (board.json, or `conf`) and the exports under builds/."""
+    conf = conf if conf is not None else _read_json(board / "board.json", {"builds": {}})
+    builds = conf.get("builds") if isinstance(conf, dict) else None
+    if not isinstance(builds, dict):
+        raise BoardError(f"{board / 'board.json'}: no builds object; restore it or start a new board")
+    where = {h: Path(os.path.normpath(board.absolute() / p)) for h, p in builds.items() if isinstance(p, str)}
+    out = {h: b for h, b in where.items() if (b / "manifest.json").exists()}  # the board may not exist yet
+    for m in sorted((board / "builds").glob("*/manifest.json")):
+        out.setdefault(_identity(m.parent)["content_hash"], m.parent)
+    return out
+
+
+def validate(meta: dict, table: pa.Table, data) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """protocol -> (values, own shifts) in the build's state order; a BundleError names the first problem."""
+    want = meta["build"]["content_hash"]
+    ident = _identity(data.bdir)
+    for t, h in (meta["build"].get("tables") or {}).items():
+        if ident["tables"].get(t) != h:
+            raise BundleError(f"table {t} hash {str(h)[:16]} differs from build {want}'s {ident['tables'].get(t, '')[:16]}")
+    order = {s["state_id"]: i for i, s in enumerate(data.states)}
+    n = len(order)
+    sids, protos, vals, shifts = (table.column(c).to_pylist() for c in ("state_id", "protocol", "value", "own_shift"))
+    out: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    seen: set[tuple[str, str]] = set()
+    for sid, proto, v, d in zip(sids, protos, vals, shifts):
+        if proto not in PROTOCOLS:
+            raise BundleError(f"state {sid}: unknown protocol '{proto}' (known: {', '.join(PROTOCOLS)})")
+        if sid not in order:
+            raise BundleError(f"state {sid} ({proto}) is not a state of build {want}")
+        if (sid, proto) in seen:
+            raise BundleError(f"state {sid} appears twice under protocol {proto}")
+        seen.add((sid, proto))
+        if v is None or not math.isfinite(v) or not -TOL <= v <= 1 + TOL:
+            raise BundleError(f"value {v} at state {sid} ({proto}) is not a finite number in [0, 1]")
+        if d is not None and not math.isnan(d) and not (math.isfinite(d) and -TOL <= d <= 1 + TOL):
+            raise BundleError(f"own_shift {d} at state {sid} ({proto}) is not in [0, 1] (or NaN: not measured)")
+        arrs = out.setdefault(proto, (np.full(n, np.nan), np.full(n, np.nan)))
+        arrs[0][order[sid]] = v
+        arrs[1][order[sid]] = np.nan if d is None else d
+    if not out:
+        raise BundleError("the bundle holds no estimates")
+    for proto, (v, _) in out.items():
+        if np.isnan(v).any():
+            raise BundleError(f"missing state {data.states[int(np.flatnonzero(np.isnan(v))[0])]['state_id']} "
+                              f"under protocol {proto} ({int(np.isnan(v).sum())} of {n} missing)")
+    return out
+
+
+def _reported(cost: dict, key: str) -> float | None:
+    """A self-reported cost figure (seconds, training): a non-negative number or None; anything else refused."""
+    x = (cost or {}).get(key)
+    if x is None:
+        return None
+    if not isinstance(x, (int, float)) or isinstance(x, bool) or not math.isfinite(x) or x < 0:
+        raise BundleError(f"cost.{key} = {x!r}: expected a non-negative number or null")
+    return float(x)
+
+
+def _protocol_of(manifest: dict) -> str:
+    from sveb.sample.paper import protocol_of
+    return protocol_of(manifest)
+
+
+def score_rows(meta: dict, values: dict, data, checked: str = "self-declared") -> list[dict]:
+    """The board's own score rows, one per protocol: sveb.score.scoring on the estimates and the build's references
+    (the same call as `sveb eval`), with the cost figures recomputed from the build where it can be."""
+    from sveb.core.cost import cost_figures
+    states = data.states
+    ref = np.array([data.references[s["state_id"]]["value"] for s in states], dtype=float)
+    n_ref = int(data.references[states[0]["state_id"]]["n_ref"]) if states else 20
+    pids = np.array([s["problem_id"] for s in states])
+    est = meta["estimator"]
+    prov = est.get("provenance") or {}
+    out = []
+    for proto, (v, shift) in sorted(values.items(), key=lambda kv: PROTOCOLS.index(kv[0])):
+        cost = (meta.get("cost") or {}).get(proto) or {}
+        seconds = _reported(cost, "seconds")
+        train = _reported(cost, "train_tokens")
+        row = {"model": data.manifest.get("model"), "domain": data.manifest.get("domain"),
+               "build_fp": data.manifest.get("build_fp"), "content_hash": meta["build"]["content_hash"],
+               "build_protocol": _protocol_of(data.manifest),  # sveb | paper (sveb/sample/paper.py; issue 31)
+               "estimator": est["name"], "params_fp": est.get("params_fp") or "",
+               "params": json.dumps(est["params"], sort_keys=True), "protocol": proto,
+               **scoring.score(v, ref, n_ref, pids, rollouts=np.array([s["rollout_idx"] for s in states]),
+                               t=np.array([s["t"] for s in states])),
+               **scoring.own_shift_stats(shift), "seconds": seconds if seconds is not None else float("nan"),
+               **cost_figures(target=est.get("target") or "", params=est["params"],
+                              needs_hidden=bool(est.get("needs_hidden")), states=states, rollouts=data.rollouts,
+                              seconds=seconds if seconds is not None else float("nan"),
+                              prepare_seconds=_reported(cost, "prepare_seconds"),
+                              train_tokens=int(train) if train is not None else None),
+               "provenance": prov.get("kind"), "provenance_check": checked, "distribution": prov.get("distribution"),
+               "version": prov.get("version"), "target": est.get("target"), "sveb_version": meta.get("sveb_version"),
+               "machine": json.dumps(meta.get("machine") or {}, sort_keys=True), "bundle": meta["key"]}
+        out.append({k: _clean(x) for k, x in row.items()})
+    return out
+
+
+def _conflict(board: Path, meta: dict, protocols) -> str | None:
+    """The bundle already on the board with the same estimator, settings and build under one of `protocols`."""
+    for path in sorted((board / "scored").glob("*.json")):
+        for r in _read_json(path, []):
+            if (r["estimator"], r["params"], r["content_hash"]) == (
+                    meta["estimator"]["name"], json.dumps(meta["estimator"]["params"], sort_keys=True),
+                    meta["build"]["content_hash"]) and r["protocol"] in protocols:
+                return f"{r['bundle']} ({r['protocol']})"
+    return None
+
+
+def _params(name: str, pj: str | None) -> dict[str, str]:
+    """A stored params JSON back to `-P` strings (the registry coerces them to the fields' types again), less
+    the ones the name fixes (mcs-2's k)."""
+    from sveb.estimators import entry
+    preset = entry(name).preset
+    return {k: "none" if v is None else str(v).lower() if isinstance(v, bool) else str(v)
+            for k, v in json.loads(pj or "{}").items() if k not in preset}
+
+
+def provenance_check(meta: dict, values: dict, data) -> str:
+    """"verified" where the board can reproduce the claim: a builtin estimator (by name and target) that needs no
+    model, recomputed here on the build gives the submitted values under every protocol; "self-declared" for
+    everything else (a plugin, an import path, a new name claiming builtin, a model-reading estimator)."""
+    from sveb.estimators import BUILTIN, make
+    from sveb.evaluate.protocols import estimate_all
+    est = meta["estimator"]
+    e = next((x for x in BUILTIN if x.name == est["name"]), None)
+    if ((est.get("provenance") or {}).get("kind") != "builtin" or e is None or e.target != est.get("target")
+            or e.needs_hidden or e.needs_training):
+        return "self-declared"
+    try:
+        mine = make(e.name, _params(e.name, json.dumps(est["params"])))
+        public = data.public()
+        for proto, (v, _) in values.items():
+            got = estimate_all(mine, public, proto, progress=False)[0]
+            if not np.allclose(got, v, rtol=0, atol=1e-9):
+                return "self-declared"
+    except SvebError:
+        return "self-declared"
+    return "verified"
+
+
+def add(board: Path, bundle: Path, builds: list[Path] = (), max_mb: float | None = None) -> tuple[str, str]:
+    """Validate, score and store one bundle; (key, "added" | "unchanged"). Nothing is written on refusal."""
+    return add_all(board, [bundle], builds, max_mb)[0]
+
+
+def add_all(board: Path, bundles: list[Path], builds: list[Path] = (), max_mb: float | None = None) -> list[tuple[str, str]]:
+    """Every bundle validated and scored first, then all written, or none: a refusal names its bundle and nothing
+    is written (not the builds either). [(key, "added" | "unchanged")] in the order given."""
+    from sveb.board.bundle import MAX_MB
+    from sveb.store.builds import open_build
+    board = Path(board)
+    conf = _read_json(board / "board.json", {"format": "sveb-board", "builds": {}})
+    if not isinstance(conf, dict) or not isinstance(conf.get("builds"), dict):
+        raise BoardError(f"{board / 'board.json'}: no builds object; restore it or start a new board")
+    for b in builds:
+        bdir = open_build(str(b), board)  # an export's tables are checked against their hashes here
+        conf["builds"][_identity(bdir)["content_hash"]] = _where(Path(bdir), board)
+    known = known_builds(board, conf)
+    out, staged = [], []
+    with tempfile.TemporaryDirectory(prefix=".sveb-bundle-") as tmp:
+        for i, b in enumerate(bundles):
+            try:
+                got = _check(board, Path(b), known, Path(tmp) / str(i), staged, max_mb or MAX_MB)
+            except SvebError as e:
+                msg = str(e)
+                more = f" (nothing was added: {len(bundles)} bundles are added together or not at all)" \
+                    if len(bundles) > 1 else ""
+                raise BundleError((msg if msg.startswith(str(b)) else f"bundle {b}: {msg}") + more) from None
+            out.append(got[:2])
+            if got[1] == "added":
+                staged.append(got)
+        if builds:
+            board.mkdir(parents=True, exist_ok=True)
+            _write_json(board / "board.json", conf)
+        for key, _, folder, _, rows in staged:
+            _write_json(board / "scored" / f"{key}.json", rows)
+            dest = board / "bundles" / key
+            tmpdir = Path(tempfile.mkdtemp(dir=_mk(dest.parent), prefix=f".{key}.tmp-"))
+            store.make_shared(tmpdir, directory=True)
+            for name in ("bundle.json", "estimates.parquet"):
+                shutil.copyfile(folder / name, tmpdir / name)
+            tmpdir.rename(dest)  # the bundle is on the board once this folder exists whole
+    if staged:
+        rebuild(board)
+    return out
+
+
+def _check(board: Path, bundle: Path, known: dict, into: Path, staged: list, max_mb: float) -> tuple:
+    """(key, "unchanged") or (key, "added", folder, meta, rows): a bundle checked and scored, nothing written."""
+    from sveb.store.builds import load_build
+    into.mkdir()
+    folder = unpack(bundle, into, max_mb)
+    meta, table = read_bundle(folder)
+    key = estimates_key(meta, table)  # recomputed: a bundle's own "key" is not trusted either
+    meta = {**meta, "key": key, "claimed_key": meta.get("key")}
+    if (board / "bundles" / key / "bundle.json").exists() or any(s[0] == key for s in staged):
+        return key, "unchanged"
+    want = meta["build"]["content_hash"]
+    if want not in known:
+        have = ", ".join(sorted(known)) or "none"
+        raise BundleError(f"foreign build hash {want}: the board knows {have}; pass the build with --build DIR")
+    if _identity(known[want])["content_hash"] != want:
+        raise BoardError(f"build folder {known[want]} no longer has content hash {want} (it was changed); "
+                         f"register the original build with --build DIR")
+    data = load_build(known[want])
+    values = validate(meta, table, data)
+    if meta["claimed_key"] != key:  # written by write_bundle: a changed byte, value or identity shows here
+        raise BundleError(f"bundle.json key {str(meta.get('key'))[:20]} is not the hash of its estimates and identity "
+                          f"({key}): the bundle was modified after it was written")
+    clash = _conflict(board, meta, values) or _conflict_staged(staged, meta, values)
+    if clash:
+        raise BundleError(f"the board already holds {meta['estimator']['name']} with these parameters on build "
+                          f"{want} (bundle {clash}); one result per estimator, setting and build")
+    rows = score_rows(meta, values, data, provenance_check(meta, values, data))
+    return key, "added", folder, meta, rows
+
+
+def _conflict_staged(staged: list, meta: dict, protocols) -> str | None:
+    """The same identity among the bundles of this add (not yet on the board)."""
+    ident = lambda m: (m["estimator"]["name"], json.dumps(m["estimator"]["params"], sort_keys=True),  # noqa: E731
+                       m["build"]["content_hash"])
+    for key, _, _, other, rows in staged:
+        if ident(other) == ident(meta) and {r["protocol"] for r in rows} & set(protocols):
+            return f"{key}, in this add"
+    return None
+
+
+def _mk(p: Path) -> Path:
+    p.mkdir(parents=True, exist_ok=True)
+    return p
+
+
+def bundles(board: Path) -> list[tuple[dict, pa.Table]]:
+    return [read_bundle(p.parent) for p in sorted((Path(board) / "bundles").glob("*/bundle.json"))]
+
+
+def rebuild(board: Path) -> list[dict]:
+    """Every accepted bundle's rows, their statistics recomputed from the bundled estimates (today's procedure),
+    with paired Δ of squared error vs grpo and Holm verdicts per (build, protocol) table, then one pooled table
+    per group of seed builds (kind "pooled"); written to scores.parquet and .csv."""
+    from sveb.score.pooling import base_view, rescore
+    board = Path(board)
+    rows = [r for p in sorted((board / "scored").glob("*.json")) if (board / "bundles" / p.stem).is_dir()
+            for r in _read_json(p, [])]
+    known = known_builds(board)
+    accepted = bundles(board)
+    views = {}
+    for h in sorted({r["content_hash"] for r in rows}):
+        mine = [r for r in rows if r["content_hash"] == h]
+        for r in mine:
+            r["kind"] = "build"
+        if h not in known:
+            continue  # the build went away: rows stay, unpaired
+        view, order = base_view(known[h], mine)  # the build's own stored estimates stay out: bundles only
+        views[h] = view
+        for meta, table in accepted:
+            if meta["build"]["content_hash"] != h:
+                continue
+            e = meta["estimator"]
+            key = (e["name"], e.get("params_fp") or "")
+            view.params[key] = json.dumps(e["params"], sort_keys=True)
+            cols = (table.column(c).to_pylist() for c in ("state_id", "protocol", "value", "own_shift"))
+            for sid, proto, v, d in zip(*cols):
+                view.est.setdefault((*key, proto), np.full(len(order), np.nan))[order[sid]] = v
+                view.shift.setdefault((*key, proto), np.full(len(order), np.nan))[order[sid]] = (
+                    np.nan if d is None else d)
+        for r in mine:
+            r.update(rescore(view, {(r["estimator"], r["params_fp"], r["protocol"]): [r]})[0])
+        write_verdicts(view, mine)
+    rows += pooled_rows(views)
+    _write_table(board, rows)
+    return rows
+
+
+def _write_table(board: Path, rows: list[dict]) -> None:
+    import csv
+    import io
+
+    import pyarrow.parquet as pq
+    if not rows:
+        return
+    cols = list(dict.fromkeys(k for r in rows for k in r))
+    buf = pa.BufferOutputStream()
+    pq.write_table(pa.Table.from_pylist([{c: r.get(c) for c in cols} for r in rows]), buf)
+    store.atomic_write_bytes(board / "scores.parquet", buf.getvalue().to_pybytes())
+    s = io.StringIO()
+    w = csv.DictWriter(s, fieldnames=cols)
+    w.writeheader()
+    w.writerows(rows)
+    store.atomic_write_bytes(board / "scores.csv", s.getvalue().encode())
+
+
+def rows(board: Path) -> list[dict]:
+    """The board's scores table (recomputed when missing)."""
+    import pyarrow.parquet as pq
+    path = Path(board) / "scores.parquet"
+    if not path.exists() or "kind" not in pq.read_schema(path).names:  # missing, or written before seed pools
+        return rebuild(board) if (Path(board) / "scored").exists() else []
+    return pq.read_table(path).to_pylist()

@@ -1,0 +1,320 @@
+"""Result bundles: one estimator's per-state estimates on one frozen build, with who made them and how.
+
+A bundle is a folder (optionally a .tar.gz or .zip of it) holding
+- estimates.parquet: state_id, protocol, value, own_shift (one row per state and protocol);
+- bundle.json: the estimator (name, target, resolved parameters, provenance), the build's content hash and
+  per-table hashes, SVEB's version, the machine, wall time and the cost figures measured where it ran.
+It carries no scores: a board recomputes every score from the estimates and the build's references.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import shutil
+import tarfile
+import time
+import zipfile
+import zlib
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from sveb import store
+from sveb.core.errors import SvebError
+
+FORMAT = "sveb-bundle"
+FORMAT_VERSION = 1
+ESTIMATES = pa.schema([("state_id", pa.string()), ("protocol", pa.string()), ("value", pa.float64()),
+                       ("own_shift", pa.float64())])
+ARCHIVES = ("tar.gz", "zip")
+
+
+class BundleError(SvebError, ValueError):
+    pass
+
+
+def _dist_version(dist: str) -> str | None:
+    from importlib.metadata import PackageNotFoundError, version
+    try:
+        return version(dist)
+    except PackageNotFoundError:
+        return None
+
+
+def provenance(entry) -> dict:
+    """Where an estimator comes from: builtin (SVEB's version), the plugin distribution (name and version) whose
+    entry point registered it, or an import path (with the distribution that ships its module, if any)."""
+    if entry.origin == "sveb":
+        return {"kind": "builtin", "distribution": "sveb", "version": _dist_version("sveb"), "target": entry.target}
+    if entry.origin == "import path":
+        from importlib.metadata import packages_distributions
+        dists = packages_distributions().get(entry.target.split(".")[0].split(":")[0], [])
+        return {"kind": "import path", "distribution": dists[0] if dists else None,
+                "version": _dist_version(dists[0]) if dists else None, "target": entry.target}
+    return {"kind": "plugin", "distribution": entry.origin, "version": _dist_version(entry.origin),
+            "target": entry.target}
+
+
+def machine() -> dict:
+    """CPU flags that decide speed and dtype, and the GPU's name where there is one."""
+    import platform
+    import subprocess
+
+    from sveb.lm import device as hardware
+    gpu = None
+    if hardware.nvidia_gpus():
+        try:
+            gpu = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
+                                 text=True, timeout=20, check=True).stdout.strip().splitlines()[0]
+        except (subprocess.SubprocessError, OSError, IndexError):
+            gpu = "unknown"
+    return {"cpu_flags": hardware.describe(), "cpu": platform.processor() or platform.machine(), "gpu": gpu}
+
+
+def build_identity(bdir: Path) -> dict:
+    """The build a bundle's estimates belong to: content hash, per-table hashes and what it is."""
+    m = store.read_manifest(bdir)
+    ex = m.get("export")
+    tables = ({t: v["sha256"] for t, v in ex["tables"].items() if t in store.CONTENT_TABLES} if ex
+              else {t: store.table_hash(bdir / t) for t in store.CONTENT_TABLES})
+    return {"content_hash": ex["content_hash"] if ex else store.content_hash(bdir), "tables": tables,
+            "build_fp": m.get("build_fp", bdir.name), "model": m.get("model"), "domain": m.get("domain"),
+            "n_states": m.get("n_states")}
+
+
+def estimates_key(meta: dict, table: pa.Table) -> str:
+    """The bundle's identity on a board: its estimates and who made them, not when or where."""
+    est = meta["estimator"]
+    ident = {"name": est["name"], "params": est["params"], "target": est.get("target"),
+             "provenance": {k: (est.get("provenance") or {}).get(k) for k in ("kind", "distribution", "version")},
+             "build": meta["build"]["content_hash"]}
+    rows = sorted(zip(*(table.column(c).to_pylist() for c in ESTIMATES.names)), key=lambda r: (str(r[1]), str(r[0])))  # str: a null is ordered, not a TypeError
+    h = hashlib.sha256(json.dumps(ident, sort_keys=True).encode())
+    for sid, proto, v, d in rows:
+        h.update(json.dumps([sid, proto, repr(v), repr(d)]).encode() + b"\n")
+    return h.hexdigest()[:16]
+
+
+def check_out(out: Path, archive: str | None = None) -> Path:
+    """Refuse a bundle destination before any work: an existing non-empty folder, or an unknown archive kind."""
+    out = Path(out)
+    if archive is not None and archive not in ARCHIVES:
+        raise BundleError(f"--archive {archive}: expected one of {', '.join(ARCHIVES)}")
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise BundleError(f"--out {out}: exists and is not an empty folder; pass a new folder")
+    return out
+
+
+def write_bundle(out: Path, meta: dict, rows: list[dict], archive: str | None = None) -> Path:
+    """A new bundle folder `out` (appearing whole or not at all), and `out.<archive>` beside it when asked."""
+    out = check_out(out, archive)
+    table = pa.Table.from_pylist([{c: r[c] for c in ESTIMATES.names} for r in rows], schema=ESTIMATES)
+    meta = {"format": FORMAT, "format_version": FORMAT_VERSION, **meta, "key": estimates_key(meta, table)}
+    with store.staged_dir(out) as tmp:
+        pq.write_table(table, tmp / "estimates.parquet", compression="zstd")
+        (tmp / "bundle.json").write_text(json.dumps(meta, indent=2, sort_keys=True, default=_nan_none))
+    if archive:
+        fmt = "gztar" if archive == "tar.gz" else "zip"
+        shutil.make_archive(str(out), fmt, root_dir=out.parent, base_dir=out.name)
+    return out
+
+
+def _nan_none(x):
+    return None if isinstance(x, float) and math.isnan(x) else str(x)
+
+
+MAX_MB = 256  # default limit on a bundle, packed and unpacked (`leaderboard add --max-bundle-mb` raises it)
+MAX_MEMBERS = 64  # a bundle is two files; an archive of thousands of members is not one
+
+
+def _member_name(path: Path, name: str) -> None:
+    """An archive member's name: relative, inside the bundle (no .., no absolute or drive paths)."""
+    parts = Path(name.replace("\\", "/")).parts
+    if name.startswith(("/", "\\")) or (parts and ":" in parts[0]):
+        raise BundleError(f"{path}: archive member {name} is an absolute path; refused")
+    if ".." in parts:
+        raise BundleError(f"{path}: archive member {name} points outside the bundle; refused")
+
+
+def _limits(path: Path, max_mb: float) -> int:
+    limit = int(max_mb * 2 ** 20)
+    size = path.stat().st_size
+    if size > limit:
+        raise BundleError(f"{path}: {size / 2 ** 20:.1f} MiB packed, over the {max_mb:g} MiB bundle limit "
+                          f"(--max-bundle-mb raises it)")
+    return limit
+
+
+def _over(path: Path, total: int, limit: int, max_mb: float) -> BundleError:
+    return BundleError(f"{path}: unpacks to more than {max_mb:g} MiB ({total / 2 ** 20:.1f} MiB declared so far), over "
+                       f"the bundle limit (--max-bundle-mb raises it); nothing was unpacked")
+
+
+def _check_tar(path: Path, limit: int, max_mb: float) -> None:
+    """One streaming pass over the headers (no member data is kept, none is written): names, kinds and the
+    declared sizes, refused at the first member that breaks the rules, before anything is unpacked."""
+    total = n = 0
+    with tarfile.open(path, "r|gz") as tf:
+        for m in tf:
+            n += 1
+            if n > MAX_MEMBERS:
+                raise BundleError(f"{path}: more than {MAX_MEMBERS} archive members; not a bundle")
+            _member_name(path, m.name)
+            if not (m.isfile() or m.isdir()):
+                raise BundleError(f"{path}: archive member {m.name} is a link or a special file; refused")
+            total += m.size
+            if total > limit:
+                raise _over(path, total, limit, max_mb)
+
+
+def _extract_tar(path: Path, into: Path, limit: int, max_mb: float) -> None:
+    written = 0
+    with tarfile.open(path, "r:gz") as tf:
+        for m in tf:
+            _member_name(path, m.name)
+            dest = into / m.name
+            if m.isdir():
+                dest.mkdir(parents=True, exist_ok=True)
+                continue
+            if not m.isfile():
+                raise BundleError(f"{path}: archive member {m.name} is a link or a special file; refused")
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            src = tf.extractfile(m)
+            with open(dest, "wb") as f:
+                while chunk := src.read(1 << 20):
+                    written += len(chunk)
+                    if written > limit:
+                        raise _over(path, written, limit, max_mb)
+                    f.write(chunk)
+
+
+def _check_zip(path: Path, zf: zipfile.ZipFile, limit: int, max_mb: float) -> None:
+    import stat
+    infos = zf.infolist()
+    if len(infos) > MAX_MEMBERS:
+        raise BundleError(f"{path}: more than {MAX_MEMBERS} archive members; not a bundle")
+    total = 0
+    for i in infos:
+        _member_name(path, i.filename)
+        mode = i.external_attr >> 16
+        if stat.S_IFMT(mode) and not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):  # no type bits: a plain file
+            raise BundleError(f"{path}: archive member {i.filename} is a link or a special file; refused")
+        total += i.file_size
+        if total > limit:
+            raise _over(path, total, limit, max_mb)
+
+
+def _extract_zip(path: Path, zf: zipfile.ZipFile, into: Path, limit: int, max_mb: float) -> None:
+    written = 0
+    for i in zf.infolist():
+        dest = into / i.filename
+        if i.is_dir():
+            dest.mkdir(parents=True, exist_ok=True)
+            continue
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        with zf.open(i) as src, open(dest, "wb") as f:
+            while chunk := src.read(1 << 20):
+                written += len(chunk)
+                if written > limit:
+                    raise _over(path, written, limit, max_mb)
+                f.write(chunk)
+
+
+def unpack(path: Path, into: Path, max_mb: float = MAX_MB) -> Path:
+    """A bundle folder: `path` itself, or the one folder a .tar.gz / .zip archive holds, extracted into `into`.
+    An archive is refused before anything is unpacked when it is over `max_mb` MiB packed, declares more than
+    `max_mb` MiB unpacked, or holds an absolute or escaping name, a link or a special file; the bytes written are
+    counted too (a member larger than it says stops at the limit)."""
+    path = Path(path)
+    if path.is_dir():
+        return path
+    if not path.exists():
+        raise BundleError(f"{path}: no such bundle (a folder, .tar.gz or .zip)")
+    if max_mb <= 0:
+        raise BundleError(f"--max-bundle-mb {max_mb:g}: must be positive")
+    try:
+        if path.name.endswith((".tar.gz", ".tgz")):
+            limit = _limits(path, max_mb)
+            _check_tar(path, limit, max_mb)
+            _extract_tar(path, Path(into), limit, max_mb)
+        elif path.suffix == ".zip":
+            limit = _limits(path, max_mb)
+            with zipfile.ZipFile(path) as zf:
+                _check_zip(path, zf, limit, max_mb)
+                _extract_zip(path, zf, Path(into), limit, max_mb)
+        else:
+            raise BundleError(f"{path}: not a bundle folder, .tar.gz or .zip")
+    except (tarfile.TarError, zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error, EOFError, NotImplementedError,
+            RuntimeError, ValueError, OSError) as e:
+        if isinstance(e, BundleError):
+            raise
+        raise BundleError(f"{path}: unreadable archive ({type(e).__name__}: {str(e)[:120]})") from None
+    found = [p.parent for p in Path(into).rglob("bundle.json")]
+    if len(found) != 1:
+        raise BundleError(f"{path}: the archive holds {len(found)} bundle.json files; expected one")
+    return found[0]
+
+
+REQUIRED = {"estimator": ("name", "params", "provenance"), "build": ("content_hash",)}
+
+
+def read_bundle(folder: Path) -> tuple[dict, pa.Table]:
+    """bundle.json and the estimates of a bundle folder, their form checked (not yet against a build)."""
+    folder = Path(folder)
+    for name in ("bundle.json", "estimates.parquet"):
+        f = folder / name
+        if f.is_symlink() or (f.exists() and not f.is_file()):
+            raise BundleError(f"{f}: a link or not a file; refused")
+        if f.exists() and f.stat().st_size > MAX_MB * 2 ** 20:
+            raise BundleError(f"{f}: over the {MAX_MB} MiB bundle limit")
+    try:
+        meta = json.loads((folder / "bundle.json").read_text())
+    except FileNotFoundError:
+        raise BundleError(f"{folder}: no bundle.json (not a result bundle)") from None
+    except json.JSONDecodeError as e:
+        raise BundleError(f"{folder}/bundle.json: not JSON ({e.msg}, line {e.lineno})") from None
+    except (UnicodeDecodeError, RecursionError) as e:
+        raise BundleError(f"{folder}/bundle.json: not JSON ({type(e).__name__})") from None
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+        raise BundleError(f"{folder}/bundle.json: format is not '{FORMAT}'")
+    if meta.get("format_version") != FORMAT_VERSION:
+        raise BundleError(f"{folder}/bundle.json: format_version {meta.get('format_version')} (this SVEB reads "
+                          f"{FORMAT_VERSION})")
+    for part, keys in REQUIRED.items():
+        for k in keys:
+            if not isinstance(meta.get(part), dict) or k not in meta[part]:
+                raise BundleError(f"{folder}/bundle.json: no {part}.{k}")
+    est, build = meta["estimator"], meta["build"]
+    types = [(est["name"], str, "estimator.name"), (est["params"], dict, "estimator.params"),
+             (est["provenance"], (dict, type(None)), "estimator.provenance"),
+             (est.get("target"), (str, type(None)), "estimator.target"),
+             (est.get("params_fp"), (str, type(None)), "estimator.params_fp"),
+             (build["content_hash"], str, "build.content_hash"), (build.get("tables"), (dict, type(None)), "build.tables"),
+             (meta.get("cost"), (dict, type(None)), "cost"), (meta.get("machine"), (dict, type(None)), "machine")]
+    for value, want, key in types:
+        if not isinstance(value, want) or (want is str and not value):
+            raise BundleError(f"{folder}/bundle.json: {key} is {json.dumps(value, default=str)[:40]}, not a valid "
+                              f"{'string' if want is str else 'object'}")
+    if any(not isinstance(c, (dict, type(None))) for c in (meta.get("cost") or {}).values()):
+        raise BundleError(f"{folder}/bundle.json: cost holds a value that is not an object per protocol")
+    try:
+        table = pq.read_table(folder / "estimates.parquet")
+    except FileNotFoundError:
+        raise BundleError(f"{folder}: no estimates.parquet") from None
+    except (OSError, pa.ArrowException, ValueError, KeyError, IndexError) as e:
+        raise BundleError(f"{folder}/estimates.parquet: unreadable ({type(e).__name__}: {str(e)[:120]})") from None
+    missing = [c for c in ESTIMATES.names if c not in table.column_names]
+    if missing:
+        raise BundleError(f"{folder}/estimates.parquet: no column {missing[0]}")
+    try:
+        table = table.select(ESTIMATES.names).cast(ESTIMATES)
+    except (pa.ArrowException, ValueError, KeyError) as e:
+        raise BundleError(f"{folder}/estimates.parquet: wrong column types ({type(e).__name__}: {str(e)[:120]})") from None
+    return meta, table
+
+
+def now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S%z")

@@ -1,0 +1,61 @@
+"""The board's paired verdicts per build view (filled with accepted bundles' estimates only), and the pooled
+table of builds that differ only in their seed (as `sveb leaderboard` pools them)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+PROTOCOLS = ("held-out", "in-group")
+
+
+def clean(x):
+    """NaN -> None for JSON (strict JSON has no NaN)."""
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    if isinstance(x, (np.floating, np.integer)):
+        return clean(x.item())
+    return x
+
+
+def write_verdicts(view, rows: list[dict]) -> None:
+    """Paired Δ vs grpo and Holm verdicts (pooling.paired: the leaderboard's own families) into `rows`."""
+    from sveb.score.pooling import paired
+    for proto in PROTOCOLS:
+        cmp = paired(view, proto)
+        for r in rows:
+            if r["protocol"] == proto:
+                c = cmp.get((r["estimator"], r["params_fp"]), {})
+                r.update({k: clean(c.get(k)) for k in ("delta_sq", "delta_sq_ci_low", "delta_sq_ci_high",
+                                                        "p_delta", "p_holm", "delta_sq_holm_low",
+                                                        "delta_sq_holm_high", "family")},
+                         verdict=c.get("verdict") or ("baseline" if r["estimator"] == "grpo" else "n/a"))
+
+
+def pooled_rows(views: dict[str, object]) -> list[dict]:
+    """Builds of one config that differ only in their seed, pooled as the leaderboard pools them: states
+    concatenated, clusters by problem identity, MAE and paired Δ recomputed on the pooled states, Holm per pooled
+    table. An estimator is pooled over the seeds it was submitted on (`n_builds` says how many)."""
+    from sveb.score.pooling import merge, pools
+    out = []
+    hash_of = {id(v): h for h, v in views.items()}
+    for group in pools(list(views.values())):
+        if len(group) < 2:
+            continue
+        hashes = [hash_of[id(v)] for v in group]
+        pooled = merge(group)
+        rows = []
+        for r in pooled.scores:
+            mine = [x for v in group for x in v.scores
+                    if (x["estimator"], x["params_fp"], x["protocol"]) == (r["estimator"], r["params_fp"], r["protocol"])]
+            n = sum(x["n_states"] for x in mine)
+            rows.append({**r, "kind": "pooled", "content_hash": "+".join(hashes),
+                         "build_fp": "+".join(str(x["build_fp"]) for x in mine),
+                         "seeds": ",".join(str(v.seeds[0]) for v in group), "bundle": "+".join(x["bundle"] for x in mine),
+                         **{k: sum((x.get(k) or 0.0) * x["n_states"] for x in mine) / n
+                            for k in ("seconds_per_state", "forward_tokens_per_state", "extra_tokens_per_state")
+                            if all(isinstance(x.get(k), (int, float)) for x in mine)}})
+        write_verdicts(pooled, rows)
+        out += [{k: clean(x) for k, x in r.items()} for r in rows]
+    return out

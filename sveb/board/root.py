@@ -1,0 +1,40 @@
+"""A data root's evaluated builds as bundles on a board: the committed results take the contributor's path."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+from rich.console import Console
+
+from sveb import store
+
+
+def add_root(root: Path, board: Path, console: Console | None = None) -> list[str]:
+    """Every (estimator, setting) scored on every complete build under root, bundled (its stored estimates are
+    reused: `sveb submit` finds them) and added to the board. Estimators not installed here are skipped."""
+    from sveb.board import _params, add, register
+    from sveb.store import complete
+    from sveb.core.errors import SvebError
+    from sveb.score.pooling import read_scores
+    from sveb.board.submit import submit
+    console = console or Console(stderr=True)
+    lines = []
+    for bdir in store.list_builds(root):
+        if not complete(bdir) or not (bdir / "scores").exists():
+            continue
+        register(board, [bdir])
+        found: dict[tuple[str, str], list[str]] = {}
+        for r in read_scores(bdir):
+            found.setdefault((r["estimator"], r["params"]), []).append(r["protocol"])
+        for (name, pj), protocols in sorted(found.items()):
+            with tempfile.TemporaryDirectory(prefix=".sveb-submit-") as tmp:
+                try:
+                    path = submit(bdir, name, _params(name, pj), sorted(set(protocols)), Path(tmp) / "bundle",
+                                  console=console)
+                except SvebError as e:  # e.g. a plugin not installed here: the rest still goes on the board
+                    lines.append(f"skipped {name} on {bdir.name}: {e}")
+                    continue
+                key, status = add(board, path)
+            lines.append(f"{status}: {name} on {bdir.name} (bundle {key})")
+    return lines

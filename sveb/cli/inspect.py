@@ -1,0 +1,130 @@
+"""`sveb ls` and `sveb plan`: look at what exists and what a build would take, without sampling."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from rich.markup import escape
+
+from sveb.cli.common import MODEL, ROOT, app, console, out
+
+
+def _table(first: str, *rest: str):
+    """A borderless table for `ls`: the first column never wraps (names people type), the others wrap to fit the
+    terminal (80 columns included) instead of running past its edge."""
+    from rich import box
+    from rich.table import Table
+    t = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, highlight=False)
+    t.add_column(first, no_wrap=True)
+    for c in rest:
+        t.add_column(c)
+    return t
+
+
+@app.command()
+def ls(what: str = typer.Argument(..., help="estimators | domains | models | builds | sources | problems"),
+       root: Path = ROOT,
+       domain: Optional[str] = typer.Option(None, "--domain", help="problems: the domain (default: the source's)"),
+       source: str = typer.Option("builtin", help="problems: builtin | hub | NAME | NAME=PATH | PATH"),
+       field: List[str] = typer.Option([], "--field", help="problems: KEY=COLUMN, as for `sveb build`"),
+       min_tests: int = typer.Option(-1, help="problems: as for `sveb build`"),
+       split: str = typer.Option("test", help="problems: test | train | all"),
+       n: Optional[int] = typer.Option(None, "-n", help="problems: how many to show (default 5; --json: all)"),
+       as_json: bool = typer.Option(False, "--json", help="problems: one JSON object per loaded problem")):
+    """List what exists; `ls problems` loads a source without sampling and shows what a build would get."""
+    if what == "sources":
+        from sveb.data_builders.look import SOURCE_NOTES, source_rows
+        t = _table("--source", "domain; licence / hub id (config, split) / the file")
+        for name, about in source_rows():
+            t.add_row(name, escape(about))
+        out.print(t)
+        out.print(SOURCE_NOTES, highlight=False)
+    elif what == "problems":
+        from sveb.data_builders.fields import parse as parse_fields
+        from sveb.data_builders.look import problem_lines, resolve_domain
+        d = resolve_domain(domain, source)
+        lines, warnings = problem_lines(d, source, split, parse_fields(field), min_tests, n, as_json)
+        for w in warnings:
+            console.print(f"warning: {w}", style="yellow", markup=False, highlight=False, soft_wrap=True)
+        typer.echo("\n".join(lines))
+    elif what == "estimators":
+        from sveb.estimators import entries, entry
+        t = _table("estimator", "what it computes")
+        for e in [entry(n) for n in entries()]:
+            flags = [e.role] + ["SVEB's V(s), not the paper's"] * e.constructed + ["hidden states"] * e.needs_hidden + \
+                ["trains"] * e.needs_training + \
+                ["train build"] * e.train_split + [f"grid: {','.join(e.grid)}"] * bool(e.grid) + \
+                [f"from {e.origin}"] * (e.origin != "sveb")
+            t.add_row(e.name, f"{escape(e.description)} [dim]({escape('; '.join(flags))})[/]")
+        out.print(t)
+    elif what == "domains":
+        from sveb.data_builders import DOMAINS
+        out.print("\n".join(DOMAINS))
+    elif what == "models":
+        from sveb.core.models import listing
+        t = _table("--model", "hub id / about", "cached")
+        for r in listing():
+            t.add_row(r["name"], f"{escape(r['hub_id'])}\n[dim]{escape(r['description'])}[/]",
+                      "yes" if r["cached"] else "no")
+        out.print(t)
+        out.print("Short names are case-insensitive; any hub id or local model directory works too.")
+    elif what == "builds":
+        from sveb import store
+        from sveb.store.builds import check_root
+        check_root(root)
+        out.print(f"builds under {escape(str(root))}:", soft_wrap=True)
+        t = _table("build", "status", "problems", "states", "cut off")
+        for b in store.list_builds(root):
+            m = store.read_manifest(b)
+            tr = m.get("truncated") or {}
+            cut = " ".join(f"{k} {tr[k]:.1%}" for k in ("rollouts", "references") if isinstance(tr.get(k), float))
+            t.add_row(escape(str(b.relative_to(root))), str(m.get("status")), str(m.get("n_problems")),
+                      str(m.get("n_states")), cut)
+        out.print(t)
+    else:
+        from sveb.core.errors import UsageError
+        raise UsageError(f"ls {what}: expected estimators, domains, models, builds, sources or problems")
+
+
+@app.command()
+def plan(
+    model: str = MODEL, root: Path = ROOT,
+    domains: str = typer.Option("all", help="all, or space- or comma-separated domains."),
+    problems: int = typer.Option(3000, help="Problems kept per domain."),
+    oversample: int = typer.Option(4, help="Candidates per kept problem."),
+    screen: int = typer.Option(8, help="Rollouts a discarded candidate gets before the filter drops it."),
+    rollouts: int = typer.Option(40), states_per_problem: int = typer.Option(2), mc: int = typer.Option(20),
+    mc_extra: int = typer.Option(4),
+    max_tokens: int = typer.Option(4096, help="Max new tokens (the paper's 4096; `sveb build` defaults to 512)."),
+    gpus: int = typer.Option(1, help="GPUs working in parallel."),
+    tok_per_s: Optional[float] = typer.Option(None, help="Generated tokens/s of one GPU (default: an assumption "
+                                              "by model size)."),
+    json_out: bool = typer.Option(False, "--json", help="Print the plan as JSON."),
+):
+    """The work, storage and time a build (and its hidden states) will take, before running it."""
+    import json as _json
+    from sveb.data_builders import DOMAINS
+    from sveb.core.models import architecture, check_model, model_slug
+    from sveb.core.errors import UsageError
+    from sveb.sample.plan import Settings, assumed_lengths, check, make_plan, measured_lengths
+    spec = check_model(model, weights=False)
+    names = list(DOMAINS) if domains == "all" else domains.replace(",", " ").split()
+    for d in names:
+        if d not in DOMAINS:
+            raise UsageError(f"--domains {d}: unknown domain (known: {', '.join(DOMAINS)}, or all)")
+    if not names:
+        raise UsageError("--domains: none given")
+    s = Settings(problems, oversample, rollouts, screen, states_per_problem, mc, mc_extra, max_tokens, gpus)
+    check(s)
+    if tok_per_s is not None and not (tok_per_s > 0 and tok_per_s != float("inf")):
+        raise UsageError(f"--tok-per-s {tok_per_s:g}: must be a positive number of tokens per second")
+    lengths = {d: measured_lengths(root, model_slug(spec), d) or assumed_lengths(d, max_tokens) for d in names}
+    p = {"model_spec": spec, **make_plan(s, lengths, architecture(spec), tok_per_s)}
+    if json_out:
+        print(_json.dumps(p, indent=2))
+    else:
+        from sveb.sample.plan_table import print_plan
+        print_plan(p, out)

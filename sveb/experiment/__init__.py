@@ -1,0 +1,1 @@
+"""Whole experiments: `sveb demo` (a build, every estimator, the report)."""

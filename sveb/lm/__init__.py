@@ -1,0 +1,1 @@
+"""What runs a model outside the engines: hidden states, critics and their checkpoints, device and dtype."""

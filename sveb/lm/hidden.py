@@ -1,0 +1,305 @@
+"""Hidden states of rollouts, from the model that sampled them: one forward pass serves every consumer.
+
+Computed per problem group with a transformers forward pass over prompt + response ids and cached per
+problem in the compute dtype (bf16 as its exact bits, or fp32; never float16, whose 65504 limit Qwen's
+large activations exceed), so memory stays bounded by one group and later consumers read the file:
+- `<build>/hidden/<fp>/<pid>.npz`: one layer at the response positions (hista, shear, ...);
+- `<build>/features/<fp>/<pid>.npz`: one layer at every position, the input of a critic's first trained
+  layer (ppo-1, ppo-n). Whichever consumer runs first pays the pass and stores the shared taps too
+  (the last layer's response positions, and `SHARED_FULL`: the default critic's input), so the critics
+  no longer run a frozen-body pass of their own.
+Layers index the model's `hidden_states` tuple: 0 = embeddings, -1 = the final (normed) output, and
+-(k + 1) = the input of the top k layers.
+"""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable
+
+import numpy as np
+from rich.progress import track
+
+from sveb.core.config import fingerprint
+from sveb.store import atomic_write_bytes
+
+if TYPE_CHECKING:
+    from sveb.core.records import BuildData
+
+MAX_BATCH_TOKENS = 16384
+SHARED_RESP = -1      # last layer at the response positions: hista/shear defaults
+SHARED_FULL = (-3,)   # the input of the top 2 layers: the critics' default `train_layers=2`
+GROUP_CACHE_BYTES = 2 << 30  # decompressed groups a critic's feature reader keeps in host RAM
+
+START_PATTERN = "<|im_start|>assistant"  # the Hista authors' response start for ChatML models (theirs: "<think>" for R1)
+
+
+STORE_FORMAT = "bf16-bits"  # in the cache fingerprints: caches stored as float16 before are not read
+
+
+def to_store(h) -> np.ndarray:
+    """A torch activation as stored: bf16 as its bits (uint16, exact, 2 bytes), anything else as float32."""
+    import torch
+    if h.dtype == torch.bfloat16:
+        return h.contiguous().view(torch.int16).cpu().numpy().view(np.uint16)
+    return h.float().cpu().numpy()
+
+
+def from_store(a: np.ndarray) -> np.ndarray:
+    """A stored array as float32 (bf16 bits are the top half of a float32's)."""
+    if a.dtype == np.uint16:
+        return (a.astype(np.uint32) << 16).view(np.float32)
+    return a.astype(np.float32, copy=False)
+
+
+def _save(path: Path, arrays: dict[int, np.ndarray]) -> None:
+    buf = io.BytesIO()
+    np.savez_compressed(buf, **{f"r{k}": v for k, v in arrays.items()})
+    atomic_write_bytes(path, buf.getvalue())
+
+
+def _load(path: Path) -> dict[int, np.ndarray]:
+    with np.load(path) as z:
+        return {int(k[1:]): from_store(z[k]) for k in z.files}
+
+
+class HiddenStates:
+    def __init__(self, bdir: Path, model: str, layer: int = -1, batch_tokens: int = MAX_BATCH_TOKENS,
+                 dtype: str = "auto"):
+        from sveb.lm.device import pick_dtype
+        self.bdir, self.model_spec, self.layer, self.batch_tokens = Path(bdir), model, layer, batch_tokens
+        self.dtype = pick_dtype(dtype)  # bf16 where native (GPU, avx512_bf16/AMX), else fp32
+        self.dir = self._resp_dir(layer)
+        self._model = None
+
+    def _resp_dir(self, layer: int) -> Path:
+        return self.bdir / "hidden" / fingerprint("hidden", self.model_spec, layer, self.dtype, STORE_FORMAT)
+
+    def _full_dir(self, layer: int) -> Path:
+        return self.bdir / "features" / fingerprint("full", self.model_spec, layer, self.dtype, STORE_FORMAT)
+
+    def _load_model(self):
+        if self._model is None:
+            import torch
+            from transformers import AutoModelForCausalLM
+            from sveb.lm.device import torch_device
+            from sveb.core.models import resolve
+            self.device = torch_device()
+            self._model = AutoModelForCausalLM.from_pretrained(resolve(self.model_spec), dtype=getattr(torch, self.dtype)
+                                                               ).to(self.device).eval()
+        return self._model
+
+    def release(self) -> None:
+        """Drop the model (a policy copy) once its outputs are cached; it is loaded again if one is missing."""
+        if self._model is not None:
+            from sveb.lm.device import empty_cache
+            self._model = None
+            empty_cache()
+
+    def _forward(self, rollouts: list[dict], resp: list[int], full: list[int]) -> dict[tuple, dict[int, np.ndarray]]:
+        """One batched pass: {("resp", layer) | ("full", layer): {rollout_idx: stored array (`to_store`)}}."""
+        import torch
+        model = self._load_model()
+        order = sorted(rollouts, key=lambda r: len(r["prompt_token_ids"]) + len(r["response_token_ids"]))
+        out: dict[tuple, dict[int, np.ndarray]] = {("resp", k): {} for k in resp} | {("full", k): {} for k in full}
+        batch: list[dict] = []
+
+        def flush():
+            width = max(len(r["prompt_token_ids"]) + len(r["response_token_ids"]) for r in batch)
+            ids = torch.zeros((len(batch), width), dtype=torch.long)
+            mask = torch.zeros_like(ids)
+            for i, r in enumerate(batch):  # right padding: causal attention keeps real positions exact
+                seq = list(r["prompt_token_ids"]) + list(r["response_token_ids"])
+                ids[i, :len(seq)] = torch.tensor(seq)
+                mask[i, :len(seq)] = 1
+            with torch.no_grad():
+                # the body only: the LM head's logits would cost tokens x vocab floats for nothing
+                res = model.base_model(input_ids=ids.to(self.device), attention_mask=mask.to(self.device),
+                                       output_hidden_states=any(k != -1 for k in resp) or bool(full))
+                layer_of = lambda k: res.last_hidden_state if k == -1 else res.hidden_states[k]  # noqa: E731
+                for (kind, k), dest in out.items():
+                    hs = layer_of(k)
+                    for i, r in enumerate(batch):
+                        p, t = len(r["prompt_token_ids"]), len(r["response_token_ids"])
+                        lo = p if kind == "resp" else 0
+                        dest[r["rollout_idx"]] = to_store(hs[i, lo:p + t])
+            batch.clear()
+
+        for r in order:
+            width = len(r["prompt_token_ids"]) + len(r["response_token_ids"])
+            if batch and width * (len(batch) + 1) > self.batch_tokens:
+                flush()
+            batch.append(r)
+        if batch:
+            flush()
+        return out
+
+    def compute(self, rollouts: list[dict]) -> dict[int, np.ndarray]:
+        """{rollout_idx: [T, d] float32} of this layer for one group (no cache)."""
+        return {k: from_store(v) for k, v in self._forward(rollouts, [self.layer], [])[("resp", self.layer)].items()}
+
+    def _fill(self, pid: str, rollouts: list[dict], want: tuple) -> dict[int, np.ndarray]:
+        """Run one pass for `want` plus every shared tap not yet cached; write them all; return `want`."""
+        path_of = lambda kind, k: (self._resp_dir(k) if kind == "resp" else self._full_dir(k)) / f"{pid}.npz"  # noqa: E731
+        taps = [want] + [t for t in [("resp", SHARED_RESP)] + [("full", k) for k in SHARED_FULL]
+                         if t != want and not path_of(*t).exists()]
+        res = self._forward(rollouts, [k for kind, k in taps if kind == "resp"], [k for kind, k in taps if kind == "full"])
+        for tap in taps:
+            _save(path_of(*tap), res[tap])
+        return {k: from_store(v) for k, v in res[want].items()}
+
+    def ensure(self, pid: str, rollouts: list[dict]) -> dict[int, np.ndarray] | None:
+        """Compute and cache a group's hidden states unless cached; the arrays when computed now."""
+        if (self.dir / f"{pid}.npz").exists():
+            return None
+        return self._fill(pid, rollouts, ("resp", self.layer))
+
+    def group(self, pid: str, rollouts: list[dict]) -> dict[int, np.ndarray]:
+        arrays = self.ensure(pid, rollouts)
+        return arrays if arrays is not None else _load(self.dir / f"{pid}.npz")
+
+    def full(self, pid: str, rollouts: list[dict], layer: int) -> dict[int, np.ndarray]:
+        """{rollout_idx: [P + T, d] float32}: `layer` at every position of prompt + response."""
+        path = self._full_dir(layer) / f"{pid}.npz"
+        return _load(path) if path.exists() else self._fill(pid, rollouts, ("full", layer))
+
+    def _prompt_path(self, pid: str) -> Path:
+        return self.bdir / "hidden" / fingerprint("prompt", self.model_spec, self.layer, self.dtype, STORE_FORMAT) / \
+            f"{pid}.npz"
+
+    def prompt_states(self, pid: str, rollouts: list[dict]) -> np.ndarray:
+        """[P, d] float32: this layer at the positions of the prompt the group's rollouts share (a pass over the
+        prompt alone: causal attention gives the prompt the same states whatever follows it)."""
+        path = self._prompt_path(pid)
+        if path.exists():
+            return _load(path)[0]
+        row = {"rollout_idx": 0, "prompt_token_ids": rollouts[0]["prompt_token_ids"], "response_token_ids": []}
+        res = self._forward([row], [], [self.layer])[("full", self.layer)]
+        _save(path, res)
+        return from_store(res[0])
+
+    def start_token(self, prompt_ids) -> int:
+        """The index of the token that ends `<|im_start|>assistant` in the rendered prompt (the authors' response
+        start: the first token whose text reaches the pattern's end); the last prompt token where the model has
+        no tokenizer or its chat template no such header."""
+        ids = list(prompt_ids)
+        if not hasattr(self, "_tok"):
+            try:
+                from transformers import AutoTokenizer
+                from sveb.core.models import resolve
+                self._tok = AutoTokenizer.from_pretrained(resolve(self.model_spec))
+            except Exception:  # noqa: BLE001 (a weights-only folder, e.g. a test's random model)
+                self._tok = None
+        text = self._tok.decode(ids) if self._tok is not None else ""
+        if START_PATTERN not in text:
+            return len(ids) - 1
+        end = text.index(START_PATTERN) + len(START_PATTERN)
+        return next(i for i in range(len(ids)) if len(self._tok.decode(ids[: i + 1])) >= end)
+
+    def provider(self, console=None) -> Callable[[str, list[dict]], Callable[[int], np.ndarray]]:
+        """pid, rollouts -> hidden_fn(rollout_idx) -> [T, d] float32 (a GroupHidden: also the prompt's states
+        and the response start, computed on first use)."""
+        from sveb.core.records import GroupHidden
+
+        def for_problem(pid: str, rollouts: list[dict]):
+            # converted once per group: held-out asks for every rollout once per state, and the same
+            # array each time lets estimators memoise work per rollout
+            arrays = {k: v.astype(np.float32) for k, v in self.group(pid, rollouts).items()}
+            return GroupHidden(arrays, lambda: self.prompt_states(pid, rollouts),
+                               lambda: self.start_token(rollouts[0]["prompt_token_ids"]))
+        return for_problem
+
+    def fulls(self, pid: str, rollouts: list[dict], layers: list[int]) -> dict[int, dict[int, np.ndarray]]:
+        """{layer: {rollout_idx: [P + T, d] float32}} for several layers, the uncached ones in one pass
+        (the probe reads its layer and the last one, for the next-token entropy)."""
+        path = lambda k: self._full_dir(k) / f"{pid}.npz"  # noqa: E731
+        missing = [k for k in layers if not path(k).exists()]
+        res = self._forward(rollouts, [], missing) if missing else {}
+        for k in missing:
+            _save(path(k), res[("full", k)])
+        # computed now: as stored (bf16 bits) -> float32, as _load gives them from the cache
+        return {k: {i: from_store(v) for i, v in res[("full", k)].items()} if k in missing else _load(path(k))
+                for k in layers}
+
+
+def is_policy(path: str, model: str) -> bool:
+    """Whether the model at `path` is the build's policy `model`, whose shared pass has a critic's
+    frozen layers (False for a scripted build's stand-in model, which has no weights to pass)."""
+    from sveb.core.models import ModelError, resolve
+    try:
+        return path == resolve(model)
+    except ModelError:
+        return False
+
+
+class SharedFeatures:
+    """A critic's `features_fn` over the builds' shared passes: seqs keyed (build_fp, pid, rollout_idx)
+    -> {key: [len(ids), d] float32 torch} of `layer` at every position (one extractor per build)."""
+
+    def __init__(self, model: str, layer: int, group_cache_bytes: int = GROUP_CACHE_BYTES):
+        from collections import OrderedDict
+        from sveb.lm.device import pick_dtype
+        self.model, self.layer = model, layer
+        self.dtype = pick_dtype("auto")  # the passes' dtype: part of a critic checkpoint's fingerprint
+        self.builds: dict[str, tuple[Path, dict]] = {}  # build_fp -> (dir, rollouts by pid)
+        self._passes: dict[str, HiddenStates] = {}
+        # recently read groups, decompressed: a micro-batch needs a few rollouts of a group, and reading
+        # the group's whole file for each was ~40x read amplification at 40 rollouts per group
+        self._groups: OrderedDict[tuple, dict[int, np.ndarray]] = OrderedDict()
+        self._group_bytes, self.group_cache_bytes = 0, group_cache_bytes
+
+    def release(self) -> None:
+        """Drop the passes' models (their outputs are on disk) and the decompressed groups."""
+        for hs in self._passes.values():
+            hs.release()
+        self._groups.clear()
+        self._group_bytes = 0
+
+    def _group(self, bfp: str, pid: str) -> dict[int, np.ndarray]:
+        key = (bfp, pid)
+        if key in self._groups:
+            self._groups.move_to_end(key)
+            return self._groups[key]
+        bdir, rows = self.builds[bfp]
+        if bfp not in self._passes:  # one extractor per build: it loads the model once
+            self._passes[bfp] = HiddenStates(bdir, self.model, dtype=self.dtype)
+        arrays = self._passes[bfp].full(pid, rows[pid], self.layer)
+        size = sum(a.nbytes for a in arrays.values())
+        while self._groups and self._group_bytes + size > self.group_cache_bytes:
+            _, old = self._groups.popitem(last=False)
+            self._group_bytes -= sum(a.nbytes for a in old.values())
+        if size <= self.group_cache_bytes:
+            self._groups[key] = arrays
+            self._group_bytes += size
+        return arrays
+
+    def add(self, build_fp: str, bdir: Path, rollouts: dict) -> None:
+        self.builds[build_fp] = (Path(bdir), rollouts)
+
+    def __call__(self, seqs) -> dict:
+        import torch
+        by_group: dict[tuple, list] = {}
+        for s in seqs:
+            by_group.setdefault(s.key[:2], []).append(s)
+        out = {}
+        for (bfp, pid), group in by_group.items():
+            arrays = self._group(bfp, pid)
+            for s in group:
+                out[s.key] = torch.from_numpy(np.array(arrays[s.key[2]][: len(s.ids)], dtype=np.float32))
+        return out
+
+
+def hidden_provider(est, data: BuildData, console=None, hidden_options: dict | None = None):
+    """For an estimator that needs hidden states: every group's states extracted (or found cached) now,
+    before the clock starts (`seconds` is the estimator's own cost), and the provider estimate_all takes."""
+    if not est.needs_hidden:
+        return None
+    hs = HiddenStates(data.bdir, data.manifest["model"], layer=est.layer, **(hidden_options or {}))
+    prompts = getattr(est, "needs_prompt", False)  # Hista: the prompt's states too (one short pass per problem)
+    for pid in track(sorted(data.problems), description="hidden states", console=console):
+        hs.ensure(pid, data.rollouts[pid])  # cached groups are not loaded twice
+        if prompts:
+            hs.prompt_states(pid, data.rollouts[pid])
+    hs.release()  # every group is on disk now: the policy copy is not kept through the estimator's run
+    return hs.provider(console)

@@ -1,0 +1,77 @@
+"""Accuracy against cost: MAE (95% CI) of every estimator on a board against the extra tokens it samples per
+state, with MCS@1..k, recomputed from the build's own independent draws, as the reference curve. An estimator
+below the curve is worth its cost. The x axis is symmetric-log: 0 extra tokens (group-based estimators) is
+shown at 0, the rest on a log scale."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+from matplotlib.figure import Figure
+
+from sveb.score import scoring
+from sveb.core.cost import continuation_tokens
+
+DPI = 110
+
+
+def mcs_curve(data) -> list[dict]:
+    """MCS@k for k = 1..(the build's extra draws per state): extra tokens per state, MAE and its clustered CI."""
+    states = data.states
+    if not states:
+        return []
+    ref = np.array([data.references[s["state_id"]]["value"] for s in states], dtype=float)
+    pids = np.array([s["problem_id"] for s in states])
+    extras = [data.extras.get(s["state_id"], ()) for s in states]
+    kmax = min(len(e) for e in extras)
+    per = continuation_tokens(states)
+    out = []
+    for k in range(1, kmax + 1):
+        v = np.array([np.mean(e[:k]) for e in extras])
+        mae, lo, hi = scoring.mae_ci(v, ref, pids)
+        out.append({"k": k, "extra_tokens_per_state": k * per, "mae": mae, "mae_ci_low": lo, "mae_ci_high": hi})
+    return out
+
+
+def _num(x) -> float:
+    return float(x) if x is not None else float("nan")
+
+
+def cost_plot(rows: list[dict], curves: dict[str, list[dict]], title: str, path: Path) -> Path:
+    """One panel per (build, protocol) of a domain: a point per estimator row, the MCS curve of its build.
+    rows: board rows of one domain; curves: content hash -> mcs_curve."""
+    from sveb.present.plots import palette
+    panels = sorted({(r["content_hash"], r["protocol"]) for r in rows}, key=lambda p: (p[0], p[1] != "held-out"))
+    names = sorted({r["estimator"] for r in rows})
+    colour = palette(names)
+    fig = Figure(figsize=(5.6 * len(panels) + 0.4, 4.4), dpi=DPI)
+    axes = fig.subplots(1, len(panels), squeeze=False).ravel()
+    for ax, (h, proto) in zip(axes, panels):
+        curve = curves.get(h, [])
+        if curve:
+            x = [c["extra_tokens_per_state"] for c in curve]
+            y = np.array([c["mae"] for c in curve])
+            err = [y - [c["mae_ci_low"] for c in curve], [c["mae_ci_high"] for c in curve] - y]
+            ax.errorbar(x, y, yerr=err, color="#888888", marker="s", ms=4, lw=1.2, capsize=2, zorder=1,
+                        label="MCS@1..k (reference curve)")
+            for c in curve:
+                ax.annotate(f"@{c['k']}", (c["extra_tokens_per_state"], c["mae"]), textcoords="offset points",
+                            xytext=(4, 4), fontsize=7, color="#666666")
+        for r in sorted((r for r in rows if (r["content_hash"], r["protocol"]) == (h, proto)),
+                        key=lambda r: r["estimator"]):
+            m, lo, hi = (_num(r.get(k)) for k in ("mae", "mae_ci_low", "mae_ci_high"))
+            ax.errorbar([_num(r.get("extra_tokens_per_state"))], [m], yerr=[[m - lo], [hi - m]], fmt="o", ms=6,
+                        capsize=3, color=colour[r["estimator"]], label=r["estimator"], zorder=2)
+        ax.set_xscale("symlog", linthresh=1.0)
+        ax.set_xlim(left=-0.3)
+        ax.set_xlabel("extra sampled tokens per state (0, then log)")
+        ax.set_ylabel("MAE vs reference (95% CI)")
+        ax.set_title(f"build {h} · {proto}", fontsize=9)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7, loc="best")
+    fig.suptitle(title, fontsize=11)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=DPI)
+    return path

@@ -1,0 +1,249 @@
+"""All scores under a root -> one CSV and readable terminal tables.
+
+One row per model x domain x estimator x params x protocol x build. Builds that differ only in their seed are
+pooled: each seed's row (kind `seed`) and one row over all of them (kind `pooled`, clusters = (build, problem));
+a build without siblings has one row (kind `build`). Every row carries its paired Δ of squared error against grpo
+(same states), the CI, the cluster-robust p, the Holm-adjusted p over its table and the verdict.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import numpy as np
+from rich.console import Console
+from rich.table import Table
+
+from sveb import store
+from sveb.estimators import BASELINE, ROLES, rank
+from sveb.evaluate.protocols import PROTOCOLS
+from sveb.score.pooling import PAIRED, load_view, merge, paired, pools, read_scores
+
+COLUMNS = ["model", "domain", "estimator", "params", "protocol", "kind", "seeds", "n_builds", "n_states",
+           "n_problems", "mae", "mae_ci_low", "mae_ci_high", *PAIRED, "bias", "bias_ci_low", "bias_ci_high",
+           "calib_slope", "concordance", "sign_agreement", "sign_pairs", "rmse", "debiased_mse", "ref_noise",
+           "oracle_floor", "own_share", "own_shift_p95", "own_shift_max", "seconds", "build_fp", "params_fp",
+           "build_protocol"]  # sveb | paper (sveb/sample/paper.py): builds of two protocols are never pooled
+KINDS = ("build", "pooled", "seed")
+
+
+def _proto(p: str) -> int:
+    return PROTOCOLS.index(p) if p in PROTOCOLS else len(PROTOCOLS)
+
+
+def _order(name: str) -> tuple:
+    """Baseline first, then the estimators, the scale rows (MCS@k) last, each in registry order; the authors'
+    MCS@k rows (k of the reference draws, paper-protocol builds) after SVEB's."""
+    from sveb.sample.paper import is_ref_row
+    return (len(ROLES), 0, name) if is_ref_row(name) else (*rank(name), name)
+
+
+def build_protocol(view) -> str:
+    """The protocol the view's builds were made under (a pool holds one: the pool key includes it)."""
+    from sveb.sample.paper import protocol_of
+    return protocol_of(store.read_manifest(view.bdir))
+
+
+def _rows_of(view, kind: str) -> list[dict]:
+    cmp = {p: paired(view, p) for p in {r["protocol"] for r in view.scores}}
+    bp = build_protocol(view)
+    seeds = ",".join(str(s) for s in view.seeds)
+    out = []
+    for r in view.scores:
+        c = cmp[r["protocol"]].get((r["estimator"], r["params_fp"]), {})
+        row = {col: r.get(col) for col in COLUMNS}
+        row.update({k: c.get(k) for k in PAIRED}, kind=kind, n_builds=r.get("n_builds", 1), seeds=seeds,
+                   build_protocol=bp)
+        out.append(row)
+    if bp == "paper":  # the authors' MCS@k rows: k of the same reference draws, exact over subsets
+        from sveb.sample.paper import ref_rows
+        out += [{**{col: r.get(col) for col in COLUMNS}, "kind": kind, "seeds": seeds, "build_protocol": bp}
+                for r in ref_rows(view, sorted(cmp))]
+    return out
+
+
+def rows(root: str | Path, builds: set | None = None) -> list[dict]:
+    """Every score row under root (only the builds named in `builds` when given), pooled over seeds."""
+    return rows_of_builds([b for b in store.list_builds(root) if builds is None or b.name in builds])
+
+
+def rows_of_builds(bdirs: list[Path]) -> list[dict]:
+    """The score rows of these builds (those with scores), pooled over seeds."""
+    views = []
+    for bdir in bdirs:
+        if (bdir / "scores").exists():
+            scores = read_scores(bdir)
+            views += [load_view(bdir, scores)] if scores else []
+    out = []
+    for group in pools(views):
+        if len(group) == 1:
+            out += _rows_of(group[0], "build")
+        else:
+            out += _rows_of(merge(group), "pooled")
+            for v in group:
+                out += _rows_of(v, "seed")
+    return sorted(out, key=lambda r: (r["model"], r["domain"], _proto(r["protocol"]), KINDS.index(r["kind"]),
+                                      r["seeds"], _order(r["estimator"]), r["params"] or ""))
+
+
+def write_csv(rows_: list[dict], out: str | Path) -> Path:
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with open(out, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=COLUMNS, extrasaction="ignore")
+        w.writeheader()
+        for r in rows_:
+            w.writerow({k: (f"{v:.4f}" if isinstance(v, float) and k not in ("p_delta", "p_holm")
+                            else f"{v:.4g}" if isinstance(v, float) else v) for k, v in r.items()})
+    return out
+
+
+def _default_params(name: str) -> dict | None:
+    """The estimator's default parameters, or None when it cannot be built here."""
+    from sveb.score.replicates import default_params
+    pj = default_params(name)
+    return None if pj is None else json.loads(pj)
+
+
+def labels(params: dict[tuple[str, str], str]) -> dict[tuple[str, str], str]:
+    """(estimator, params_fp) -> display name, from the params JSON of each; parameters are shown only
+    where they differ from the default (or, when the default is unknown, where settings differ)."""
+    by_name: dict[str, dict[str, dict]] = {}
+    for (name, pfp), pj in params.items():
+        try:
+            by_name.setdefault(name, {})[pfp] = json.loads(pj or "{}")
+        except json.JSONDecodeError:
+            by_name.setdefault(name, {})[pfp] = {}
+    out = {}
+    for name, sets in by_name.items():
+        default = _default_params(name) if any(sets.values()) else {}
+        varying = {k for p in sets.values() for k in p if len({json.dumps(q.get(k)) for q in sets.values()}) > 1}
+        for pfp, p in sets.items():
+            shown = {k: x for k, x in p.items() if (default.get(k) != x if default is not None else k in varying)}
+            out[(name, pfp)] = name + (" (" + ", ".join(f"{k}={x}" for k, x in sorted(shown.items())) + ")"
+                                       if shown else "")
+    for key, lab in list(out.items()):  # distinct settings must never share a name
+        if sum(x == lab for x in out.values()) > 1:
+            out[key] = f"{lab} [{key[1][:6]}]"
+    return out
+
+
+def _ok(x) -> bool:
+    return x is not None and isinstance(x, (int, float)) and bool(np.isfinite(x))
+
+
+def _f(x, nd: int = 3, signed: bool = False) -> str:
+    return f"{x:+.{nd}f}" if _ok(x) and signed else f"{x:.{nd}f}" if _ok(x) else "–"
+
+
+def _ci(r: dict, name: str, nd: int, wide: bool, signed: bool = False) -> str:
+    """value ± half-width of the 95% CI (wide: value [low, high])."""
+    x, lo, hi = r.get(name), r.get(f"{name}_ci_low"), r.get(f"{name}_ci_high")
+    if not _ok(x):
+        return "–"
+    if not (_ok(lo) and _ok(hi)):
+        return _f(x, nd, signed)
+    if wide:
+        return f"{_f(x, nd, signed)} [{_f(lo, nd, signed)}, {_f(hi, nd, signed)}]"
+    return f"{_f(x, nd, signed)} ± {(hi - lo) / 2:.{nd}f}"
+
+
+def _holm_ci(r: dict) -> str:
+    lo, hi = r.get("delta_sq_holm_low"), r.get("delta_sq_holm_high")
+    return f"[{_f(lo, 4, True)}, {_f(hi, 4, True)}]" if _ok(lo) and _ok(hi) else "–"
+
+
+def _verdict(v: str | None, wide: bool) -> str:
+    return "–" if not v else v if wide or v != "no difference" else "no diff"  # 80 columns: the CSV says it whole
+
+
+def _p(x) -> str:
+    return "–" if not _ok(x) else "<0.001" if x < 0.001 else f"{x:.3f}"
+
+
+def _table(title: str, caption: str | None, headers: list[str]) -> Table:
+    t = Table(title=title, caption=caption, title_justify="left", caption_justify="left", show_edge=False)
+    t.add_column(headers[0], overflow="fold", min_width=12)  # long names fold; numbers never wrap or cut
+    for h in headers[1:]:
+        t.add_column(h, justify="left" if h == "verdict" else "right", no_wrap=True)
+    return t
+
+
+def print_pivot(rows_: list[dict], console: Console, wide: bool = False) -> None:
+    """One table per model, domain, build (or pool) and protocol, estimators as rows: MAE ± half-width of
+    its 95% CI, the paired Δ of squared error against grpo ± half-width, the Holm-adjusted p and the verdict
+    (fits 80 columns). `wide`: CIs as [low, high] and a second table with bias, calibration slope, ranking
+    metrics and the own-outcome shift (about 110 columns). Pooled builds get a table of the paired Δ per seed."""
+    shown = [r for r in rows_ if r.get("kind", "build") in ("build", "pooled")]
+    names = labels({(r["estimator"], r["params_fp"]): r["params"] for r in rows_})
+    tables: dict[tuple, list[dict]] = {}
+    for r in sorted(shown, key=lambda r: (r["model"], r["domain"], r["build_fp"], _proto(r["protocol"]))):
+        tables.setdefault((r["model"], r["domain"], r["build_fp"], r["protocol"]), []).append(r)
+    for (model, domain, fp, proto), rs in tables.items():
+        rs.sort(key=lambda r: (_order(r["estimator"]), r["params"] or ""))
+        seeds = rs[0].get("seeds") or ""
+        what = f"{rs[0].get('n_states')} states, {rs[0].get('n_problems')} problems" + (
+            f", seeds {seeds}" if rs[0].get("kind") == "pooled" else "")
+        title = f"{model} · {domain} · {proto}" + (" (paper)" if proto == "in-group" else "") + (
+            " · paper's build protocol" if rs[0].get("build_protocol") == "paper" else "") + f"\n{what}"
+        own = proto == "in-group" and not wide
+        t = _table(title, f"Δ sq err: paired vs {BASELINE}, < 0 better; p: Holm-adjusted within the declared "
+                   "family; " + ("[95% CI], Holm CI: the interval at Holm's level" if wide else "± 95% CI half-width")
+                   + ("; own: own-outcome share" if own else ""),
+                   ["estimator", "MAE", f"Δ sq err vs {BASELINE}", "p", "verdict", *(["own"] if own else []),
+                    *(["Holm CI", "family"] if wide else [])])
+        for r in rs:
+            t.add_row(names[(r["estimator"], r["params_fp"])], _ci(r, "mae", 3, wide),
+                      _ci(r, "delta_sq", 4, wide, True), _p(r.get("p_holm")), _verdict(r.get("verdict"), wide),
+                      *([_f(r.get("own_share"))] if own else []),
+                      *([_holm_ci(r), r.get("family") or ""] if wide else []))
+        pad = [""] * (3 + own + 2 * wide)
+        t.add_row("[dim]oracle floor[/]", f"[dim]{_f(rs[0].get('oracle_floor'))}[/]", *pad)
+        t.add_row("[dim]ref noise[/]", f"[dim]{_f(rs[0].get('ref_noise'))}[/]", *pad)
+        console.print(t)
+        if wide:
+            t = _table(f"{model} · {domain} · {proto}: bias, calibration, ranking, own-outcome shift",
+                       "bias: estimate − reference; slope: reference on estimate (1: calibrated); concord: "
+                       "within-problem pairs; sign: same-rollout step advantage (pairs); own: |Δ| when the "
+                       "state's own reward flips", ["estimator", "bias", "slope", "concord", "sign", "pairs",
+                                                    "own", "own p95", "own max"])
+            for r in rs:
+                t.add_row(names[(r["estimator"], r["params_fp"])], _ci(r, "bias", 3, True, True),
+                          _f(r.get("calib_slope"), 2), _f(r.get("concordance")), _f(r.get("sign_agreement")),
+                          str(r.get("sign_pairs") if r.get("sign_pairs") is not None else "–"),
+                          *(_f(r.get(k)) for k in ("own_share", "own_shift_p95", "own_shift_max")))
+            console.print(t)
+        if rs[0].get("kind") == "pooled":
+            _print_seeds(rows_, rs, names, console)
+    _print_spread(rows_, console)
+
+
+def _print_spread(rows_: list[dict], console: Console) -> None:
+    """Trained estimators scored with several training seeds (`-P seed=K`): mean ± sd over those seeds."""
+    from sveb.score import replicates
+    found = replicates.of_rows(rows_)
+    if not found:
+        return
+    t = _table("Training seeds: spread of trained estimators", "sd over training seeds (ddof 1); each replicate "
+               "is tested alone (not in the declared families)", ["estimator", "protocol", "seeds", "MAE", "Δ sq err"])
+    for r, c in zip(found, replicates.cells(found)):
+        t.add_row(f"{c[2]} · {r['domain']}", c[1], c[3], c[4], c[5])
+    console.print(t)
+
+
+def _print_seeds(rows_: list[dict], pooled: list[dict], names: dict, console: Console) -> None:
+    """The paired Δ of each seed's build alone: the spread over seeds behind the pooled row."""
+    key = {(r["model"], r["domain"], r["protocol"]) for r in pooled}
+    fps = set(pooled[0]["build_fp"].split("+"))
+    seed_rows = [r for r in rows_ if r.get("kind") == "seed" and r["build_fp"] in fps
+                 and (r["model"], r["domain"], r["protocol"]) in key]
+    seeds = sorted({r["seeds"] for r in seed_rows}, key=lambda s: (len(s), s))
+    t = _table(f"Δ sq err vs {BASELINE} per seed", None, ["estimator", *(f"seed {s}" for s in seeds)])
+    for r in pooled:
+        if r["estimator"] == BASELINE:
+            continue
+        by = {x["seeds"]: x for x in seed_rows if (x["estimator"], x["params_fp"]) == (r["estimator"], r["params_fp"])}
+        t.add_row(names[(r["estimator"], r["params_fp"])], *(_f(by.get(s, {}).get("delta_sq"), 4, True) for s in seeds))
+    console.print(t)

@@ -1,0 +1,155 @@
+"""`sveb leaderboard html`: a board as one static page. No server, no build step, no network when viewed: the
+CSS and the sorting script are inline, the cost plots and bundle archives lie beside index.html.
+
+Test hook: index.html#sort=KEY clicks KEY's header of every table once the page has loaded (a headless
+browser's --dump-dom then shows the sorted rows)."""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+import shutil
+from pathlib import Path
+
+from sveb.core.errors import SvebError
+
+CSS = """body{font:14px/1.4 system-ui,sans-serif;margin:1.5em;color:#222}h2{margin-top:1.6em}
+table{border-collapse:collapse;margin:.6em 0}th,td{padding:3px 8px;border-bottom:1px solid #ddd;text-align:right;
+white-space:nowrap}th{cursor:pointer;background:#f3f3f3;user-select:none}th.asc:after{content:" \\25B2"}
+th.desc:after{content:" \\25BC"}td.l,th.l{text-align:left}.better{color:#1a7f37;font-weight:600}
+.worse{color:#b42318;font-weight:600}.dim{color:#888}img{max-width:100%;border:1px solid #eee}
+span.params{display:inline-block;white-space:normal;max-width:26em;font-size:12px}
+caption{caption-side:bottom;text-align:left;color:#666;font-size:12px;padding-top:4px}"""
+
+JS = """function sortBy(th){var t=th.closest('table'),b=t.tBodies[0],i=Array.from(th.parentNode.children).indexOf(th);
+var asc=!th.classList.contains('asc');t.querySelectorAll('th').forEach(function(h){h.classList.remove('asc','desc')});
+th.classList.add(asc?'asc':'desc');var rows=Array.from(b.rows);rows.sort(function(x,y){
+var a=x.cells[i].dataset.v,c=y.cells[i].dataset.v,na=parseFloat(a),nc=parseFloat(c);
+if(!isNaN(na)&&!isNaN(nc))return asc?na-nc:nc-na;if(isNaN(na)!==isNaN(nc))return isNaN(na)?1:-1;
+return asc?a.localeCompare(c):c.localeCompare(a)});rows.forEach(function(r){b.appendChild(r)})}
+document.querySelectorAll('th').forEach(function(th){th.addEventListener('click',function(){sortBy(th)})});
+var m=location.hash.match(/sort=([\\w-]+)/);if(m)document.querySelectorAll('th[data-key="'+m[1]+'"]')
+.forEach(function(th){th.click()});"""
+
+# (key, header, left-aligned): the sortable columns of every table
+COLUMNS = [("estimator", "estimator", True), ("mae", "MAE ± 95% CI", False),
+           ("delta_sq", "Δ sq err vs grpo [95% CI]", False), ("p_holm", "p (Holm)", False),
+           ("verdict", "verdict", True), ("extra_tokens_per_state", "extra tokens/state", False),
+           ("forward_tokens_per_state", "forward tokens/state", False), ("seconds_per_state", "s/state", False),
+           ("prepare_seconds", "prepare s", False), ("own_share", "own share", False),
+           ("provenance", "provenance", True), ("bundle", "bundle", True)]
+
+
+class SiteError(SvebError, ValueError):
+    pass
+
+
+def _ok(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def _f(x, nd=3, signed=False) -> str:
+    return (f"{x:+.{nd}f}" if signed else f"{x:.{nd}f}") if _ok(x) else "–"
+
+
+def _cell(r: dict, key: str) -> tuple[str, str, str]:
+    """(sort value, shown HTML, css class) of one cell."""
+    e = html.escape
+    v = r.get(key)
+    if key == "mae":
+        half = (r["mae_ci_high"] - r["mae_ci_low"]) / 2 if _ok(r.get("mae_ci_high")) and _ok(r.get("mae_ci_low")) else None
+        return _f(v, 6), f"{_f(v)}" + (f" ± {half:.3f}" if half is not None else ""), ""
+    if key == "delta_sq":
+        ci = (f" [{_f(r.get('delta_sq_ci_low'), 4, True)}, {_f(r.get('delta_sq_ci_high'), 4, True)}]"
+              if _ok(v) else "")
+        return _f(v, 6), _f(v, 4, True) + ci, ""
+    if key == "p_holm":
+        return _f(v, 6), ("<0.001" if _ok(v) and v < 0.001 else _f(v)), ""
+    if key == "verdict":
+        return str(v or "n/a"), e(str(v or "n/a")), str(v) if v in ("better", "worse") else ""
+    if key == "estimator":
+        params = json.loads(r.get("params") or "{}")
+        shown = ", ".join(f"{k}={x}" for k, x in sorted(params.items()))
+        return e(str(v)), f"{e(str(v))}<br><span class='dim params'>{e(shown)}</span>" if shown else e(str(v)), "l"
+    if key == "provenance":
+        who = f"{r.get('provenance')}: {r.get('distribution') or r.get('target') or '?'} {r.get('version') or ''}"
+        if r.get("provenance_check") != "verified":  # what the board could not reproduce is the submitter's word
+            who = f"{who.strip()} (self-declared)"
+        flags = json.loads(r.get("machine") or "{}")
+        title = f"target {r.get('target')}; SVEB {r.get('sveb_version')}; build {r.get('content_hash')}; " \
+                f"CPU {flags.get('cpu_flags')}; GPU {flags.get('gpu') or 'none'}"
+        return e(who), f"<span title=\"{e(title)}\">{e(who)}</span>", "l"
+    if key == "bundle":
+        return e(str(v)), f"<a href=\"bundles/{e(str(v))}.tar.gz\">{e(str(v))[:8]}</a>", "l"
+    if key in ("extra_tokens_per_state", "forward_tokens_per_state"):
+        return _f(v, 3), _f(v, 0) if _ok(v) and v >= 10 else _f(v, 1), ""
+    if key in ("seconds_per_state", "prepare_seconds"):
+        return _f(v, 9), (f"{v:.2g}" if _ok(v) else "–"), ""
+    return _f(v, 6), _f(v), ""
+
+
+def _table(rows: list[dict], title: str) -> str:
+    e = html.escape
+    head = "".join(f"<th data-key=\"{k}\"{' class=l' if left else ''}>{e(h)}</th>" for k, h, left in COLUMNS)
+    body = []
+    for r in rows:
+        cells = []
+        for k, _, _ in COLUMNS:
+            v, shown, cls = _cell(r, k)
+            cells.append(f"<td data-v=\"{v}\"{f' class={cls}' if cls else ''}>{shown}</td>")
+        body.append(f"<tr data-estimator=\"{e(str(r['estimator']))}\">{''.join(cells)}</tr>")
+    r0 = rows[0]
+    cap = (f"{r0.get('n_states')} states, {r0.get('n_problems')} problems; oracle floor {_f(r0.get('oracle_floor'))}, "
+           f"reference noise {_f(r0.get('ref_noise'))}. Δ sq err: paired vs grpo on the same states, &lt; 0 better; "
+           f"p: cluster-robust t-test, Holm-adjusted over this table. Click a header to sort.")
+    return (f"<h3>{e(title)}</h3><table><caption>{cap}</caption><thead><tr>{head}</tr></thead>"
+            f"<tbody>{''.join(body)}</tbody></table>")
+
+
+def write_site(board: Path, out: Path) -> Path:
+    """index.html, one cost plot per domain and every bundle as a .tar.gz, in the folder `out`."""
+    from sveb import board as boards
+    from sveb.present.cost_plot import cost_plot, mcs_curve
+    from sveb.store.builds import load_build
+    from sveb.estimators import rank
+    board, out = Path(board), Path(out)
+    rows = boards.rows(board)
+    if not rows:
+        raise SiteError(f"--board {board}: no accepted bundles; add some with `sveb leaderboard add`")
+    out.mkdir(parents=True, exist_ok=True)
+    known = boards.known_builds(board)
+    parts = []
+    for domain in sorted({r["domain"] for r in rows}):
+        drows = [r for r in rows if r["domain"] == domain]
+        per_build = [r for r in drows if r.get("kind") != "pooled"]  # a pooled row repeats its builds' points
+        curves = {h: mcs_curve(load_build(known[h])) for h in {r["content_hash"] for r in per_build} if h in known}
+        png = cost_plot(per_build, curves, f"{domain}: accuracy vs cost", out / f"cost-{domain}.png")
+        parts.append(f"<h2>{html.escape(domain)}</h2><p><img src=\"{png.name}\" alt=\"accuracy vs cost, "
+                     f"{html.escape(domain)}\"></p>")
+        tables: dict[tuple, list[dict]] = {}
+        for r in drows:
+            tables.setdefault((r["model"], r["content_hash"], r["protocol"]), []).append(r)
+        # seed pools first (the headline: most states), then each build
+        pooled = lambda rs: rs[0].get("kind") == "pooled"  # noqa: E731
+        order = lambda kv: (kv[0][0], not pooled(kv[1]), kv[0][1], kv[0][2] != "held-out")  # noqa: E731
+        for (model, h, proto), rs in sorted(tables.items(), key=order):
+            rs.sort(key=lambda r: (*rank(r["estimator"]), r["estimator"], r.get("params") or ""))
+            where = f"seeds {rs[0].get('seeds')} pooled (builds {h.replace('+', ', ')})" if pooled(rs) else f"build {h}"
+            parts.append(_table(rs, f"{model} · {where} · {proto}" + (" (paper; sees own outcome)"
+                                                                      if proto == "in-group" else "")
+                                + (" · paper's build protocol" if rs[0].get("build_protocol") == "paper" else "")))
+    (out / "bundles").mkdir(exist_ok=True)
+    for key in sorted({r["bundle"] for r in rows if r.get("kind") != "pooled"}):
+        src = board / "bundles" / key
+        if src.is_dir() and not (out / "bundles" / f"{key}.tar.gz").exists():
+            shutil.make_archive(str(out / "bundles" / key), "gztar", root_dir=src.parent, base_dir=key)
+    shutil.copy2(board / "scores.csv", out / "scores.csv")
+    page = (f"<!doctype html><html lang=en><meta charset=utf-8><title>SVEB leaderboard</title><style>{CSS}</style>"
+            f"<h1>SVEB leaderboard</h1><p>Every score here was recomputed from the submitted per-state estimates and "
+            f"the build's Monte-Carlo references (<a href=\"scores.csv\">scores.csv</a>); costs: extra sampled "
+            f"tokens per state (MCS@k: k continuations), forward-pass tokens (hidden states, training data), "
+            f"seconds per state as reported by the submitter's machine (hover a provenance for it).</p>"
+            f"{''.join(parts)}<script>{JS}</script></html>")
+    (out / "index.html").write_text(page, encoding="utf-8")
+    return out / "index.html"

@@ -1,0 +1,203 @@
+"""Table 4 of the paper as SVEB writes it: estimators as rows, domains as columns, MAE [95% CI] against MCS@n_ref
+and the paired verdict against the baseline; and the per-stage timer of a build.
+
+The verdict comes from the per-state difference of squared errors (reference noise cancels in it), tested
+by sveb.score.pooling / sveb.score.scoring (cluster-robust over problems) with Holm's correction over each estimator family
+of one domain and protocol. Every cell publishes its Δ, CI, p, Holm p and, beside each "no difference", the
+minimum detectable Δ (sveb.score.power); the domain x estimator interaction is Cochran's Q (sveb.score.power.interaction).
+"""
+
+from __future__ import annotations
+
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+
+from sveb.score import scoring
+from sveb.present.report_format import md_table
+
+# Build jobs (sveb.sample.jobs) -> the stage they are; a nested job call counts in its caller's stage.
+STAGE_JOBS = {"screen_shard": "screening", "group_shard": "rollouts", "reference_shard": "references"}
+
+
+@contextmanager
+def stage_timer(seconds: dict[str, float]):
+    """Adds each build stage's wall seconds to `seconds` while the block runs (the jobs of sveb.sample.jobs timed
+    where the runner calls them). Jobs not found (renamed) are not timed and get no key."""
+    from sveb.sample import jobs as build_jobs
+    saved = {name: getattr(build_jobs, name) for name in STAGE_JOBS if hasattr(build_jobs, name)}
+    depth = [0]
+
+    def timed(fn, stage):
+        def run(*args, **kw):
+            if depth[0]:
+                return fn(*args, **kw)
+            depth[0] += 1
+            t0 = time.perf_counter()
+            try:
+                return fn(*args, **kw)
+            finally:
+                depth[0] -= 1
+                seconds[stage] = seconds.get(stage, 0.0) + time.perf_counter() - t0
+        return run
+
+    for name, fn in saved.items():
+        setattr(build_jobs, name, timed(fn, STAGE_JOBS[name]))
+    try:
+        yield seconds
+    finally:
+        for name, fn in saved.items():
+            setattr(build_jobs, name, fn)
+
+
+def verdicts(est: dict[str, np.ndarray], base: str, ref: np.ndarray, groups: np.ndarray) -> dict[str, dict]:
+    """Each estimator against `base` on one domain and protocol, by the leaderboard's own code
+    (sveb.score.pooling.paired, which calls sveb.score.scoring): paired Δ of squared error with its CR1 CI and p, Holm
+    within the estimator's declared family (sveb.estimators.families: members not in the table count as p = 1,
+    so a cell's verdict never depends on which others were scored), the Holm-adjusted interval, the verdict;
+    plus the CR1 standard error of Δ, its G - 1 degrees of freedom, the family and its size m, and the minimum
+    detectable Δ at 80% power (sveb.score.power.mde at alpha / m: see there why that level)."""
+    from sveb.estimators import BASELINE
+    from sveb.estimators.families import ALONE, family_size
+    from sveb.score.pooling import View, paired
+    from sveb.score.power import mde
+    protocol = "table4"
+    ref = np.asarray(ref, float)
+    groups = np.asarray(groups, dtype=object)
+    key = {n: (BASELINE if n == base else n) for n in est}  # pooling pairs against the registered baseline
+    if base not in est or sum(k == BASELINE for k in key.values()) != 1:
+        raise ValueError(f"verdicts: the baseline '{base}' must be among the estimates, once")
+    view = View(Path("."), "", "", "table4", [], groups, ref, np.full(len(ref), np.nan),
+                est={(key[n], "", protocol): np.asarray(v, float) for n, v in est.items()})
+    res = paired(view, protocol)
+    out = {}
+    for n in est:
+        if n == base:
+            continue
+        r = res[(key[n], "")]
+        m = 1 if r["family"] == ALONE else family_size(r["family"])
+        se, df = float(r["delta_sq_se"]), int(r["df"])
+        out[n] = {"d_sq": r["delta_sq"], "d_lo": r["delta_sq_ci_low"], "d_hi": r["delta_sq_ci_high"],
+                  "d_se": se, "df": df, "p": r["p_delta"], "p_holm": float(r["p_holm"]),
+                  "h_lo": r["delta_sq_holm_low"], "h_hi": r["delta_sq_holm_high"], "family": r["family"],
+                  "m": int(m), "verdict": r["verdict"], "mde": mde(se, df, scoring.ALPHA, int(m))}
+    return out
+
+
+COLUMNS = ("domain", "estimator", "protocol", "n_states", "mae", "mae_ci_low", "mae_ci_high", "delta_sq",
+           "delta_sq_ci_low", "delta_sq_ci_high", "delta_sq_se", "df", "p", "family", "family_size", "p_holm",
+           "delta_sq_holm_low", "delta_sq_holm_high", "verdict", "mde_80", "estimates")
+
+
+def cells(domain: str, est: dict[str, dict[str, np.ndarray]], base: str, ref: np.ndarray,
+          groups: np.ndarray) -> list[dict]:
+    """Every Table 4 cell of one domain from per-state arrays: est[protocol][estimator] (states in the order
+    of ref and groups; NaN where a state has no estimate). One row per cell with COLUMNS: the MAE and its CI
+    (sveb.score.scoring.mae_ci), the paired comparison with the baseline (`verdicts`) and, beside each "no
+    difference", the minimum detectable Δ at 80% power (`mde_80`; blank elsewhere). The baseline's own row
+    has no comparison."""
+    ref = np.asarray(ref, float)
+    groups = np.asarray(groups, dtype=object)
+    rows = []
+    for protocol, by in est.items():
+        v = verdicts(by, base, ref, groups) if base in by else {}
+        for name, arr in by.items():
+            arr = np.asarray(arr, float)
+            ok = np.isfinite(arr) & np.isfinite(ref)
+            mae, lo, hi = scoring.mae_ci(arr[ok], ref[ok], groups[ok])
+            c = v.get(name)
+            row = {"domain": domain, "estimator": name, "protocol": protocol, "n_states": int(ok.sum()),
+                   "mae": mae, "mae_ci_low": lo, "mae_ci_high": hi}
+            if c is None:
+                row |= {k: "" for k in COLUMNS[7:-1]}
+            else:
+                row |= {"delta_sq": c["d_sq"], "delta_sq_ci_low": c["d_lo"], "delta_sq_ci_high": c["d_hi"],
+                        "delta_sq_se": c["d_se"], "df": c["df"], "p": c["p"], "family": c["family"],
+                        "family_size": c["m"], "p_holm": c["p_holm"], "delta_sq_holm_low": _blank(c["h_lo"]),
+                        "delta_sq_holm_high": _blank(c["h_hi"]), "verdict": c["verdict"],
+                        "mde_80": c["mde"] if c["verdict"] == "no difference" else ""}
+            rows.append(row | {"estimates": "per state"})
+    return rows
+
+
+def _blank(x):
+    return "" if x is None or (isinstance(x, float) and not np.isfinite(x)) else x
+
+
+def _num(x) -> float:
+    try:
+        return float(x)
+    except (TypeError, ValueError):
+        return float("nan")
+
+
+MARK = {"better": " ▲", "worse": " ▼", "no difference": " ="}
+
+
+def cell(row: dict) -> str:
+    """MAE [CI] and the verdict's mark; † where no per-state estimates were stored (no test)."""
+    mark = MARK.get(row.get("verdict") or "", "")
+    dagger = "" if row.get("estimates", "per state") == "per state" else " †"
+    return f"{_num(row['mae']):.3f} [{_num(row['mae_ci_low']):.3f}, {_num(row['mae_ci_high']):.3f}]{mark}{dagger}"
+
+
+def markdown(rows: list[dict], domains: list[str], protocol: str, order: list[str]) -> str:
+    """One protocol's table: estimators as rows, domains as columns, MAE [CI] with the verdict's mark."""
+    by = {(r["estimator"], r["domain"]): r for r in rows if r["protocol"] == protocol}
+    return md_table(["estimator", *domains],
+                    [[name, *(cell(by[(name, d)]) if (name, d) in by else "-" for d in domains)] for name in order])
+
+
+def _signed(x, digits: int = 4) -> str:
+    x = _num(x)
+    return f"{x:+.{digits}f}" if np.isfinite(x) else "-"
+
+
+def _p(x) -> str:
+    x = _num(x)
+    return "-" if not np.isfinite(x) else ("<1e-4" if x < 1e-4 else f"{x:.4f}")
+
+
+def details_markdown(rows: list[dict], domains: list[str], protocol: str, order: list[str]) -> str:
+    """The numbers behind one protocol's marks, one line per cell: Δ of squared error vs the baseline [95% CI],
+    the CR1 p, the Holm family and its size, the Holm p, the verdict and the minimum detectable Δ (80% power at
+    alpha / m) beside each "no difference"."""
+    by = {(r["estimator"], r["domain"]): r for r in rows if r["protocol"] == protocol}
+    lines = []
+    for name in order:
+        for d in domains:
+            r = by.get((name, d))
+            if r is None or r.get("verdict") in (None, "") or r.get("delta_sq") in (None, ""):
+                continue  # the baseline, or a cell without per-state estimates (untested)
+            lines.append([name, d, f"{_signed(r['delta_sq'])} [{_signed(r['delta_sq_ci_low'])}, "
+                                   f"{_signed(r['delta_sq_ci_high'])}]", f"{_num(r['delta_sq_se']):.4f}",
+                          _p(r["p"]), f"{r['family']} ({r['family_size']})", _p(r["p_holm"]), r["verdict"],
+                          f"{_num(r['mde_80']):.4f}" if r.get("mde_80") not in (None, "") else ""])
+    return md_table(["estimator", "domain", "Δ sq err [95% CI]", "se", "p", "Holm family (m)", "Holm p", "verdict",
+                     "MDE 80%"], lines, right_from=2)
+
+
+def _fixed(x, digits: int = 2) -> str:
+    x = _num(x)
+    return f"{x:.{digits}f}" if np.isfinite(x) else "-"
+
+
+def interaction_markdown(rows: list[dict]) -> str:
+    """sveb.score.power.interaction's rows: Cochran's Q per estimator and protocol ("-": fewer than 2 domains)."""
+    return md_table(["protocol", "estimator", "domains", "pooled Δ sq err", "Q", "df", "p", "I²", "Holm p",
+                     "Δ differs between domains"],
+                    [[r["protocol"], r["estimator"], r["domains"], _signed(r["pooled_delta_sq"]),
+                      _fixed(r["q"]), r["df"], _p(r["p"]), _fixed(r["i2"]), _p(r["p_holm"]),
+                      {True: "yes", False: "no"}.get(r["differs"], "-")] for r in rows], right_from=2)
+
+
+def cost_markdown(timing: dict[str, dict[str, float]], states: dict[str, int], domains: list[str]) -> str:
+    """Seconds per state of each stage (rows) in each domain (columns); '-' where a domain has no record of it.
+    Stages keep their first-seen order: the build's, then the hidden pass, then the estimators'."""
+    stages = sorted(dict.fromkeys(k for d in domains for k in timing.get(d, {})),
+                    key=lambda k: (k.startswith("eval "), k.startswith("hidden")))
+    return md_table(["stage", *domains],
+                    [[k, *(f"{timing[d][k] / states[d]:.3f}" if k in timing.get(d, {}) and states.get(d) else "-"
+                           for d in domains)] for k in stages])

@@ -1,0 +1,210 @@
+"""The Hista/Numca authors' protocol as their scripts run it (`--preset paper`, issue 31).
+
+SVEB's own protocol ("sveb") departs from theirs where their choice biases the measurement; this one ("paper")
+reproduces their `src/sveb/common.py` (VOXXXX1874/Hista), so the two can be compared build for build:
+- G = 32 (their `--grpo_num 32`; the paper's tables say @40: their scripts made the tables, so 32 here);
+- one state per problem, in the group's first rollout, cut at a uniformly chosen space character: the prefix is
+  the text before that space (a response without a space is cut at its end); the choice is seeded from the build
+  config, where theirs was unseeded;
+- the continuation prompt is the rendered prompt plus the prefix text, re-tokenised, and a continuation gets the
+  full max_tokens on top of the prefix (SVEB's: the budget the rollout had left);
+- screening on 20 samples of their own, tiers (0.07, 0.17], (0.17, 0.37], (0.37, 0.77] with equal numbers of
+  problems each; number domain: >= 4 distinct integers across the union of the correct screening responses (text
+  before `\\boxed`), none of them in the question or the solution;
+- MCS@20 references; their "noise" rows (k of the same 20 reference draws) are the `mcs-K-ref` rows here, scored
+  as their exact expectation over the k-subsets (`subset_errors`), beside SVEB's independent-draw `mcs-K` rows.
+Builds carry their protocol in the manifest's config; builds of different protocols never pool.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import random
+import re
+from typing import Sequence
+
+import numpy as np
+
+PROTOCOLS = ("sveb", "paper")
+TIERS = ((0.07, 0.17), (0.17, 0.37), (0.37, 0.77))  # (low, high] screening accuracy, equal problems per tier
+SCREEN = 20
+MAX_TOKENS = 4096  # their max_length
+# BuildConfig fields the preset sets (sampling: temperature 0.7, SVEB's default too; max_tokens: MAX_TOKENS on
+# `sveb build` unless --max-tokens is given). mc_extra = 4: SVEB's independent MCS@1-4 rows beside theirs.
+PRESET = dict(rollouts=32, states_per_problem=1, step_pairs=False, mc=20, mc_extra=4, screen=SCREEN,
+              min_acc=TIERS[0][0], max_acc=TIERS[-1][1], protocol="paper")
+REF_KS = (1, 2, 3, 4)  # the authors' noise rows shown (k of the n reference draws)
+REF_SUFFIX = "-ref"
+
+
+def protocol_of(manifest: dict) -> str:
+    """A build's protocol; builds made before protocols were recorded are SVEB's."""
+    return str((manifest.get("config") or {}).get("protocol", "sveb"))
+
+
+def validate(cfg) -> None:
+    from sveb.core.errors import BuildError
+    if cfg.protocol not in PROTOCOLS:
+        raise BuildError(f"protocol {cfg.protocol}: must be one of {', '.join(PROTOCOLS)}")
+    if cfg.protocol == "paper":
+        if cfg.states_per_problem != 1 or cfg.step_pairs:
+            raise BuildError(f"--states-per-problem {cfg.states_per_problem}: the paper's protocol cuts one state per "
+                             f"problem, in the group's first rollout (and no --step-pairs)")
+        if cfg.screen < 1:
+            raise BuildError(f"--screen {cfg.screen}: the paper's protocol screens on {SCREEN} separate samples")
+
+
+def fp_parts(cfg) -> list:
+    """What the paper protocol adds to the rollouts fingerprint (nothing for SVEB's: old builds keep theirs)."""
+    if cfg.protocol == "sveb":
+        return []
+    return [{"protocol": cfg.protocol, "tiers": [list(t) for t in TIERS], "number": "union-integers-before-boxed",
+             "cut": "space-in-first-rollout", "continuation": "retokenised-full-budget"}]
+
+
+# --- screening -----------------------------------------------------------------------------------------------
+
+def tier_of(acc: float) -> int | None:
+    """Index of the tier (low, high] holding a screening accuracy, or None."""
+    for i, (lo, hi) in enumerate(TIERS):
+        if lo + 1e-9 < acc <= hi + 1e-9:
+            return i
+    return None
+
+
+def quotas(problems: int) -> list[int]:
+    """Problems per tier: equal, the first tiers one more when `problems` is not a multiple of the tier count."""
+    n = len(TIERS)
+    return [problems // n + (i < problems % n) for i in range(n)]
+
+
+def _integers(text: str) -> set[int]:
+    return {int(x) for x in re.findall(r"\d+", text)}
+
+
+def novel_integers(problem: dict, texts: Sequence[str], rewards: Sequence[float]) -> set[int]:
+    """Distinct integers across the union of the correct responses (each read up to its first `\\boxed`), none of
+    them in the question or the solution."""
+    seen: set[int] = set()
+    for text, r in zip(texts, rewards):
+        if r > 0:
+            seen |= _integers(text.split("\\boxed")[0])
+    return seen - _integers(problem["question"]) - _integers(str(problem["answer"]))
+
+
+def passes(cfg, problem: dict, texts: Sequence[str], rewards: Sequence[float], min_novel: int) -> tuple[bool, float]:
+    acc = sum(rewards) / len(rewards)
+    ok = tier_of(acc) is not None
+    if ok and min_novel:
+        ok = len(novel_integers(problem, texts, rewards)) >= min_novel
+    return ok, acc
+
+
+# --- the cut ---------------------------------------------------------------------------------------------------
+
+def space_cut(text: str, rng: random.Random) -> int:
+    """Their cut: a uniformly chosen index of a space character (the prefix is text[:index]); len(text) if none."""
+    spaces = [i for i, c in enumerate(text) if c == " "]
+    return rng.choice(spaces) if spaces else len(text)
+
+
+def token_cut(tokenizer, ids: Sequence[int], text: str, pos: int) -> int:
+    """The rollout's response tokens wholly inside text[:pos] (the most t with decode(ids[:t]) a prefix of it): the
+    state's t, for the estimators that read tokens or hidden states. Binary search: decoded length grows with t."""
+    head = text[:pos]
+    lo, hi = 0, len(ids)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if head.startswith(tokenizer.decode(list(ids[:mid]))):
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def continuation_prompt(tokenizer, messages: list[dict], prefix_text: str) -> list[int]:
+    """The rendered prompt plus the prefix text, re-tokenised (their `render_prompt(...) + response[:position]`)."""
+    return list(tokenizer.encode(tokenizer.render_chat(messages) + prefix_text))
+
+
+# --- their MCS@k "noise" rows: k of the same n reference draws --------------------------------------------------
+
+def subset_errors(rewards: Sequence[float], k: int) -> tuple[float, float]:
+    """(E|mean_S - mean|, E(mean_S - mean)^2) over every k-subset S of the n draws, exactly: their `noise_maes`
+    draws one subset at random, whose expectation this is. 0/1 rewards: hypergeometric; others: every subset."""
+    r = np.asarray(rewards, dtype=float)
+    n = len(r)
+    if not 1 <= k <= n:
+        raise ValueError(f"k={k}: must be in [1, {n}]")
+    target = float(r.mean())
+    if np.all((r == 0) | (r == 1)):
+        m, total = int(r.sum()), math.comb(n, k)
+        a = s = 0.0
+        for j in range(max(0, k - (n - m)), min(k, m) + 1):
+            w = math.comb(m, j) * math.comb(n - m, k - j) / total
+            a += w * abs(j / k - target)
+            s += w * (j / k - target) ** 2
+        return a, s
+    if math.comb(n, k) > 2_000_000:
+        raise ValueError(f"{math.comb(n, k)} subsets of {n} non-binary rewards: too many to enumerate")
+    means = np.array([r[list(c)].mean() for c in itertools.combinations(range(n), k)])
+    return float(np.abs(means - target).mean()), float(((means - target) ** 2).mean())
+
+
+def ref_name(k: int) -> str:
+    return f"mcs-{k}{REF_SUFFIX}"
+
+
+def is_ref_row(name: str) -> bool:
+    return name.startswith("mcs-") and name.endswith(REF_SUFFIX)
+
+
+def _draws(view) -> list[list[float]]:
+    """Each state's reference draws, in the view's state order (builds concatenated as in a pooled view)."""
+    from sveb.core import schema
+    from sveb import store
+    out = []
+    for bdir in view.bdirs:
+        ids = store.read_table(bdir / "states", schema.STATES).column("state_id").to_pylist()
+        refs = store.read_table(bdir / "references", schema.REFERENCES)
+        by = dict(zip(refs.column("state_id").to_pylist(), refs.column("mc_rewards").to_pylist()))
+        out += [list(by.get(s) or []) for s in ids]
+    return out
+
+
+def ref_rows(view, protocols: Sequence[str], ks: Sequence[int] = REF_KS) -> list[dict]:
+    """The authors' MCS@k rows of a paper-protocol view, per protocol present (they read no group, so their errors
+    are the same under both; the paired Δ is against that protocol's grpo). Per state, the error is its exact
+    expectation over the k-subsets of the reference draws, so the row's MAE is E|mean_k - mean_n| averaged over
+    states with no subsampling noise; its CI and tests resample problems as every row's. The reference is not
+    independent of these estimates (they share draws): that is the authors' definition, shown as such."""
+    from sveb.score import scoring
+    from sveb.estimators import BASELINE
+    draws = _draws(view)
+    if len(draws) != len(view.ref) or not draws or any(not d for d in draws):
+        return []  # no stored draws (an imported build): nothing to compute from
+    n = min(len(d) for d in draws)
+    out = []
+    for protocol in protocols:
+        base = sorted(k for k in view.est if k[0] == BASELINE and k[2] == protocol)
+        b = view.est[base[0]] if base else np.full(len(view.ref), np.nan)
+        rows = []
+        for k in (k for k in ks if k < n):
+            err = np.array([subset_errors(d, k) for d in draws])
+            mae, lo, hi = scoring.mean_ci(err[:, 0], view.problem)
+            d = err[:, 1] - (b - view.ref) ** 2
+            ok = np.isfinite(d)
+            delta, dlo, dhi = scoring.mean_ci(d[ok], view.problem[ok])
+            rows.append({"model": view.model, "domain": view.domain, "estimator": ref_name(k), "params": "{}",
+                         "params_fp": "subsets", "protocol": protocol, "build_fp": view.fp,
+                         "n_states": len(err), "n_problems": len(set(view.problem)), "mae": mae, "mae_ci_low": lo,
+                         "mae_ci_high": hi, "rmse": float(np.sqrt(err[:, 1].mean())), "bias": 0.0,
+                         "bias_ci_low": 0.0, "bias_ci_high": 0.0, "n_builds": len(view.bdirs),
+                         "delta_sq": delta, "delta_sq_ci_low": dlo, "delta_sq_ci_high": dhi,
+                         "p_delta": scoring.cluster_t_test(d[ok], view.problem[ok]) if ok.any() else float("nan")})
+        for r, p in zip(rows, scoring.holm([r["p_delta"] for r in rows])):  # a Holm family of their own
+            r["p_holm"] = float(p)
+            r["verdict"] = scoring.verdict(r["delta_sq"], p)
+        out += rows
+    return out

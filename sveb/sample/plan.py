@@ -1,0 +1,172 @@
+"""`sveb plan`: the work, storage and time of a build plus its hidden-state extraction, before running it.
+
+The arithmetic is pure (settings, lengths, architecture, throughput -> numbers); reading response lengths
+from an existing build is the only I/O, in `measured_lengths`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from sveb.core.errors import UsageError
+
+# Mean (prompt, response) tokens per domain when no build of the model exists: assumptions for an instruct
+# model answering with a chain of thought and no thinking mode. A build of your model replaces them.
+ASSUMED_TOKENS = {"number": (120, 450), "math": (150, 650), "science": (250, 500), "general": (180, 400),
+                  "programming": (350, 700)}
+
+# Bytes on disk, measured on the store's own writer (pyarrow defaults, the pipeline's shard sizes) with
+# MATH-500 solutions as responses and the SmolLM2 tokenizer: a rollout row costs ~41 B plus ~2.85 B per
+# response token (its prompt ids repeat within the group and compress to almost nothing); a state ~4.8 B per
+# prefix token (its text); a reference row ~290 B (24 rewards). Hidden states: float16 per response token,
+# np.savez_compressed keeps ~93% of that (measured on SmolLM2-135M's last layer over MATH-500 texts).
+ROLLOUT_ROW_BYTES = 41
+ROLLOUT_TOKEN_BYTES = 2.85
+STATE_PREFIX_BYTES = 4.8
+REFERENCE_ROW_BYTES = 290
+HIDDEN_KEPT = 0.93
+
+# Assumed generated tokens/s of one 80 GB GPU running vLLM with large batches, by parameters (billions);
+# measure yours with a short build and pass --tok-per-s. A forward pass (hidden states) is assumed
+# FORWARD_SPEEDUP times faster per token than decoding.
+ASSUMED_TOK_PER_S = ((1.0, 20000), (2.0, 14000), (4.5, 9000), (9.0, 5000), (16.0, 2500), (float("inf"), 1000))
+FORWARD_SPEEDUP = 5
+
+SUMMED = ("candidates", "discarded", "rollouts", "screening_rollouts", "states", "continuations", "rollout_tokens",
+          "continuation_tokens", "generated_tokens", "hidden_tokens", "rollouts_bytes", "states_references_bytes",
+          "hidden_bytes")
+
+
+@dataclass(frozen=True)
+class Settings:
+    problems: int = 3000          # kept per domain
+    oversample: int = 4           # candidates per kept problem
+    rollouts: int = 40            # G per kept problem
+    screen: int = 8               # screening rollouts per candidate, apart from the G of a kept one
+    states_per_problem: int = 2
+    mc: int = 20
+    mc_extra: int = 4
+    max_tokens: int = 4096
+    gpus: int = 1
+
+
+@dataclass(frozen=True)
+class Lengths:
+    prompt: float      # mean prompt tokens
+    response: float    # mean response tokens of a rollout
+    remaining: float   # mean tokens a continuation generates: mean over states of T - t
+    source: str        # "assumed" or "measured: ..."
+
+
+def check(s: Settings) -> None:
+    for name in ("problems", "oversample", "rollouts", "mc", "max_tokens", "gpus"):
+        if getattr(s, name) < 1:
+            raise UsageError(f"--{name.replace('_', '-')} {getattr(s, name)}: must be at least 1")
+    if not 0 <= s.screen <= s.rollouts:
+        raise UsageError(f"--screen {s.screen}: must be between 0 and --rollouts {s.rollouts}")
+    if s.states_per_problem < 0 or s.mc_extra < 0:
+        raise UsageError("--states-per-problem and --mc-extra must not be negative")
+
+
+def assumed_lengths(domain: str, max_tokens: int) -> Lengths:
+    prompt, response = ASSUMED_TOKENS[domain]
+    response = min(response, max_tokens)
+    # a state is a uniform cut t of a rollout of length T, so a continuation has about T/2 tokens left
+    return Lengths(prompt, response, response / 2, "assumed")
+
+
+def assumed_tok_per_s(params_b: float) -> int:
+    return next(v for limit, v in ASSUMED_TOK_PER_S if params_b <= limit)
+
+
+def domain_work(s: Settings, L: Lengths, hidden_size: int | None) -> dict:
+    """Counts, tokens and bytes of one domain."""
+    candidates = s.problems * s.oversample
+    discarded = candidates - s.problems
+    kept_rollouts = s.problems * s.rollouts
+    screening = candidates * s.screen  # every candidate is screened apart from the G a kept problem then gets
+    states = s.problems * s.states_per_problem
+    continuations = states * (s.mc + s.mc_extra)
+    rollout_tokens = (kept_rollouts + screening) * L.response
+    continuation_tokens = continuations * L.remaining
+    hidden_tokens = kept_rollouts * (L.prompt + L.response)  # one forward pass over each kept rollout
+    prefix = L.response - L.remaining                         # mean t
+    return {
+        "candidates": candidates, "discarded": discarded, "rollouts": kept_rollouts, "screening_rollouts": screening,
+        "states": states, "continuations": continuations,
+        "mean_prompt_tokens": L.prompt, "mean_response_tokens": L.response, "mean_remaining_tokens": L.remaining,
+        "lengths": L.source,
+        "rollout_tokens": rollout_tokens, "continuation_tokens": continuation_tokens,
+        "generated_tokens": rollout_tokens + continuation_tokens, "hidden_tokens": hidden_tokens,
+        "rollouts_bytes": (kept_rollouts + screening) * (ROLLOUT_ROW_BYTES + ROLLOUT_TOKEN_BYTES * L.response),
+        "states_references_bytes": states * (STATE_PREFIX_BYTES * prefix + REFERENCE_ROW_BYTES),
+        # the shared pass (sveb.lm.hidden) keeps the last layer at the response positions and the critics'
+        # input layer at every position, of the kept problems' rollouts
+        "hidden_bytes": None if hidden_size is None
+        else kept_rollouts * (L.prompt + 2 * L.response) * hidden_size * 2 * HIDDEN_KEPT,
+    }
+
+
+def make_plan(s: Settings, lengths: dict[str, Lengths], arch: dict | None, tok_per_s: float | None) -> dict:
+    """The whole plan: one row per domain, the totals, and the time on s.gpus GPUs."""
+    check(s)
+    hidden = arch.get("hidden_size") if arch else None
+    rows = {d: domain_work(s, L, hidden) for d, L in lengths.items()}
+    total = {k: None if any(r[k] is None for r in rows.values()) else sum(r[k] for r in rows.values())
+             for k in SUMMED}
+    if tok_per_s is not None:
+        speed = f"given: {tok_per_s:g} tokens/s per GPU"
+    elif arch and arch.get("params_b"):
+        tok_per_s = assumed_tok_per_s(arch["params_b"])
+        speed = f"assumed for {arch['params_b']:.3g}B parameters: {tok_per_s} tokens/s per GPU (vLLM, one 80 GB GPU)"
+    else:
+        speed = "unknown model size: pass --tok-per-s"
+    time = None
+    if tok_per_s:
+        gen = total["generated_tokens"] / (tok_per_s * s.gpus)
+        fwd = total["hidden_tokens"] / (tok_per_s * FORWARD_SPEEDUP * s.gpus)
+        time = {"generation_s": gen, "hidden_s": fwd, "total_s": gen + fwd}
+    return {"settings": asdict(s), "model": arch, "throughput": speed, "tok_per_s": tok_per_s,
+            "forward_speedup": FORWARD_SPEEDUP, "domains": rows, "total": total, "time": time}
+
+
+def measured_lengths(root: str | Path, model_slug: str, domain: str) -> Lengths | None:
+    """Mean lengths from the newest complete build of this model and domain under root; None if none."""
+    import pyarrow.compute as pc
+
+    from sveb import store
+    builds = [b for b in store.list_builds(root) if b.parent.parent.name == model_slug and b.parent.name == domain
+              and store.read_manifest(b).get("status") == "complete"]
+    if not builds:
+        return None
+    b = builds[-1]
+    rollouts = store.read_table(b / "rollouts")
+    states = store.read_table(b / "states")
+    if rollouts.num_rows == 0 or states.num_rows == 0:
+        return None
+    prompt = pc.mean(pc.list_value_length(rollouts["prompt_token_ids"])).as_py()
+    response = pc.mean(pc.list_value_length(rollouts["response_token_ids"])).as_py()
+    remaining = pc.mean(pc.subtract(states["T"], states["t"])).as_py()
+    cap = store.read_manifest(b).get("config", {}).get("sampling", {}).get("max_tokens")
+    return Lengths(prompt, response, remaining,
+                   f"measured: build {b.name} ({rollouts.num_rows} rollouts, {states.num_rows} states, "
+                   f"max_tokens {cap})")
+
+
+def human(n: float | None, unit: str = "") -> str:
+    """1234567 -> '1.23 M'; bytes with unit='B' -> '1.23 GB'."""
+    if n is None:
+        return "?"
+    for scale, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G" if unit else "B"), (1e6, "M"), (1e3, "k")):
+        if abs(n) >= scale:
+            return f"{n / scale:.2f} {prefix}{unit}"
+    return f"{n:.0f} {unit}".strip()
+
+
+def duration(seconds: float) -> str:
+    if seconds >= 2 * 86400:
+        return f"{seconds / 86400:.1f} days"
+    if seconds >= 2 * 3600:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 60:.0f} min"

@@ -1,0 +1,122 @@
+"""What a build's config decides before anything is sampled: the flag checks, each stage's fingerprint,
+the build's place in the root, the difficulty filter's sizes and the context the engine must hold."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from sveb.core import schema
+from sveb import store
+from sveb.sample.jobs import dtype_of
+from sveb.core.config import BuildConfig, fingerprint
+from sveb.data_builders import DOMAINS, domain_module
+from sveb.engines import ENGINES, model_context
+from sveb.core.errors import BuildError
+from sveb.core.models import model_slug, resolve
+
+
+def validate(cfg: BuildConfig) -> None:
+    """Every build flag checked up front, with a one-line error naming the flag."""
+    s = cfg.sampling
+    if cfg.domain not in DOMAINS:
+        from sveb.core.errors import did_you_mean
+        raise BuildError(f"--domain {cfg.domain}: unknown domain{did_you_mean(cfg.domain, DOMAINS)}")
+    checks = [
+        (cfg.domain in DOMAINS, "--domain", cfg.domain, f"one of {', '.join(DOMAINS)}"),
+        (cfg.split in ("test", "train"), "--split", cfg.split, "test or train"),
+        (cfg.engine in ENGINES and cfg.engine != "scripted", "--engine", cfg.engine, "vllm or hf"),
+        (cfg.problems >= 1, "--problems", cfg.problems, "at least 1"),
+        (cfg.oversample >= 1, "--oversample", cfg.oversample, "at least 1"),
+        (cfg.rollouts >= 2, "--rollouts", cfg.rollouts, "at least 2 (a group needs others to compare with)"),
+        (cfg.states_per_problem >= 1, "--states-per-problem", cfg.states_per_problem, "at least 1"),
+        (cfg.mc >= 1, "--mc", cfg.mc, "at least 1"),
+        (cfg.mc_extra >= 0, "--mc-extra", cfg.mc_extra, "at least 0"),
+        (0 <= cfg.min_acc <= 1, "--min-acc", cfg.min_acc, "in [0, 1]"),
+        (0 <= cfg.max_acc <= 1, "--max-acc", cfg.max_acc, "in [0, 1]"),
+        (cfg.min_acc <= cfg.max_acc, "--min-acc", cfg.min_acc, f"at most --max-acc {cfg.max_acc}"),
+        (cfg.min_novel_numbers >= -1, "--min-novel-numbers", cfg.min_novel_numbers, "-1 (auto) or at least 0"),
+        (s.temperature > 0, "--temperature", s.temperature, "greater than 0"),
+        (0 < s.top_p <= 1, "--top-p", s.top_p, "in (0, 1]"),
+        (s.max_tokens >= 2, "--max-tokens", s.max_tokens, "at least 2 (a state is cut inside a response)"),
+        (cfg.seed >= 0, "--seed", cfg.seed, "at least 0"),
+        (cfg.batch_size >= 1, "--batch-size", cfg.batch_size, "at least 1"),
+        (cfg.workers >= 1, "--workers", cfg.workers, "at least 1"),
+        (cfg.tensor_parallel_size >= 1, "--tp", cfg.tensor_parallel_size, "at least 1"),
+        (0 < cfg.gpu_memory_utilization <= 1, "--gpu-memory-utilization", cfg.gpu_memory_utilization, "in (0, 1]"),
+        (cfg.screen >= 0, "--screen", cfg.screen, "at least 0"),
+        (cfg.dtype in ("auto", "bfloat16", "float32"), "--dtype", cfg.dtype, "auto, bfloat16 or float32"),
+    ]
+    for ok, flag, value, need in checks:
+        if not ok:
+            raise BuildError(f"{flag} {value}: must be {need}")
+    if cfg.source != "builtin":  # a mistyped source fails here, before a build folder is made for it
+        from sveb.data_builders.load import resolve as resolve_source
+        resolve_source(cfg.source, cfg.domain, tuple(cfg.fields))
+
+
+def stage_fps(cfg: BuildConfig) -> dict[str, str]:
+    v = schema.SCHEMA_VERSION
+    parts = ["problems", cfg.domain, cfg.source, cfg.split, cfg.problems * cfg.oversample, cfg.seed, v]
+    if cfg.fields or cfg.min_tests >= 0:  # only when set, so builds made before these knobs keep their fingerprints
+        parts.append({"fields": sorted(map(list, cfg.fields)), "min_tests": cfg.min_tests})
+    if cfg.seed > 0:  # seeds draw disjoint candidates (load_problems); seed 0's draw, and fingerprint, are unchanged
+        parts.append("disjoint seeds")
+    problems = fingerprint(*parts)
+    rollouts = fingerprint("rollouts", problems, cfg.model, cfg.sampling, cfg.rollouts, cfg.seed, dtype_of(cfg), v,
+                           "fresh groups after a separate screen", engine_key(cfg), *paper_fp_parts(cfg))
+    states = fingerprint("states", rollouts, cfg.problems, cfg.min_acc, cfg.max_acc, min_novel(cfg),
+                         cfg.states_per_problem, screen_size(cfg), v, *(["step pairs"] if cfg.step_pairs else []))
+    references = fingerprint("references", states, cfg.mc, cfg.mc_extra, v)
+    return {"problems": problems, "rollouts": rollouts, "states": states, "references": references}
+
+
+def paper_fp_parts(cfg: BuildConfig) -> list:
+    """The paper protocol's marks on the rollouts fingerprint (none for SVEB's: its builds keep their fingerprints)."""
+    from sveb.sample.paper import fp_parts
+    return fp_parts(cfg)
+
+
+def engine_key(cfg: BuildConfig) -> str:
+    """What of the engine decides the samples: vLLM and transformers draw different tokens for one seed, and
+    transformers' padded batches change its numerics, so its batch size counts too. A resume with another engine
+    is then another build, never a mix of two engines' samples under one fingerprint."""
+    return f"hf/batch={cfg.batch_size}" if cfg.engine == "hf" else cfg.engine
+
+
+def min_novel(cfg: BuildConfig) -> int:
+    """Novel numbers a correct response must hold (number domain only; the paper's filter on real data)."""
+    if cfg.domain != "number":
+        return 0
+    if cfg.min_novel_numbers >= 0:
+        return cfg.min_novel_numbers
+    return 0 if cfg.source == "builtin" else 4
+
+
+def locate(cfg: BuildConfig, root: str | Path) -> Path:
+    return store.build_dir(root, model_slug(cfg.model), cfg.domain, stage_fps(cfg)["references"])
+
+
+def context_needed(cfg: BuildConfig, candidates: list[dict], tokenizer) -> int:
+    """Prompt + --max-tokens of the longest candidate: the engine's max_model_len. A continuation of a
+    state at t has t response tokens in its prompt and max_tokens - t to go, so it needs no more.
+    A request the model cannot hold is an error now, never a silent cut later."""
+    mod = domain_module(cfg.domain)
+    longest, pid = max((len(tokenizer.encode_chat(mod.prompt(p))), p["problem_id"]) for p in candidates)
+    need = longest + cfg.sampling.max_tokens
+    if cfg.protocol == "paper":  # a continuation: the prefix re-tokenised (a little slack) + the full budget again
+        need += cfg.sampling.max_tokens + 16
+    limit = model_context(resolve(cfg.model))
+    if limit is not None and need > limit:
+        raise BuildError(f"problem {pid}: its prompt of {longest} tokens + --max-tokens {cfg.sampling.max_tokens} "
+                         f"exceeds the model's context of {limit} tokens; lower --max-tokens")
+    return need
+
+
+def filter_open(cfg: BuildConfig) -> bool:
+    """No difficulty filter at all: every candidate is kept in order, and nothing is screened."""
+    return cfg.min_acc <= 0 and cfg.max_acc >= 1 and not min_novel(cfg)
+
+
+def screen_size(cfg: BuildConfig) -> int:
+    """Screening rollouts per candidate, drawn apart from the G rollouts estimators see (0: no filter)."""
+    return 0 if filter_open(cfg) else cfg.screen

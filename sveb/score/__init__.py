@@ -1,0 +1,1 @@
+"""Statistics: per-estimator scores, pooled views, paired tests and Holm families, power."""

@@ -1,0 +1,203 @@
+"""Per-state views of scored builds, builds pooled over seeds, and the paired comparisons against the baseline.
+
+A View holds one build's (or one pool's) per-state references and every stored estimate. Builds that share
+model, domain and config except `seed` (and the speed-only knobs) form a pool: the pooled view concatenates
+their states, and its clusters are the problems themselves (a problem two seeds drew is one cluster). Paired Δ of squared error, its test and the Holm-adjusted
+verdicts need every estimator's per-state estimates, so they are computed here, never stored in the scores.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from sveb.core import schema
+from sveb.score import scoring
+from sveb import store
+from sveb.store.builds import pool_key
+from sveb.estimators import BASELINE
+
+PAIRED = ("delta_sq", "delta_sq_ci_low", "delta_sq_ci_high", "p_delta", "p_holm", "delta_sq_holm_low",
+          "delta_sq_holm_high", "verdict", "family")
+
+
+@dataclass
+class View:
+    """One build or one pool: per-state arrays plus every stored estimate, keyed (estimator, params_fp, protocol)."""
+    bdir: Path
+    model: str
+    domain: str
+    status: str
+    scores: list[dict]
+    problem: np.ndarray  # per state, in states-table order: the cluster id (the problem id, pooled or not)
+    ref: np.ndarray
+    pos: np.ndarray      # t / T
+    est: dict = field(default_factory=dict)
+    params: dict = field(default_factory=dict)  # (estimator, params_fp) -> params JSON
+    col: str = ""
+    pid: np.ndarray | None = None      # the problem id itself
+    rollout: np.ndarray | None = None  # rollout_idx
+    t: np.ndarray | None = None
+    shift: dict = field(default_factory=dict)  # same keys as est: own_shift per state
+    bdirs: list = field(default_factory=list)  # the builds behind it (several when pooled)
+    bidx: np.ndarray | None = None     # index into bdirs per state
+    seeds: list = field(default_factory=list)
+    n_ref: int = 20
+
+    @property
+    def fp(self) -> str:
+        return "+".join(b.name for b in self.bdirs) if len(self.bdirs) > 1 else self.bdir.name
+
+    @property
+    def pooled(self) -> bool:
+        return len(self.bdirs) > 1
+
+
+def read_scores(bdir: Path) -> list[dict]:
+    """A build's score rows; rows written by an older scores version lack the newer columns (None there)."""
+    rows = []
+    for path in sorted((bdir / "scores").glob("part-*.parquet")):
+        rows += [{c: r.get(c) for c in schema.SCORES.names} for r in store.read_shard(path).to_pylist()]
+    return rows
+
+
+def load_view(bdir: Path, scores: list[dict]) -> View:
+    """A build's per-state view with every estimate the build stores."""
+    view, index = base_view(bdir, scores)
+    n = len(index)
+    if (bdir / "estimates").exists():
+        e = store.read_table(bdir / "estimates", schema.ESTIMATES)
+        cols = ("state_id", "estimator", "params_fp", "params", "protocol", "value", "own_shift")
+        for sid, name, pfp, pj, proto, v, d in zip(*(e.column(c).to_pylist() for c in cols)):
+            if sid in index:
+                arr = view.est.setdefault((name, pfp, proto), np.full(n, np.nan))
+                arr[index[sid]] = np.nan if v is None else v
+                view.shift.setdefault((name, pfp, proto), np.full(n, np.nan))[index[sid]] = np.nan if d is None else d
+                view.params[(name, pfp)] = pj
+    for r in scores:
+        view.params.setdefault((r["estimator"], r["params_fp"]), r["params"])
+    stored: dict[tuple, list[dict]] = {}
+    for r in scores:
+        stored.setdefault((r["estimator"], r["params_fp"], r["protocol"]), []).append(r)
+    view.scores = rescore(view, stored)
+    return view
+
+
+def rescore(view: View, stored: dict[tuple, list[dict]]) -> list[dict]:
+    """Score rows recomputed from the view's per-state estimates with today's procedure (sveb.score.scoring), so a
+    row stored by an older version shows the same statistics as a fresh one; rows of several builds (a pool)
+    are summed in seconds. A stored row without estimates (nothing to recompute from) is kept as stored when
+    the view is one build, and dropped from a pool."""
+    out = []
+    for key, rows in stored.items():
+        if key not in view.est:
+            if not view.pooled:
+                out += rows[:1]
+            continue
+        ok = np.isfinite(view.est[key]) & np.isfinite(view.ref)
+        row = {**rows[0], "build_fp": view.fp if view.pooled else rows[0].get("build_fp"),
+               "seconds": float(sum(r.get("seconds") or 0.0 for r in rows)),
+               **scoring.score(view.est[key][ok], view.ref[ok], view.n_ref, view.problem[ok],
+                               rollouts=view.rollout[ok], t=view.t[ok]),
+               **scoring.own_shift_stats(view.shift[key][ok])}
+        row["n_builds"] = len({view.bidx[i] for i in np.flatnonzero(ok)})
+        out.append(row)
+    return out
+
+
+def base_view(bdir: Path, scores: list[dict]) -> tuple[View, dict[str, int]]:
+    """A build's per-state view without estimates (references, clusters, positions), and state_id -> index:
+    a board fills it with the bundles' estimates only."""
+    st = store.read_table(bdir / "states", schema.STATES)
+    index = {s: i for i, s in enumerate(st.column("state_id").to_pylist())}
+    n, ref = len(index), np.full(len(index), np.nan)
+    refs = store.read_table(bdir / "references", schema.REFERENCES)
+    n_ref = refs.column("n_ref").to_pylist()[:1]
+    for sid, v in zip(*(refs.column(c).to_pylist() for c in ("state_id", "value"))):
+        if sid in index:
+            ref[index[sid]] = np.nan if v is None else v
+    t, T = (np.array(st.column(c).to_pylist(), dtype=float) for c in ("t", "T"))
+    pos = np.divide(t, T, out=np.full(n, np.nan), where=T > 0)
+    m = store.read_manifest(bdir)
+    pid = np.array(st.column("problem_id").to_pylist(), dtype=object)
+    view = View(bdir, str(m.get("model", bdir.parent.parent.name)), str(m.get("domain", bdir.parent.name)),
+                str(m.get("status", "?")), scores, pid, ref, pos, pid=pid,
+                rollout=np.array(st.column("rollout_idx").to_pylist()), t=t, bdirs=[bdir], bidx=np.zeros(n, int),
+                seeds=[m.get("config", {}).get("seed")], n_ref=int(n_ref[0]) if n_ref else 20)
+    return view, index
+
+
+def pools(views: list[View]) -> list[list[View]]:
+    """Views grouped by pool key, each group in seed order; groups in order of first appearance."""
+    groups: dict[str, list[View]] = {}
+    for v in views:
+        groups.setdefault(pool_key(v.bdir), []).append(v)
+    return [sorted(g, key=lambda v: (str(v.seeds[0]), v.fp)) for g in groups.values()]
+
+
+def merge(views: list[View]) -> View:
+    """One view of several seeds' builds: states concatenated, clusters by problem identity, score rows
+    recomputed on the pooled states (an estimator missing on some seeds: pooled over those it has)."""
+    if len(views) == 1:
+        return views[0]
+    cat = np.concatenate
+    n = [len(v.ref) for v in views]
+    keys = list(dict.fromkeys(k for v in views for k in v.est))
+
+    def stack(d_of):
+        return {k: cat([d_of(v).get(k, np.full(len(v.ref), np.nan)) for v in views]) for k in keys}
+    first = views[0]
+    out = View(first.bdir, first.model, first.domain, ",".join(sorted({v.status for v in views})), [],
+               cat([v.pid for v in views]),
+               cat([v.ref for v in views]), cat([v.pos for v in views]),
+               est=stack(lambda v: v.est), params={k: p for v in views for k, p in v.params.items()},
+               pid=cat([v.pid for v in views]), rollout=cat([v.rollout for v in views]), t=cat([v.t for v in views]),
+               shift=stack(lambda v: v.shift), bdirs=[v.bdir for v in views],
+               bidx=np.repeat(np.arange(len(views)), n), seeds=[v.seeds[0] for v in views], n_ref=first.n_ref)
+    stored: dict[tuple, list[dict]] = {}
+    for v in views:
+        for r in v.scores:
+            stored.setdefault((r["estimator"], r["params_fp"], r["protocol"]), []).append(r)
+    out.scores = rescore(out, stored)
+    return out
+
+
+def family(key: tuple[str, str], params_json=None) -> str:
+    """The declared Holm family of an (estimator, params_fp) row: main, scale, variant or alone
+    (sveb.estimators.families); the same whatever is installed."""
+    from sveb.estimators.families import family_of
+    return family_of(key[0], params_json)
+
+
+def paired(v: View, protocol: str) -> dict[tuple[str, str], dict]:
+    """(estimator, params_fp) -> paired Δ of squared error against the baseline on the same states, its
+    CR1 t-interval and p, the Holm-adjusted p and interval, the verdict and the family. Holm families are
+    declared (sveb.estimators.families): main, scale, variant, each corrected for its declared size; any other
+    setting (a non-default, a training-seed replicate, a plugin) is tested alone."""
+    from sveb.estimators.families import ALONE, family_size
+    base = sorted(k for k in v.est if k[0] == BASELINE and k[2] == protocol)
+    if not base:
+        return {}
+    b = v.est[base[0]]
+    out = {}
+    for k in sorted(k for k in v.est if k[2] == protocol and k[0] != BASELINE):
+        ok = np.isfinite(v.est[k]) & np.isfinite(b) & np.isfinite(v.ref)
+        res = scoring.paired_sq_diff(v.est[k][ok], b[ok], v.ref[ok], v.problem[ok])
+        out[k[:2]] = {**res, "n_states": int(ok.sum()), "n_problems": len(set(v.problem[ok])),
+                      "mae": float(np.abs(v.est[k][ok] - v.ref[ok]).mean()) if ok.any() else float("nan"),
+                      "mae_grpo": float(np.abs(b[ok] - v.ref[ok]).mean()) if ok.any() else float("nan"),
+                      "family": family(k[:2], v.params.get(k[:2]))}
+    groups: dict[str, list] = {}
+    for k, r in out.items():  # each row alone is a family of its own
+        groups.setdefault(r["family"] if r["family"] != ALONE else f"{ALONE}:{k}", []).append(k)
+    for fam_name, fam in groups.items():
+        m = family_size(fam_name) if not fam_name.startswith(ALONE) else 1
+        for k, p in zip(fam, scoring.holm([out[k]["p_delta"] for k in fam], m)):
+            r = out[k]
+            r["p_holm"] = float(p)
+            r["verdict"] = scoring.verdict(r["delta_sq"], p)
+            r["delta_sq_holm_low"], r["delta_sq_holm_high"] = scoring.holm_interval(
+                r["delta_sq"], r["delta_sq_se"], r["df"], r["p_delta"], r["p_holm"])
+    return out

@@ -1,0 +1,107 @@
+"""Training-seed replicates of trained estimators: the spread of their scores, apart from the verdicts.
+
+A trained estimator (ppo-1, ppo-n, pacs, probe, ...) scored again with `-P seed=K` differs from its default row
+only in the seed of its training. Such replicate rows say how much a result moves with the training draw
+(mean ± sd of MAE and of the paired Δ over the seeds); they are not new estimators, so they form a Holm
+family of their own and never weaken the headline verdicts.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+SEED = "seed"
+_defaults: dict[str, str | None] = {}
+
+
+def default_params(name: str) -> str | None:
+    """The estimator's default params JSON, or None when it cannot be built here (not installed, or its import
+    fails, e.g. needs torch). Any other error is a bug and raises."""
+    if name not in _defaults:
+        from sveb.core.errors import SvebError
+        from sveb.estimators import make, params_json
+        try:
+            _defaults[name] = params_json(make(name))
+        except (SvebError, ImportError):
+            _defaults[name] = None
+    return _defaults[name]
+
+
+def _params(pj) -> dict:
+    try:
+        return json.loads(pj or "{}") if isinstance(pj, str) else dict(pj or {})
+    except json.JSONDecodeError:
+        return {}
+
+
+def _without_seed(p: dict) -> dict:
+    return {k: v for k, v in p.items() if k != SEED}
+
+
+def seed_of(params_json, default_json) -> int | None:
+    """The training seed of a row whose settings are the default's but for `seed` (the default row itself
+    included), else None: an ablation, or an estimator without a seed."""
+    p, d = _params(params_json), _params(default_json)
+    if SEED not in d or _without_seed(p) != _without_seed(d):
+        return None
+    return p.get(SEED, d[SEED])
+
+
+def training_seed(params_json, default_json) -> int | None:
+    """The training seed of a replicate row (its settings differ from the default only in a non-default
+    `seed`), else None: default rows and other settings are not replicates."""
+    seed = seed_of(params_json, default_json)
+    return None if seed is None or seed == _params(default_json)[SEED] else seed
+
+
+def spread(rows: list[dict], defaults: dict[str, str | None]) -> list[dict]:
+    """One row per (model, domain, protocol, pool, estimator) with at least two training seeds scored: the
+    seeds, and mean ± sd (ddof=1) of MAE and of the paired Δ of squared error over them. `defaults`:
+    estimator -> its default params JSON (None: unknown here, so no replicates are recognised)."""
+    groups: dict[tuple, dict] = {}
+    for r in rows:
+        if r.get("kind", "build") not in ("build", "pooled"):
+            continue
+        seed = seed_of(r.get("params"), defaults.get(r["estimator"]))
+        if seed is None:
+            continue  # another setting (an ablation), or no training seed: not a replicate of the default
+        key = (r["model"], r["domain"], r["protocol"], r.get("build_fp"), r["estimator"])
+        groups.setdefault(key, {})[seed] = r
+    out = []
+    for (model, domain, protocol, fp, name), by_seed in groups.items():
+        if len(by_seed) < 2:
+            continue
+        seeds = sorted(by_seed, key=str)
+        row = {"model": model, "domain": domain, "protocol": protocol, "build_fp": fp, "estimator": name,
+               "training_seeds": ",".join(map(str, seeds)), "n": len(seeds)}
+        for col in ("mae", "delta_sq"):
+            x = np.array([by_seed[s].get(col) if by_seed[s].get(col) is not None else np.nan for s in seeds], float)
+            x = x[np.isfinite(x)]
+            row[f"{col}_mean"] = float(x.mean()) if len(x) else float("nan")
+            row[f"{col}_sd"] = float(x.std(ddof=1)) if len(x) > 1 else float("nan")
+        row["verdicts"] = ",".join(str(by_seed[s].get("verdict") or "–") for s in seeds)
+        out.append(row)
+    return out
+
+
+HEADER = ["domain", "protocol", "estimator", "training seeds", "MAE mean ± sd", "Δ sq err mean ± sd", "verdicts"]
+
+
+def _pm(m: float, s: float, nd: int, signed: bool = False) -> str:
+    if not np.isfinite(m):
+        return "–"
+    v = f"{m:+.{nd}f}" if signed else f"{m:.{nd}f}"
+    return v + (f" ± {s:.{nd}f}" if np.isfinite(s) else "")
+
+
+def cells(spread_rows: list[dict]) -> list[list[str]]:
+    """The spread rows as table cells (HEADER's columns)."""
+    return [[r["domain"], r["protocol"], r["estimator"], r["training_seeds"], _pm(r["mae_mean"], r["mae_sd"], 3),
+             _pm(r["delta_sq_mean"], r["delta_sq_sd"], 4, True), r["verdicts"]] for r in spread_rows]
+
+
+def of_rows(rows: list[dict]) -> list[dict]:
+    """`spread` with each estimator's default settings looked up in the registry."""
+    return spread(rows, {n: default_params(n) for n in {r["estimator"] for r in rows}})

@@ -1,0 +1,337 @@
+"""The read side of the store: find builds, load one for evaluation, turn its rows into estimator inputs,
+sum one up (the share cut off by the token budget, the one-line description).
+
+Everything that reads a finished build (evaluate, estimators that train on another build, reports)
+goes through here; only `sveb.sample.pipeline` writes builds.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from pathlib import Path
+
+from rich.console import Console
+
+from sveb.core import schema
+from sveb import store
+from sveb.core.config import NOT_IN_FP
+from sveb.core.errors import EvalError
+from sveb.core.records import BuildData, ProblemGroup, Rollout, State
+
+
+def load_rollouts(bdir: Path, problem_ids: set[str] | None = None) -> dict[str, list[dict]]:
+    """Rollouts grouped by problem, ordered by rollout_idx."""
+    out: dict[str, list[dict]] = {}
+    for path in sorted((bdir / "rollouts").glob("part-*.parquet")):
+        for row in store.read_shard(path).to_pylist():
+            if problem_ids is None or row["problem_id"] in problem_ids:
+                out.setdefault(row["problem_id"], []).append(row)
+    for rows in out.values():
+        rows.sort(key=lambda r: r["rollout_idx"])
+    return out
+
+
+def find_build(root: str | Path, model_slug: str | None, domain: str | None, build: str | None = None,
+               console: Console | None = None) -> Path:
+    """The build to evaluate: `--build` if given (a fingerprint prefix under root, a build or export folder, or
+    hub:ID), else the newest complete test-split build of the model and domain."""
+    from sveb.core.errors import path_like
+    check_domain(domain)
+    if build is not None and (build.startswith("hub:") or path_like(build) or "/" in build):
+        return open_build(build, root)  # a folder: its own one-line errors (missing, a file, no manifest.json)
+    builds = [b for b in store.list_builds(root)
+              if (model_slug is None or b.parent.parent.name == model_slug)
+              and (domain is None or b.parent.name == domain)
+              and (build is None or b.name.startswith(build))]
+    done = [b for b in builds if store.complete(b)]
+    if build is None:  # the benchmark is the test split; train builds are for critics
+        done = [b for b in done if store.read_manifest(b).get("config", {}).get("split", "test") == "test"]
+    if not done:
+        what = f"model={model_slug} domain={domain}" + (f" build={build}" if build else "")
+        raise EvalError(f"no complete build under {root} for {what}; run `sveb build` first (see `sveb ls builds`)")
+    if len(done) > 1 and console is not None and build is None:
+        console.print(f"[dim]using the newest build {done[-1].name} of {len(done)}; pass --build to choose[/]")
+    return done[-1]
+
+
+def check_domain(domain: str | None, flag: str = "--domain") -> None:
+    """A domain flag names one of SVEB's domains; a near miss gets a did-you-mean."""
+    from sveb.data_builders import DOMAINS
+    from sveb.core.errors import UsageError, did_you_mean
+    if domain is not None and domain not in DOMAINS:
+        raise UsageError(f"{flag} {domain}: unknown domain{did_you_mean(domain, DOMAINS)}")
+
+
+def check_root(root: str | Path) -> None:
+    """A data root to read must be a folder that exists (an empty listing of a mistyped root misleads)."""
+    from sveb.core.errors import UsageError
+    r = Path(root).expanduser()
+    if not r.exists():
+        raise UsageError(f"--root {root}: no such folder")
+    if not r.is_dir():
+        raise UsageError(f"--root {root}: is a file, not a data folder")
+
+
+def open_build(spec: str, root: str | Path) -> Path:
+    """A build named by a folder (a build made here, or an export: its tables checked against their hashes) or
+    by hub:ID (an export published on the Hugging Face hub, imported once under ROOT/hub/)."""
+    from sveb.store.export import is_export, verify
+    if spec.startswith("hub:"):
+        from sveb.store.hub import import_build, local_name
+        bdir = Path(root) / "hub" / local_name(spec[4:]) / "build"
+        if not (bdir / "manifest.json").exists():
+            import_build(spec[4:], bdir)
+    else:
+        bdir = Path(spec).expanduser()
+        if not bdir.exists():
+            raise EvalError(f"--build {spec}: no such folder (a build or export folder, a fingerprint prefix, "
+                            f"or hub:ID)")
+        if not bdir.is_dir():
+            raise EvalError(f"--build {spec}: is a file, not a build or export folder")
+    if not (bdir / "manifest.json").exists():
+        raise EvalError(f"--build {spec}: {bdir} holds no manifest.json (not a build or an export folder)")
+    if is_export(bdir):
+        verify(bdir)
+    elif not store.complete(bdir):
+        raise EvalError(f"--build {spec}: the build is not complete; rerun its `sveb build`")
+    check_build(bdir)
+    return bdir
+
+
+def check_build(bdir: Path, manifest: dict | None = None) -> dict:
+    """What every reader of a complete build relies on, checked before anything is scored: the manifest's labels;
+    an export's tables against their hashes, or else tables written by `sveb build` here (an export whose
+    `export` section was deleted is not a build made here). Returns the manifest."""
+    m = manifest if manifest is not None else store.read_manifest(bdir)
+    for key in ("model", "domain", "build_fp", "status"):
+        if not isinstance(m.get(key), str) or not m[key]:
+            raise EvalError(f"{bdir}/manifest.json: no {key}; not a build or an export")
+    if "export" in m:
+        from sveb.store.export import verify
+        return verify(bdir)
+    for t in store.CONTENT_TABLES:
+        for path in sorted((Path(bdir) / t).glob("part-*.parquet")):
+            if store.shard_fp(path) is None:
+                raise EvalError(f"{bdir}: manifest.json has no export table hashes (export.tables) and table {t} was "
+                                f"not written by `sveb build`; refused (an export keeps its manifest whole: export "
+                                f"or import it again)")
+    return m
+
+
+def check_values(bdir: Path, rollouts: dict[str, list[dict]], refs: dict[str, dict]) -> None:
+    """Every reward and reference value a score is computed from: a finite number in [0, 1] (one line naming the
+    first that is not), before any estimator runs or any score is written."""
+    import math
+
+    def bad(x) -> bool:
+        return not isinstance(x, (int, float)) or isinstance(x, bool) or not math.isfinite(x) or not 0 <= x <= 1
+    for pid, rows in rollouts.items():
+        for r in rows:
+            if bad(r.get("reward")):
+                raise EvalError(f"{bdir}: rollout {r.get('rollout_idx')} of problem {pid} has reward "
+                                f"{r.get('reward')}, not a finite number in [0, 1]; refused")
+    for sid, r in refs.items():
+        if bad(r.get("value")):
+            raise EvalError(f"{bdir}: the reference of state {sid} is {r.get('value')}, not a finite number in "
+                            f"[0, 1]; refused")
+        n = r.get("n_ref")
+        if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+            raise EvalError(f"{bdir}: the reference of state {sid} has n_ref {n}; expected at least 1")
+        for field in ("mc_rewards", "extra_rewards"):
+            xs = r.get(field) or []
+            if any(bad(x) for x in xs):
+                x = next(x for x in xs if bad(x))
+                raise EvalError(f"{bdir}: {field} of state {sid} holds {x}, not a finite number in [0, 1]; refused")
+
+
+# What scoring writes into a build folder; kept out of a read-only build's mirror as links (hidden states and
+# critics are caches: recomputed there rather than copied)
+RESULTS = ("scores", "estimates", "diagnostics", "timings", "hidden", "critics")
+COPIED = ("scores", "estimates", "diagnostics", "timings")
+
+
+def results_view(bdir: Path, console: Console | None = None, create: bool = True) -> Path:
+    """The folder a build's scores are written to: the build itself, or, when it is read-only (a frozen export on
+    read-only storage), a writable mirror of it under the cache (`SVEB_CACHE`, default ~/.cache/sveb): its tables
+    linked, the scores stored so far copied, keyed on the content hash and the manifest. create=False: the mirror
+    only if it already exists (a reader), else the build itself."""
+    import hashlib
+    import shutil
+
+    from sveb.core.models import cache_dir
+    bdir = Path(bdir)
+    if store.writable(bdir):
+        return bdir
+    key = f"{content_hash_of(bdir)}-{hashlib.sha256((bdir / 'manifest.json').read_bytes()).hexdigest()[:8]}"
+    mirror = cache_dir() / "readonly" / key / bdir.resolve().name
+    if not (mirror / "manifest.json").exists():
+        if not create:
+            return bdir
+        store.check_writable(mirror, f"{bdir} is read-only and its scores go to the cache:")
+        with store.staged_dir(mirror) as tmp:
+            for p in sorted(bdir.iterdir()):
+                if p.name in COPIED and p.is_dir():
+                    shutil.copytree(p, tmp / p.name)
+                elif p.name not in RESULTS and not p.name.startswith("."):
+                    (tmp / p.name).symlink_to(p.resolve())
+            (tmp / "READ-ONLY-SOURCE").write_text(f"{bdir.resolve()}\n")
+    if console is not None:
+        console.print(f"[dim]{bdir} is read-only: its scores go to {mirror}[/]", soft_wrap=True)
+    return mirror
+
+
+def content_hash_of(bdir: Path) -> str:
+    """A build's content hash: an export's (its tables verified against it), else computed from the tables."""
+    m = check_build(bdir)
+    return m["export"]["content_hash"] if "export" in m else store.content_hash(bdir)
+
+
+def check_expected(bdirs: list[Path], expect: str | None) -> None:
+    """`--expect HASH`: every build scored must have this content hash (a prefix of 8 or more characters)."""
+    if expect is None:
+        return
+    from sveb.core.errors import UsageError
+    e = expect.strip().lower()
+    if len(e) < 8 or not all(c in "0123456789abcdef" for c in e):
+        raise UsageError(f"--expect {expect}: expected a content hash (8 to 16 hex characters; `sveb export` and "
+                         f"the dataset card print it)")
+    for b in bdirs:
+        got = content_hash_of(b)
+        if not got.startswith(e):
+            raise EvalError(f"--expect {expect}: build {b} has content hash {got}; refused (not the build you pinned)")
+
+
+def pool_key(bdir: Path) -> str:
+    """Builds with the same key differ only in their seed (or in knobs that never change results)."""
+    m = store.read_manifest(bdir)
+    # the engine draws the samples (it is in the rollout fingerprint): two engines' builds do not pool
+    cfg = {k: v for k, v in (m.get("config") or {}).items() if k != "seed" and (k == "engine" or k not in NOT_IN_FP)}
+    if not cfg:  # no config recorded: a build pools with nothing
+        return bdir.name
+    cfg["protocol"] = cfg.get("protocol", "sveb")  # builds of different protocols never pool (sveb/sample/paper.py)
+    return json.dumps([m.get("model"), m.get("domain"), cfg], sort_keys=True, default=str)
+
+
+def find_seed_builds(root: str | Path, model_slug: str | None, domain: str | None, seeds: list[int],
+                     build: str | None = None) -> list[Path]:
+    """The newest complete test-split build of each seed (`--seeds`), all of one config but the seed."""
+    found = []
+    for seed in seeds:
+        done = [b for b in store.list_builds(root)
+                if (model_slug is None or b.parent.parent.name == model_slug) and (domain is None or b.parent.name == domain)
+                and (build is None or b.name.startswith(build)) and store.complete(b)
+                and (m := store.read_manifest(b).get("config", {})).get("split", "test") == "test" and m.get("seed") == seed]
+        if not done:
+            raise EvalError(f"no complete build of seed {seed} under {root} for model={model_slug} domain={domain}; "
+                            f"run `sveb build --seeds ...` first")
+        found.append(done[-1])
+    if len({pool_key(b) for b in found}) > 1:
+        raise EvalError(f"--seeds: the newest builds of seeds {seeds} differ in more than their seed "
+                        f"({', '.join(b.name for b in found)}); pass --build or clean the root")
+    return found
+
+
+def train_build_command(manifest: dict, root: Path) -> str:
+    cfg = manifest.get("config", {})
+    args = ["sveb", "build", "--split", "train", "--domain", manifest["domain"], "--model", manifest["model"],
+            "--source", str(cfg.get("source", "builtin")), "--rollouts", str(cfg.get("rollouts", 40)),
+            "--max-tokens", str(cfg.get("sampling", {}).get("max_tokens", 512)), "--root", str(root)]
+    return " ".join(shlex.quote(a) for a in args)
+
+
+def find_train_build(bdir: Path, manifest: dict, spec: str = "", who: str = "ppo-1", console=None) -> Path:
+    """The training build for an estimator that learns on disjoint problems: `spec` (a build dir or fp
+    prefix), else the newest complete `--split train` build of the same model and domain under the
+    benchmark build's root."""
+    root = bdir.parent.parent.parent
+    if spec:
+        if (Path(spec).expanduser() / "manifest.json").exists():
+            found = [Path(spec).expanduser().resolve()]
+        else:
+            found = [b for b in store.list_builds(root) if b.name.startswith(spec)]
+        if len(found) != 1:
+            raise EvalError(f"{who}: train_build={spec} matches {len(found)} builds under {root}; pass a build directory")
+        tb = found[0]
+        m = store.read_manifest(tb)
+        if m.get("status") != "complete":
+            raise EvalError(f"{who}: training build {tb} is not complete; rerun its `sveb build`")
+        if m.get("model") != manifest["model"] and console is not None:
+            console.print(f"[yellow]{who}: training build {tb.name} was sampled by {m.get('model')}, "
+                          f"the benchmark by {manifest['model']}[/]")
+        return tb
+    found = [b for b in store.list_builds(root) if (m := store.read_manifest(b)).get("status") == "complete"
+             and m.get("model") == manifest["model"] and m.get("domain") == manifest["domain"]
+             and m.get("config", {}).get("split") == "train"]
+    if not found:
+        raise EvalError(f"{who} needs a training build of disjoint problems; none under {root}: "
+                        f"run `{train_build_command(manifest, root)}` (or pass -P train_build=<dir>)")
+    return found[-1]
+
+
+def disjoint_problems(tb: Path, data: "BuildData", who: str) -> list[str]:
+    """The training build's problem ids, refusing one that shares a problem with the benchmark build."""
+    pids = set(store.read_table(tb / "problems").column("problem_id").to_pylist())
+    overlap = sorted(pids & set(data.problems))
+    if overlap:
+        raise EvalError(f"{who}: training build {tb} shares {len(overlap)} problems with the benchmark build "
+                        f"{data.bdir} (e.g. {overlap[0]}); it must not see benchmark problems "
+                        f"(make the training build with --split train)")
+    if not pids:
+        raise EvalError(f"{who}: training build {tb} has no problems")
+    return sorted(pids)
+
+
+def load_build(bdir: Path, references: bool = True) -> BuildData:
+    """A build's tables in memory; references=False for a training build (no reference needed)."""
+    manifest = check_build(bdir)  # a frozen export: its rows must be the ones its card hashed
+    problems = {p["problem_id"]: p for p in store.read_table(bdir / "problems", schema.PROBLEMS).to_pylist()}
+    states = store.read_table(bdir / "states", schema.STATES).to_pylist()
+    refs = {}
+    if references:
+        refs = {r["state_id"]: r for r in store.read_table(bdir / "references", schema.REFERENCES).to_pylist()}
+        missing = [s["state_id"] for s in states if s["state_id"] not in refs]
+        if missing:
+            raise EvalError(f"{bdir}: {len(missing)} states have no reference (build incomplete; rerun `sveb build`)")
+    rollouts = load_rollouts(bdir, set(problems))
+    check_values(bdir, rollouts, refs)
+    extras = {sid: tuple(float(x) for x in r["extra_rewards"] or ()) for sid, r in refs.items()}
+    return BuildData(bdir, manifest, problems, rollouts, states, refs, extras)
+
+
+def group_for(data: BuildData, pid: str, hidden_fn=None) -> ProblemGroup:
+    rolls = tuple(Rollout(r["rollout_idx"], tuple(r["prompt_token_ids"]), tuple(r["response_token_ids"]),
+                          r["response_text"], float(r["reward"])) for r in data.rollouts[pid])
+    return ProblemGroup(data.problems[pid], rolls, rolls, hidden_fn)
+
+
+def state_for(data: BuildData, s: dict) -> State:
+    return State(s["state_id"], s["problem_id"], s["rollout_idx"], s["t"], s["prefix_text"],
+                 data.extras.get(s["state_id"], ()))
+
+
+def load_scores(root: str | Path) -> list[dict]:
+    rows = []
+    for bdir in store.list_builds(root):
+        rows += store.read_table(bdir / "scores", schema.SCORES).to_pylist() if (bdir / "scores").exists() else []
+    return rows
+
+
+def truncation(bdir: Path, problem_ids: set[str]) -> dict[str, float]:
+    """Share of the benchmark's rollouts and reference continuations cut off by the token budget."""
+    rolls = [r["finish_reason"] for rows in load_rollouts(bdir, problem_ids).values() for r in rows]
+    conts: list[str] = []
+    for path in sorted((bdir / "references").glob("part-*.parquet")):
+        t = store.read_shard(path)
+        if "finish_reasons" in t.column_names:
+            for fr, n in zip(t.column("finish_reasons").to_pylist(), t.column("n_ref").to_pylist()):
+                conts += fr[:n]
+    share = lambda xs: round(sum(x == "length" for x in xs) / len(xs), 4) if xs else None
+    return {"rollouts": share(rolls), "references": share(conts)}
+
+
+def describe(bdir: Path) -> str:
+    """The manifest's headline fields as one JSON line."""
+    m = store.read_manifest(bdir)
+    return json.dumps({k: m.get(k) for k in ("model", "domain", "build_fp", "status", "n_problems", "n_states",
+                                             "truncated")})

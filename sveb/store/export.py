@@ -1,0 +1,202 @@
+"""A build as a frozen dataset: one Parquet file per table, the manifest with a content hash per table, and a
+dataset card (README.md) whose YAML header lets Hugging Face `datasets` load each table as a config.
+
+Anyone can score an estimator on an export without sampling: the folder is a build (`sveb eval --build DIR`).
+The hashes are those of `sveb.store.table_hash` (rows in key order), so they do not depend on the shard layout,
+and an export's `content_hash` equals its source build's. Hidden states are not exported: they are recomputed
+from the model, whose weights hash the card states and a hidden-state estimator checks.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from sveb import store
+from sveb.core.errors import SvebError
+
+# The tables an export carries (screens: the filter's screening rollouts, where the build has them; hista_noise: an
+# imported hista-json file's noise MAEs per state, sveb.store.hista_json).
+TABLES = ("problems", "rollouts", "states", "references", "screens", "hista_noise")
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".gguf", ".pt", ".pth")
+
+
+class ExportError(SvebError, ValueError):
+    pass
+
+
+def weights_hash(model_dir: str | Path) -> str:
+    """sha256 over a model directory's weight files (name and bytes, in name order): which weights a build's
+    hidden states must come from. Tokenizer and config files are not part of it."""
+    model_dir = Path(model_dir)
+    files = sorted(p for p in model_dir.rglob("*") if p.is_file() and p.name.endswith(WEIGHT_SUFFIXES))
+    if not files:
+        raise ExportError(f"{model_dir}: no weight files ({', '.join(WEIGHT_SUFFIXES)}) to hash")
+    h = hashlib.sha256()
+    for f in files:
+        h.update(f.relative_to(model_dir).as_posix().encode() + b"\0")
+        with open(f, "rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 22), b""):
+                h.update(chunk)
+    return h.hexdigest()
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+    try:
+        return version("sveb")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def _table(bdir: Path, name: str) -> pa.Table:
+    """A table's rows as the build holds them (shard order, every column): the export changes no row."""
+    t = store.read_table(bdir / name)
+    return t.replace_schema_metadata(None)
+
+
+def _model_dir(model: str) -> str:
+    from sveb.core.models import resolve
+    return resolve(model)
+
+
+def export_build(bdir: Path, out: Path, model_dir: str | Path | None = None) -> Path:
+    """Write the build `bdir` as a frozen dataset folder `out` (a new folder: nothing there is overwritten).
+
+    model_dir: the weights the build was sampled with (default: the build's model, resolved)."""
+    from sveb.store.export_card import card
+
+    bdir, out = Path(bdir), Path(out)
+    manifest = store.read_manifest(bdir)
+    if not store.complete(bdir):
+        raise ExportError(f"{bdir}: the build is not complete (status {manifest.get('status')}); "
+                          f"rerun its `sveb build` first")
+    if out.exists() and any(out.iterdir()):
+        raise ExportError(f"--out {out}: exists and is not empty; pass a new folder")
+    names = [t for t in TABLES if (bdir / t).is_dir() and any((bdir / t).glob("part-*.parquet"))]
+    missing = [t for t in store.CONTENT_TABLES if t not in names]
+    if missing:
+        raise ExportError(f"{bdir}: no {missing[0]} table; not a complete build")
+    prev = manifest.get("export", {})
+    kept = {k: v for k, v in prev.items() if k not in ("tables", "content_hash", "model_weights_sha256")}
+    if prev.get("format") == "hista-json" and model_dir is None:  # imported text: no weights sampled it here
+        weights = None
+    else:
+        weights = weights_hash(model_dir or _model_dir(manifest["model"]))
+    with store.staged_dir(out) as tmp:  # the folder appears whole or not at all
+        tables, info = {}, {}
+        for name in names:
+            t = _table(bdir, name)
+            (tmp / name).mkdir()
+            pq.write_table(t, store.shard_path(tmp / name, 0), compression="zstd")
+            tables[name] = t
+            info[name] = {"sha256": store.table_hash(tmp / name), "rows": t.num_rows}
+        export = {**kept, "tables": info, "content_hash": store.content_hash(tmp), "model_weights_sha256": weights,
+                  "sveb_version": _version(), "source_build": bdir.name}
+        full = {**manifest, "export": export}
+        (tmp / "manifest.json").write_text(json.dumps(full, indent=2, sort_keys=True))
+        (tmp / "README.md").write_text(card(full, tables))
+    return out
+
+
+def is_export(bdir: Path) -> bool:
+    try:
+        return "export" in store.read_manifest(Path(bdir))
+    except store.StoreError:
+        return False
+
+
+def _stamp(bdir: Path, names) -> tuple:
+    return tuple((n, p.name, p.stat().st_size, p.stat().st_mtime_ns)
+                 for n in names for p in sorted((bdir / n).glob("part-*.parquet")))
+
+
+_verified: dict[Path, tuple] = {}
+
+
+def verify(bdir: Path) -> dict:
+    """The export's manifest, after checking every table against its content hash; a one-line error names the
+    first table that differs (edited, truncated or missing). Checked once per process while files are unchanged."""
+    bdir = Path(bdir).resolve()
+    manifest = store.read_manifest(bdir)
+    tables = check_export_manifest(bdir, manifest)
+    stamp = _stamp(bdir, tables)
+    if _verified.get(bdir) == stamp:
+        return manifest
+    for name, want in tables.items():
+        if not any((bdir / name).glob("part-*.parquet")):
+            raise ExportError(f"{bdir}: table {name} is missing; the export is incomplete")
+        try:
+            got = store.table_hash(bdir / name)
+        except store.StoreError as e:
+            raise ExportError(f"{bdir}: table {name} is unreadable ({e})") from None
+        if got != want["sha256"]:
+            raise ExportError(f"{bdir}: table {name} does not match its content hash in manifest.json "
+                              f"(expected {want['sha256'][:16]}, found {got[:16]}): the export was modified")
+    _verified[bdir] = stamp
+    return manifest
+
+
+def check_export_manifest(bdir: Path, manifest: dict) -> dict:
+    """The export part of a manifest, its form checked: a hash for every content table (an export without them
+    would check nothing), only known table names, a content hash that is the one of those table hashes, the
+    labels a reader relies on. Returns export.tables."""
+    where = f"{bdir}/manifest.json"
+    ex = manifest.get("export")
+    if not isinstance(ex, dict):
+        raise ExportError(f"{where}: no export section; not an SVEB export")
+    tables = ex.get("tables")
+    if not isinstance(tables, dict) or not tables:
+        raise ExportError(f"{where}: no export table hashes (export.tables); refused: an export is checked "
+                          f"against them")
+    for name, info in tables.items():
+        if name not in TABLES:
+            raise ExportError(f"{where}: export.tables names an unknown table {str(name)[:40]!r} "
+                              f"(known: {', '.join(TABLES)})")
+        if not isinstance(info, dict) or not isinstance(info.get("sha256"), str):
+            raise ExportError(f"{where}: export.tables.{name} has no sha256")
+    need = [t for t in store.CONTENT_TABLES if t not in tables]
+    if need:
+        raise ExportError(f"{where}: no hash for table {need[0]} in export.tables; refused: every table of an "
+                          f"export is checked against its hash")
+    import hashlib
+    want = hashlib.sha256("\n".join(f"{t}:{tables[t]['sha256']}" for t in store.CONTENT_TABLES).encode()).hexdigest()[:16]
+    if ex.get("content_hash") != want:
+        raise ExportError(f"{where}: export.content_hash {str(ex.get('content_hash'))[:20]} is not the hash of its "
+                          f"tables ({want}): the manifest was edited")
+    for key in ("model", "domain", "build_fp"):
+        if not isinstance(manifest.get(key), str) or not manifest[key]:
+            raise ExportError(f"{where}: no {key}")
+    if manifest.get("status") != "complete":
+        raise ExportError(f"{where}: status {manifest.get('status')!r}; an export is a complete build")
+    return tables
+
+
+def check_weights(bdir: Path, manifest: dict, model_dir: str | Path | None = None) -> None:
+    """For an estimator that reads the model: its weights must be those the export was sampled with. An imported
+    hista-json build has no token ids to run a model on: refused (sveb.store.hista_json)."""
+    if manifest.get("export", {}).get("format") == "hista-json":
+        from sveb.store.hista_json import TOKEN_LEVEL, UNAVAILABLE
+        raise ExportError(f"{bdir}: estimators that read token ids, hidden states or train on them ("
+                          f"{', '.join(TOKEN_LEVEL)}) are {UNAVAILABLE}: it holds text only and t counts characters")
+    want = manifest.get("export", {}).get("model_weights_sha256")
+    if not want:
+        return  # a build made here: its model is the one that sampled it
+    wdir = model_dir or _model_dir(manifest["model"])
+    got = _cached_weights_hash(str(Path(wdir).resolve()))
+    if got != want:
+        raise ExportError(f"{bdir}: model {manifest['model']} at {wdir} has weights sha256 {got[:16]}, the export's "
+                          f"card says {want[:16]}: hidden states would not be those of the model that sampled it")
+
+
+_weights_memo: dict[str, str] = {}
+
+
+def _cached_weights_hash(path: str) -> str:
+    if path not in _weights_memo:
+        _weights_memo[path] = weights_hash(path)
+    return _weights_memo[path]

@@ -1,0 +1,66 @@
+"""`sveb import` and `--build hub:ID`: an export published as a Hugging Face dataset, read back through `datasets`
+(one config per table, as its card declares) and checked against the hashes in its manifest."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+from sveb.store.export import ExportError, verify
+from sveb.store import shard_path, staged_dir
+
+
+def local_name(spec: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "--", spec).strip("-")
+
+
+def _fetch(spec: str, filename: str, into: Path) -> Path:
+    """One file of the export: from a local folder, else from the hub dataset repo `spec`."""
+    local = Path(spec).expanduser()
+    _check_local(spec)
+    if local.is_dir():
+        if not (local / filename).exists():
+            raise ExportError(f"{spec}: no {filename} (not an SVEB export)")
+        return Path(shutil.copy(local / filename, into / filename))
+    try:
+        from huggingface_hub import hf_hub_download
+        return Path(hf_hub_download(spec, filename, repo_type="dataset", local_dir=into))
+    except Exception as e:  # unreachable, unknown or gated: all mean "cannot import it here"
+        raise ExportError(f"cannot fetch {filename} of dataset {spec} from the Hugging Face hub "
+                          f"({type(e).__name__}); download the folder and pass its path") from None
+
+
+def _check_local(spec: str) -> None:
+    """A spec that names a local path is read from disk, never looked up on the hub."""
+    from sveb.core.errors import path_like
+    local = Path(spec).expanduser()
+    if path_like(spec) and not local.is_dir():
+        raise ExportError(f"{spec}: is a file, not an export folder" if local.exists() else
+                          f"{spec}: no such folder (a local export folder, or a hub dataset id OWNER/NAME)")
+
+
+def import_build(spec: str, out: Path) -> Path:
+    """Copy the export `spec` (a hub dataset id or a local folder) into the new folder `out`, each table read
+    with `datasets.load_dataset(spec, table)`; refused unless every table matches its content hash."""
+    import datasets
+    out = Path(out)
+    _check_local(spec)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise ExportError(f"--out {out}: exists and is not an empty folder; pass a new folder")
+    with staged_dir(out) as tmp:
+        manifest = json.loads(_fetch(spec, "manifest.json", tmp).read_text())
+        _fetch(spec, "README.md", tmp)
+        split = manifest.get("config", {}).get("split", "test")
+        for table in manifest.get("export", {}).get("tables", {}):
+            try:
+                ds = datasets.load_dataset(str(spec), table, split=split, cache_dir=str(tmp / ".cache"))
+            except Exception as e:
+                raise ExportError(f"{spec}: cannot load table {table} with datasets ({type(e).__name__}: {e})") from None
+            (tmp / table).mkdir()
+            ds.to_parquet(str(shard_path(tmp / table, 0)))
+            del ds
+        shutil.rmtree(tmp / ".cache", ignore_errors=True)
+        verify(tmp)
+    return out
