@@ -16,18 +16,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
-from pathlib import Path
 
 import numpy as np
 
 from sveb.score import scoring
 from sveb.store.builds import find_seed_builds, load_build
 from sveb.estimators import make
+from sveb.core.errors import UsageError
+from sveb.score.compare import default_key
 from sveb.score.pooling import load_view, read_scores
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # beside it: paired_vs (run as a script or loaded by path)
-from paired_vs import default_key  # noqa: E402
 
 
 def design(data, est) -> dict[str, np.ndarray]:
@@ -58,10 +55,10 @@ def cross_fit(d: dict, clusters: np.ndarray, folds: int, cs: list[float], pca: i
 
 
 def stored(view, name: str) -> np.ndarray:
-    """The held-out estimates of `name` at its default settings (benchmarks/paired_vs.py's choice), NaN if none."""
+    """The held-out estimates of `name` at its default settings (`sveb compare`'s choice), NaN if none."""
     try:
         return view.est[default_key(view, name, "held-out")]
-    except SystemExit:
+    except UsageError:
         return np.full(len(view.ref), np.nan)
 
 

@@ -9,7 +9,7 @@ import typer
 
 from rich.markup import escape
 
-from sveb.cli.common import MODEL, ROOT, app, console, out
+from sveb.cli.common import DOMAIN, MODEL, ROOT, app, console, out, parse_seeds
 
 
 def _table(first: str, *rest: str):
@@ -128,3 +128,31 @@ def plan(
     else:
         from sveb.sample.plan_table import print_plan
         print_plan(p, out)
+
+
+@app.command()
+def compare(
+    a: str = typer.Option(..., "--a", "-a", help="The estimator compared (at its default settings)."),
+    b: List[str] = typer.Option(..., "--b", "-b", help="What it is compared with; repeat for several."),
+    protocol: str = typer.Option("held-out", help="held-out | in-group"),
+    domain: str = DOMAIN, model: str = MODEL, root: Path = ROOT,
+    seeds: Optional[str] = typer.Option(None, "--seeds", help="Build seeds to pool, e.g. 0,1,2 (default: the "
+                                        "newest complete build)."),
+    build_id: Optional[str] = typer.Option(None, "--build", help="Build fingerprint (prefix) or build folder."),
+):
+    """Paired Δ of squared error of A against each B on the same states, seeds pooled (unadjusted p)."""
+    from sveb.core.models import check_model, model_slug
+    from sveb.evaluate.protocols import check_protocol
+    from sveb.score.compare import compare as run, line
+    from sveb.score.pooling import load_view, merge, read_scores
+    from sveb.store.builds import find_build, find_seed_builds
+    check_protocol(protocol)
+    slug = model_slug(check_model(model, weights=False))
+    if seeds is not None:
+        bdirs = find_seed_builds(root, slug, domain, parse_seeds(seeds, 0), build_id)
+    else:
+        bdirs = [find_build(root, slug, domain, build_id, console)]
+    view = merge([load_view(bd, read_scores(bd)) for bd in bdirs])
+    shown = ",".join(str(s) for s in view.seeds)
+    for r in run(view, a, list(b), protocol):
+        out.print(line(r, shown), soft_wrap=True)
