@@ -310,13 +310,6 @@ def state_for(data: BuildData, s: dict) -> State:
                  data.extras.get(s["state_id"], ()))
 
 
-def load_scores(root: str | Path) -> list[dict]:
-    rows = []
-    for bdir in store.list_builds(root):
-        rows += store.read_table(bdir / "scores", schema.SCORES).to_pylist() if (bdir / "scores").exists() else []
-    return rows
-
-
 def truncation(bdir: Path, problem_ids: set[str]) -> dict[str, float]:
     """Share of the benchmark's rollouts and reference continuations cut off by the token budget."""
     rolls = [r["finish_reason"] for rows in load_rollouts(bdir, problem_ids).values() for r in rows]
