@@ -7,7 +7,7 @@ DOMAINS ?= number
 .PHONY: setup model demo powered table4 test test-fast docs clean
 
 # One torch for both sides. vllm $(VLLM) is the CUDA vLLM that pins torch==$(TORCH) (0.33.0 pins 2.14.0
-# and would replace it); benchmarks/cuda_resolution.py checks this with `pip install --dry-run --report`.
+# and would replace it); tools/cuda_resolution.py checks this with `pip install --dry-run --report`.
 TORCH := 2.13.0
 VLLM := 0.32.0
 # Where the CUDA torch comes from: pip's default index, whose Linux torch is the CUDA build (13.0 for 2.13.0:

@@ -1,11 +1,11 @@
-"""`make setup`'s GPU branch: the saved dry-run resolution of the Makefile's pins (benchmarks/cuda_resolution.py,
+"""`make setup`'s GPU branch: the saved dry-run resolution of the Makefile's pins (tools/cuda_resolution.py,
 resolved from PyPI metadata on a CPU machine) gives one CUDA torch at the CPU side's version, kept by vLLM."""
 
 import copy
 import json
 from pathlib import Path
 
-from benchmarks.cuda_resolution import main, makefile_pins, problems
+from tools.cuda_resolution import main, makefile_pins, problems
 
 ROOT = Path(__file__).resolve().parent.parent
 SAVED = json.loads((ROOT / "tests" / "data" / "cuda_resolution.json").read_text())

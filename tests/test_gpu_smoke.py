@@ -1,11 +1,11 @@
-"""benchmarks/gpu_smoke.py, the script for the first GPU, runs end to end on a CPU at a tiny shape, in fp32
+"""tests/gpu_smoke.py, the script for the first GPU, runs end to end on a CPU at a tiny shape, in fp32
 and in bf16 (the GPU's dtype, whose mixed-dtype paths crash on a CPU too)."""
 
 import json
 
 import pytest
 
-from benchmarks.gpu_smoke import main
+from gpu_smoke import main
 
 
 @pytest.mark.parametrize("dtype", ["bfloat16"])  # the GPU dtype; float32 runs the same code with no casts

