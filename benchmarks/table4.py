@@ -49,13 +49,14 @@ from rich.console import Console
 
 from sveb import store
 from sveb.core.config import BuildConfig, SamplingConfig
+from sveb.data_builders import declared
 from sveb.sample.paper import PRESET as PAPER
 from sveb.present.report_format import md_table
 from sveb.score import power
 from sveb.present import table4 as t4
 from sveb.present.table4 import cost_markdown, stage_timer
 
-DOMAINS = ["number", "math", "science", "general", "programming"]
+DOMAINS = list(declared())  # every declared domain, in order (sveb.data_builders.Domain)
 # Per domain: the builtin generator unless a real dataset puts >= 30% of its screened candidates inside the band
 # on the default model (docs/domains.md: gsm8k, math500 and humaneval 0.12, mbpp 0, arc-challenge 0.88,
 # mmlu-stem 0.62). Science takes mmlu-stem: its file has no split of its own, so halves by id give a disjoint

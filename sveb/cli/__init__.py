@@ -15,7 +15,7 @@ __all__ = ["app"]
 
 @app.command(cls=OptionalRayValue)
 def build(
-    domain: Optional[str] = typer.Option(None, "--domain", help="number | math | science | general | programming "
+    domain: Optional[str] = typer.Option(None, "--domain", help="A declared domain (`sveb ls domains`) "
                                          "(default: the named source's domain, else number)"),
     model: str = MODEL, root: Path = ROOT,
     source: str = typer.Option("builtin", help="builtin | hub | NAME | NAME=PATH | PATH (see `sveb ls sources`); "

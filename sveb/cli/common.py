@@ -33,7 +33,7 @@ out = Console()
 ROOT = typer.Option("sveb_data", "--root", help="Where builds are stored.")
 MODEL = typer.Option("smollm2-135m", "--model",
                      help="Builtin alias, local model directory, hub id, or short name (`sveb ls models`).")
-DOMAIN = typer.Option("number", "--domain", help="number | math | science | general | programming")
+DOMAIN = typer.Option("number", "--domain", help="A declared domain (`sveb ls domains`).")
 
 
 def _fail(e: Exception) -> None:

@@ -25,15 +25,47 @@ import json
 import random
 import unicodedata
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, Callable
 
 from sveb.core.errors import SvebError, UsageError
 
-DOMAINS = ("number", "math", "science", "general", "programming")
+@dataclass(frozen=True)
+class Domain:
+    """One domain, declared once: its module (beside this one) holds `DOMAIN = Domain(...)` at top level with its
+    builtin generator, prompt and dataset hooks. Every list of domains (`DOMAINS`, `FITS`, `sveb plan`'s lengths,
+    the hista-json verifiers, table columns) derives from the declared ones, so adding a domain is adding a module."""
+    name: str                       # the module's name and --domain
+    answer_types: frozenset         # the answer types its prompt and filters are written for (graders: sveb.rewards)
+    assumed_tokens: tuple           # (prompt, response) tokens `sveb plan` assumes before a build of it exists
+    verifier: str = "general"       # the Hista authors' verifier for it (`--format hista-json` export)
+    order: int = 100                # its place in lists and table columns
 
-# Which answer types a domain's prompt and filters are written for.
-FITS = {"number": {"math"}, "math": {"math"}, "science": {"choice", "math"},
-        "general": {"math", "choice", "string"}, "programming": {"code"}}
+
+@lru_cache(maxsize=1)
+def declared() -> dict[str, Domain]:
+    """name -> Domain of every module of this package that declares one, in declared order. A module is read
+    for the line `DOMAIN = Domain(` before it is imported, so the dataset readers are not imported here."""
+    import pkgutil
+    from pathlib import Path
+    found = []
+    for m in pkgutil.iter_modules(__path__):
+        path = Path(__path__[0]) / f"{m.name}.py"
+        if path.is_file() and "\nDOMAIN = Domain(" in path.read_text(encoding="utf-8"):
+            d = importlib.import_module(f"{__name__}.{m.name}").DOMAIN
+            if not isinstance(d, Domain) or d.name != m.name:
+                raise TypeError(f"{path}: DOMAIN must be a Domain named '{m.name}'")
+            found.append(d)
+    return {d.name: d for d in sorted(found, key=lambda d: (d.order, d.name))}
+
+
+def __getattr__(name: str):
+    """DOMAINS (names, in order) and FITS (name -> answer types), derived from the declared domains on first use."""
+    if name == "DOMAINS":
+        return tuple(declared())
+    if name == "FITS":
+        return {n: set(d.answer_types) for n, d in declared().items()}
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class SkipRow(Exception):
@@ -45,8 +77,8 @@ class SourceError(SvebError, RuntimeError):
 
 
 def domain_module(domain: str):
-    if domain not in DOMAINS:
-        raise SourceError(f"--domain {domain}: unknown domain (known: {', '.join(DOMAINS)})")
+    if domain not in declared():
+        raise SourceError(f"--domain {domain}: unknown domain (known: {', '.join(declared())})")
     return importlib.import_module(f"sveb.data_builders.{domain}")
 
 
@@ -162,7 +194,7 @@ class Source:
 
     def domains(self) -> list[str]:
         """Domains whose prompts fit this source's answer types, its own first."""
-        fit = [d for d, kinds in FITS.items() if self.answer_types <= kinds and d != self.domain]
+        fit = [n for n, d in declared().items() if self.answer_types <= d.answer_types and n != self.domain]
         return [self.domain] + fit
 
     def hub_label(self) -> str:

@@ -11,9 +11,11 @@ from __future__ import annotations
 import random
 import re
 
-from sveb.data_builders import SkipRow, make_problem, sample_builtin
+from sveb.data_builders import Domain, SkipRow, make_problem, sample_builtin
 from sveb.data_builders.boxed import choice_letter, option_letters, require_text
 
+DOMAIN = Domain("general", frozenset({"math", "choice", "string"}), assumed_tokens=(180, 400), verifier="general",
+                order=3)
 HUB_ID, HUB_CONFIG, HUB_SPLIT = "TIGER-Lab/WebInstruct-verified", None, "train"  # single default config
 
 LEVELS = {1: 1.0, 2: 1.0, 3: 1.0, 4: 1.0, 5: 1.0}

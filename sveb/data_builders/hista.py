@@ -19,9 +19,8 @@ from pathlib import Path
 from sveb.data_builders import SkipRow, Source
 from sveb.data_builders.boxed import choice_letter, option_letters
 
-# SVEB domain -> the authors' verifier for it (export); verifier -> domain where no --domain is given (import, build)
-VERIFIER_OF = {"number": "default", "math": "default", "science": "general", "general": "general",
-               "programming": "code"}
+# SVEB domain -> the authors' verifier for it (export: each Domain declares it); verifier -> domain where no
+# --domain is given (import, build)
 FIELDS = ("problem", "solution", "verifier")
 
 

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import random
 
-from sveb.data_builders import make_problem, sample_builtin
+from sveb.data_builders import Domain, make_problem, sample_builtin
 from sveb.data_builders.boxed import require_text
 
+DOMAIN = Domain("math", frozenset({"math"}), assumed_tokens=(150, 650), verifier="default", order=1)
 HUB_ID, HUB_CONFIG, HUB_SPLIT = "open-r1/OpenR1-Math-220k", "default", "train"
 
 # level -> weight in the default mix; roughly easiest first for SmolLM2-135M-Instruct

@@ -11,8 +11,9 @@ from __future__ import annotations
 import random
 import re
 
-from sveb.data_builders import SkipRow, make_problem, sample_builtin
+from sveb.data_builders import Domain, SkipRow, make_problem, sample_builtin
 
+DOMAIN = Domain("number", frozenset({"math"}), assumed_tokens=(120, 450), verifier="default", order=0)
 HUB_ID, HUB_CONFIG, HUB_SPLIT = "open-r1/DAPO-Math-17k-Processed", "en", "train"
 
 NAMES = ["Tom", "Ana", "Li", "Sam", "Maya", "Ben", "Zoe", "Omar", "Kim", "Lea"]

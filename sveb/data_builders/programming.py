@@ -13,9 +13,10 @@ import json
 import random
 import string
 
-from sveb.data_builders import SkipRow, make_problem, sample_builtin
+from sveb.data_builders import Domain, SkipRow, make_problem, sample_builtin
 from sveb.data_builders.boxed import require_text
 
+DOMAIN = Domain("programming", frozenset({"code"}), assumed_tokens=(350, 700), verifier="code", order=4)
 HUB_ID, HUB_CONFIG, HUB_SPLIT = "open-r1/verifiable-coding-problems-python", None, "train"  # single default config
 
 MIN_TESTS = 6

@@ -11,9 +11,10 @@ from __future__ import annotations
 import json
 import random
 
-from sveb.data_builders import SkipRow, make_problem, sample_builtin
+from sveb.data_builders import Domain, SkipRow, make_problem, sample_builtin
 from sveb.data_builders.boxed import LETTERS, choice_letter, last_boxed, option_letters, require_text
 
+DOMAIN = Domain("science", frozenset({"choice", "math"}), assumed_tokens=(250, 500), verifier="general", order=2)
 HUB_ID, HUB_CONFIG, HUB_SPLIT = "open-r1/Mixture-of-Thoughts", "science", "train"
 
 # level -> weight; the level is the number of options minus one (chance 1/2, 1/3, 1/4)

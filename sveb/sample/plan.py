@@ -11,10 +11,6 @@ from pathlib import Path
 
 from sveb.core.errors import UsageError
 
-# Mean (prompt, response) tokens per domain when no build of the model exists: assumptions for an instruct
-# model answering with a chain of thought and no thinking mode. A build of your model replaces them.
-ASSUMED_TOKENS = {"number": (120, 450), "math": (150, 650), "science": (250, 500), "general": (180, 400),
-                  "programming": (350, 700)}
 
 # Bytes on disk, measured on the store's own writer (pyarrow defaults, the pipeline's shard sizes) with
 # MATH-500 solutions as responses and the SmolLM2 tokenizer: a rollout row costs ~41 B plus ~2.85 B per
@@ -70,7 +66,10 @@ def check(s: Settings) -> None:
 
 
 def assumed_lengths(domain: str, max_tokens: int) -> Lengths:
-    prompt, response = ASSUMED_TOKENS[domain]
+    """Mean (prompt, response) tokens when no build of the model exists: the domain's declared assumption (its
+    `Domain.assumed_tokens`: an instruct model answering with a chain of thought, no thinking mode)."""
+    from sveb.data_builders import declared
+    prompt, response = declared()[domain].assumed_tokens
     response = min(response, max_tokens)
     # a state is a uniform cut t of a rollout of length T, so a continuation has about T/2 tokens left
     return Lengths(prompt, response, response / 2, "assumed")

@@ -151,9 +151,9 @@ def noise_maes(rewards: list[float], rng: random.Random) -> list[float]:
 
 def verifier_of(problem: dict) -> str | None:
     """A problem's verifier: the one it came with (an import or a hista-json source), else its domain's."""
-    from sveb.data_builders.hista import VERIFIER_OF
+    from sveb.data_builders import declared
     meta = json.loads(problem["meta"] or "{}") if isinstance(problem["meta"], str) else problem["meta"] or {}
-    return meta["verifier"] if "verifier" in meta else VERIFIER_OF.get(problem["domain"], "default")
+    return meta["verifier"] if "verifier" in meta else (declared()[problem["domain"]].verifier if problem["domain"] in declared() else "default")
 
 
 def solution_of(problem: dict) -> str:

@@ -1,0 +1,90 @@
+"""Issue 33, item 4: a domain is one declared object; every list of domains derives from the declared ones, and
+adding a domain is adding one module (a toy domain written into the package by this test)."""
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+from typer.testing import CliRunner
+
+import sveb.data_builders as db
+from sveb.core.config import BuildConfig, SamplingConfig
+
+TOY = '''"""A toy domain for the tests: sums of two digits, graded as math."""
+
+import random
+
+from sveb.data_builders import Domain, make_problem, sample_builtin
+
+DOMAIN = Domain("toy", frozenset({"math"}), assumed_tokens=(11, 22), verifier="default", order=99)
+HUB_ID, HUB_CONFIG, HUB_SPLIT = None, None, None
+
+
+def builtin(n, seed, split, **kw):
+    def make(level, rng):
+        a, b = rng.randint(1, 9), rng.randint(1, 9 * level)
+        return make_problem("toy", "builtin", f"What is {a} + {b}?", str(a + b), "math")
+    return sample_builtin("toy", n, seed, split, {1: 1.0, 2: 1.0, 3: 1.0}, make, **kw)
+
+
+def from_record(rec):
+    return make_problem("toy", "local", rec["q"], rec["a"], "math")
+
+
+def prompt(problem):
+    return [{"role": "user", "content": problem["question"]}]
+'''
+
+
+def test_the_lists_derive_from_the_declared_domains():
+    d = db.declared()
+    assert db.DOMAINS == tuple(d) == ("number", "math", "science", "general", "programming")
+    assert db.FITS == {n: set(x.answer_types) for n, x in d.items()}
+    from sveb.sample.plan import assumed_lengths
+    got = assumed_lengths("science", 10_000)
+    assert (got.prompt, got.response) == d["science"].assumed_tokens
+    assert assumed_lengths("science", 100).response == 100  # capped by the budget
+    assert {n: x.verifier for n, x in d.items()}["programming"] == "code"
+
+
+@pytest.fixture
+def toy_domain():
+    path = Path(db.__file__).with_name("toy.py")
+    assert not path.exists()
+    path.write_text(TOY)
+    db.declared.cache_clear()
+    try:
+        yield path
+    finally:
+        path.unlink()
+        sys.modules.pop("sveb.data_builders.toy", None)
+        db.declared.cache_clear()
+
+
+def test_a_toy_domain_is_one_module(toy_domain, tmp_path):
+    from sveb.cli import app
+    from sveb.engines.scripted import ScriptedEngine
+    from sveb.sample.pipeline import build
+    from sveb import store
+    from sveb.core import schema
+    assert db.DOMAINS[-1] == "toy" and db.FITS["toy"] == {"math"}
+    r = CliRunner().invoke(app, ["ls", "domains"])
+    assert r.exit_code == 0 and "toy" in r.output.split()
+    r = CliRunner().invoke(app, ["plan", "--domains", "toy", "--json", "--problems", "10"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.output)  # the plan uses the toy's declared token assumption
+    cfg = BuildConfig(domain="toy", model="smollm2-135m", source="builtin", problems=3, oversample=4, rollouts=8,
+                      states_per_problem=2, mc=6, mc_extra=2, min_acc=0.0, max_acc=1.0, seed=1,
+                      sampling=SamplingConfig(max_tokens=80), engine="scripted")
+    bdir = build(cfg, tmp_path / "root", engine=ScriptedEngine(), console=Console(quiet=True))
+    problems = store.read_table(bdir / "problems", schema.PROBLEMS).to_pylist()
+    assert len(problems) == 3 and {p["domain"] for p in problems} == {"toy"}
+    assert len(store.read_table(bdir / "states", schema.STATES)) == 6
+
+
+def test_a_module_without_a_declaration_is_not_a_domain():
+    assert "boxed" not in db.declared() and "load" not in db.declared()
+    with pytest.raises(db.SourceError, match="unknown domain"):
+        db.domain_module("boxed")
