@@ -125,7 +125,14 @@ def _oracle_table(n: int, grid: tuple[float, ...]) -> np.ndarray:
 
 def _prior(ref: np.ndarray, n_ref: int) -> tuple[np.ndarray, np.ndarray]:
     k = np.rint(np.asarray(ref, float) * n_ref).astype(int)
-    return fit_value_prior(k, n_ref)
+    return _prior_of(tuple(k.tolist()), n_ref)
+
+
+@lru_cache(maxsize=64)
+def _prior_of(k: tuple[int, ...], n_ref: int) -> tuple[np.ndarray, np.ndarray]:
+    """The fitted prior of one set of k-of-n counts: ref_noise and oracle_floor of every score row of a table
+    read the same references, so the EM runs once per set, not twice per row."""
+    return fit_value_prior(np.array(k, dtype=int), n_ref)
 
 
 def ref_noise(ref: np.ndarray, n_ref: int) -> float:
@@ -151,7 +158,11 @@ def oracle_floor(ref: np.ndarray, n_ref: int) -> float:
 def cluster_t_test(x: np.ndarray, groups=None) -> float:
     """Two-sided p-value for "the mean of x is 0": t = m / se (`cluster_se`, CR1), Student t with G-1 degrees of
     freedom. With one state per cluster it is the paired t-test. NaN with fewer than 2 clusters."""
-    m, se, g = cluster_se(x, groups)
+    return _t_p(*cluster_se(x, groups))
+
+
+def _t_p(m: float, se: float, g: int) -> float:
+    """The two-sided p of t = m / se on g - 1 degrees of freedom (`cluster_se`'s output)."""
     if g < 2:
         return float("nan")
     if se <= 1e-15:  # every cluster has the same mean: the difference is exact, or exactly nothing
@@ -171,7 +182,7 @@ def paired_sq_diff(est_a: np.ndarray, est_b: np.ndarray, ref: np.ndarray, groups
     m, se, g = cluster_se(d, groups)
     lo, hi = t_interval(m, se, g)
     return {"delta_sq": m, "delta_sq_ci_low": lo, "delta_sq_ci_high": hi,
-            "p_delta": cluster_t_test(d, groups) if len(d) else float("nan"), "delta_sq_se": se, "df": g - 1}
+            "p_delta": _t_p(m, se, g), "delta_sq_se": se, "df": g - 1}
 
 
 def holm_interval(m: float, se: float, df: int, p: float, p_holm: float, alpha: float = ALPHA) -> tuple[float, float]:
