@@ -17,9 +17,14 @@ _defaults: dict[str, str | None] = {}
 
 
 def default_params(name: str) -> str | None:
-    """The estimator's default params JSON, or None when it cannot be built here (not installed, or its import
-    fails, e.g. needs torch). Any other error is a bug and raises."""
+    """The estimator's default params JSON: a builtin's from the declared defaults (sveb.estimators.families,
+    no import, so the same without torch), any other's by building it; None when it cannot be built here (not
+    installed, or its import fails). Any other error is a bug and raises."""
     if name not in _defaults:
+        from sveb.estimators.families import defaults
+        if name in defaults():
+            _defaults[name] = json.dumps(defaults()[name], sort_keys=True)
+            return _defaults[name]
         from sveb.core.errors import SvebError
         from sveb.estimators import make, params_json
         try:
