@@ -33,7 +33,6 @@ import torch
 from sveb.core.errors import UsageError
 from sveb.estimators.base import Estimator, ProblemGroup, State, hidden_source
 from sveb.estimators.knn import as_float_tensor, norm_and_centre
-from sveb.lm.hidden import START_PATTERN  # noqa: F401  (re-exported)
 
 TINY_WEIGHT = 1e-8
 
