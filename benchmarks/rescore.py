@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import tempfile
 from pathlib import Path
 
@@ -49,6 +50,7 @@ def estimates_from_board(board: Path, places: dict[str, Path]) -> int:
     from sveb.core import schema
     from sveb import store
     n = 0
+    problem_of: dict[Path, dict[str, str]] = {}
     for b in sorted((board / "bundles").iterdir()):
         meta = json.loads((b / "bundle.json").read_text())
         place = places.get(meta["build"]["content_hash"])
@@ -57,7 +59,10 @@ def estimates_from_board(board: Path, places: dict[str, Path]) -> int:
         e = meta["estimator"]
         pj = json.dumps(e["params"], sort_keys=True)
         t = pq.read_table(b / "estimates.parquet").to_pylist()
-        states = {s["state_id"]: s["problem_id"] for s in store.read_table(place / "states", schema.STATES).to_pylist()}
+        if place not in problem_of:  # state -> problem, read once per build
+            problem_of[place] = {s["state_id"]: s["problem_id"]
+                                 for s in store.read_table(place / "states", schema.STATES).to_pylist()}
+        states = problem_of[place]
         for proto in sorted({r["protocol"] for r in t}):
             key = f"{e['name']}-{e['params_fp']}-{proto}"
             rows = [{"state_id": r["state_id"], "problem_id": states[r["state_id"]], "estimator": e["name"],
@@ -84,15 +89,21 @@ def main(argv=None) -> None:
     a = ap.parse_args(argv)
     from sveb.present import leaderboard
     from sveb.present.report import write_report
+    a.results = a.results.resolve()
     exports = sorted(p for p in (a.results / "exports").iterdir() if (p / "manifest.json").exists())
+    home = os.getcwd()
     with tempfile.TemporaryDirectory() as tmp:
-        root = Path(tmp) / "root"
-        places = link_root(exports, root, tables_only=a.from_board)
-        if a.from_board:
-            print(f"{estimates_from_board(a.results / 'board', places)} bundles from {a.results / 'board'}")
-        rows = leaderboard.rows(root)
-        print(leaderboard.write_csv(rows, a.results / "leaderboard.csv"), f"({len(rows)} rows)")
-        print(write_report(root, a.results / "report"))
+        os.chdir(tmp)  # the root is `root`, relative: the report names it, and a temp path is no one's to keep
+        try:
+            root = Path("root")
+            places = link_root(exports, root, tables_only=a.from_board)
+            if a.from_board:
+                print(f"{estimates_from_board(a.results / 'board', places)} bundles from {a.results / 'board'}")
+            rows = leaderboard.rows(root)
+            print(leaderboard.write_csv(rows, a.results / "leaderboard.csv"), f"({len(rows)} rows)")
+            print(write_report(root, a.results / "report"))
+        finally:
+            os.chdir(home)
     if a.board:
         from sveb.board import rebuild
         from sveb.present.site import write_site
