@@ -143,9 +143,9 @@ def start_engine(model: str, dtype: str, console):
 
 def bench_mcs(engine, data, n_states: int) -> tuple[float, int]:
     """Seconds per state to sample 2 continuations (MCS@2) of build states, as the build samples them."""
-    from sveb.core.config import SamplingConfig, derive_seed
+    from sveb.core.config import BuildConfig, derive_seed
     from sveb.engines import Request
-    sampling = SamplingConfig(**data.manifest["config"]["sampling"])
+    sampling = BuildConfig.from_manifest(data.manifest).sampling
     step = max(1, len(data.states) // n_states)
     chosen = data.states[::step][:n_states]  # spread over the build's problems
     prompts = []

@@ -90,14 +90,14 @@ def mcs_on_build(args) -> None:
     """Prefix caching on vs off for the reference stage's own requests on a build."""
     from pathlib import Path
 
-    from sveb.core.config import SamplingConfig, derive_seed
+    from sveb.core.config import BuildConfig, derive_seed
     from sveb.engines import Request
     from sveb.engines.vllm import VLLMEngine
     from sveb.store.builds import load_build
     from sveb.lm.device import pick_dtype
     from sveb.core.models import resolve
     data = load_build(Path(args.build))
-    sc = SamplingConfig(**data.manifest["config"]["sampling"])
+    sc = BuildConfig.from_manifest(data.manifest).sampling
     reqs, prefix = [], 0
     for s in data.states:
         r = data.rollouts[s["problem_id"]][s["rollout_idx"]]

@@ -7,6 +7,9 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 
+MAX_TOKENS = 512  # `sveb build`'s default budget per rollout/continuation; also what manifests without one used
+PAPER_MAX_TOKENS = 4096  # the Hista/Numca authors' max_length (`--preset paper`, sveb/sample/paper.py)
+
 # Knobs that do not change results are excluded from fingerprints.
 NOT_IN_FP = {"engine", "batch_size", "tensor_parallel_size", "gpu_memory_utilization", "workers", "root", "eager"}
 
@@ -15,7 +18,7 @@ NOT_IN_FP = {"engine", "batch_size", "tensor_parallel_size", "gpu_memory_utiliza
 class SamplingConfig:
     temperature: float = 0.7
     top_p: float = 1.0
-    max_tokens: int = 512
+    max_tokens: int = MAX_TOKENS
 
 
 @dataclass(frozen=True)
@@ -49,6 +52,50 @@ class BuildConfig:
     eager: bool = False            # vLLM without compilation: faster start, slower decoding
     tensor_parallel_size: int = 1  # vLLM: GPUs one engine spans (--tp)
     gpu_memory_utilization: float = 0.9  # vLLM on a GPU: share of its memory the engine takes
+
+    @classmethod
+    def from_manifest(cls, manifest: dict) -> "BuildConfig":
+        """The config a build's manifest records (`dataclasses.asdict` of one, sveb/sample/pipeline.py), typed.
+        Manifests of older versions lack newer keys and imported ones (sveb/store/hista_io.py) record only a few,
+        some as null: a missing or null key takes the field's default, which is what the code reading them
+        assumed (split "test", protocol "sveb", max_tokens 512, ...); a key this version does not know is
+        ignored; domain and model, where the config lacks them, are the manifest's own. A value of the wrong type
+        is a one-line ConfigError naming its key."""
+        raw = manifest.get("config") or {}
+        if isinstance(raw, dict):
+            raw = {k: manifest.get(k) for k in ("domain", "model") if isinstance(manifest.get(k), str)} | raw
+        return _typed(cls, raw, "config")
+
+
+def _typed(cls, raw: object, where: str):
+    from sveb.core.errors import ConfigError
+    if not isinstance(raw, dict):
+        raise ConfigError(f"manifest {where}: is {json.dumps(raw, default=str)[:40]}, expected an object")
+    kw = {}
+    for f in dataclasses.fields(cls):
+        v = raw.get(f.name)
+        if v is None:
+            continue
+        key = f"{where}.{f.name}"
+        if f.name == "sampling":
+            kw[f.name] = _typed(SamplingConfig, v, key)
+        elif f.name == "fields":  # KEY=COLUMN pairs; JSON has lists for tuples
+            if not (isinstance(v, (list, tuple)) and all(isinstance(p, (list, tuple)) and len(p) == 2
+                                                       and all(isinstance(x, str) for x in p) for p in v)):
+                raise ConfigError(f"manifest {key}: is {json.dumps(v, default=str)[:40]}, expected [key, column] pairs")
+            kw[f.name] = tuple(tuple(p) for p in v)
+        else:
+            kw[f.name] = _checked(v, type(f.default), key)
+    return cls(**kw)
+
+
+def _checked(v: object, want: type, key: str) -> object:
+    from sveb.core.errors import ConfigError
+    ok = {bool: lambda x: isinstance(x, bool), int: lambda x: isinstance(x, int) and not isinstance(x, bool),
+          float: lambda x: isinstance(x, (int, float)) and not isinstance(x, bool), str: lambda x: isinstance(x, str)}
+    if not ok[want](v):
+        raise ConfigError(f"manifest {key}: is {json.dumps(v, default=str)[:40]}, expected {want.__name__}")
+    return float(v) if want is float else v
 
 
 def fingerprint(*parts: object) -> str:

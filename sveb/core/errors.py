@@ -21,6 +21,10 @@ class EvalError(SvebError, RuntimeError):
     pass
 
 
+class ConfigError(SvebError, ValueError):
+    """A build manifest's config with a value of the wrong type."""
+
+
 def did_you_mean(name: str, known, n: int = 1) -> str:
     """'; did you mean X?' for a near miss among `known`, else '; known: A, B, ...' (appended to an error)."""
     import difflib

@@ -26,10 +26,12 @@ from typing import Sequence
 
 import numpy as np
 
-PROTOCOLS = ("sveb", "paper")
+from sveb.core.config import PAPER_MAX_TOKENS
+
+BUILD_PROTOCOLS = ("sveb", "paper")  # BuildConfig.protocol; not the evaluation protocols (sveb.evaluate.protocols)
 TIERS = ((0.07, 0.17), (0.17, 0.37), (0.37, 0.77))  # (low, high] screening accuracy, equal problems per tier
 SCREEN = 20
-MAX_TOKENS = 4096  # their max_length
+MAX_TOKENS = PAPER_MAX_TOKENS  # their max_length
 # BuildConfig fields the preset sets (sampling: temperature 0.7, SVEB's default too; max_tokens: MAX_TOKENS on
 # `sveb build` unless --max-tokens is given). mc_extra = 4: SVEB's independent MCS@1-4 rows beside theirs.
 PRESET = dict(rollouts=32, states_per_problem=1, step_pairs=False, mc=20, mc_extra=4, screen=SCREEN,
@@ -40,13 +42,14 @@ REF_SUFFIX = "-ref"
 
 def protocol_of(manifest: dict) -> str:
     """A build's protocol; builds made before protocols were recorded are SVEB's."""
-    return str((manifest.get("config") or {}).get("protocol", "sveb"))
+    from sveb.core.config import BuildConfig
+    return BuildConfig.from_manifest(manifest).protocol
 
 
 def validate(cfg) -> None:
     from sveb.core.errors import BuildError
-    if cfg.protocol not in PROTOCOLS:
-        raise BuildError(f"protocol {cfg.protocol}: must be one of {', '.join(PROTOCOLS)}")
+    if cfg.protocol not in BUILD_PROTOCOLS:
+        raise BuildError(f"protocol {cfg.protocol}: must be one of {', '.join(BUILD_PROTOCOLS)}")
     if cfg.protocol == "paper":
         if cfg.states_per_problem != 1 or cfg.step_pairs:
             raise BuildError(f"--states-per-problem {cfg.states_per_problem}: the paper's protocol cuts one state per "

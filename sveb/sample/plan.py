@@ -135,6 +135,7 @@ def measured_lengths(root: str | Path, model_slug: str, domain: str) -> Lengths 
     import pyarrow.compute as pc
 
     from sveb import store
+    from sveb.core.config import BuildConfig
     builds = [b for b in store.list_builds(root) if b.parent.parent.name == model_slug and b.parent.name == domain
               and store.read_manifest(b).get("status") == "complete"]
     if not builds:
@@ -147,7 +148,7 @@ def measured_lengths(root: str | Path, model_slug: str, domain: str) -> Lengths 
     prompt = pc.mean(pc.list_value_length(rollouts["prompt_token_ids"])).as_py()
     response = pc.mean(pc.list_value_length(rollouts["response_token_ids"])).as_py()
     remaining = pc.mean(pc.subtract(states["T"], states["t"])).as_py()
-    cap = store.read_manifest(b).get("config", {}).get("sampling", {}).get("max_tokens")
+    cap = BuildConfig.from_manifest(store.read_manifest(b)).sampling.max_tokens
     return Lengths(prompt, response, remaining,
                    f"measured: build {b.name} ({rollouts.num_rows} rollouts, {states.num_rows} states, "
                    f"max_tokens {cap})")

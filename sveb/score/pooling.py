@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from sveb.core import schema
+from sveb.core.config import BuildConfig
 from sveb.score import scoring
 from sveb import store
 from sveb.store.builds import pool_key
@@ -125,7 +126,7 @@ def base_view(bdir: Path, scores: list[dict]) -> tuple[View, dict[str, int]]:
     view = View(bdir, str(m.get("model", bdir.parent.parent.name)), str(m.get("domain", bdir.parent.name)),
                 str(m.get("status", "?")), scores, pid, ref, pos, pid=pid,
                 rollout=np.array(st.column("rollout_idx").to_pylist()), t=t, bdirs=[bdir], bidx=np.zeros(n, int),
-                seeds=[m.get("config", {}).get("seed")], n_ref=int(n_ref[0]) if n_ref else 20)
+                seeds=[BuildConfig.from_manifest(m).seed], n_ref=int(n_ref[0]) if n_ref else 20)
     return view, index
 
 

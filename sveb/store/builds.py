@@ -7,6 +7,7 @@ goes through here; only `sveb.sample.pipeline` writes builds.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shlex
 from pathlib import Path
@@ -15,7 +16,7 @@ from rich.console import Console
 
 from sveb.core import schema
 from sveb import store
-from sveb.core.config import NOT_IN_FP
+from sveb.core.config import NOT_IN_FP, BuildConfig
 from sveb.core.errors import EvalError
 from sveb.core.records import BuildData, ProblemGroup, Rollout, State
 
@@ -46,7 +47,7 @@ def find_build(root: str | Path, model_slug: str | None, domain: str | None, bui
               and (build is None or b.name.startswith(build))]
     done = [b for b in builds if store.complete(b)]
     if build is None:  # the benchmark is the test split; train builds are for critics
-        done = [b for b in done if store.read_manifest(b).get("config", {}).get("split", "test") == "test"]
+        done = [b for b in done if config_of(b).split == "test"]
     if not done:
         what = f"model={model_slug} domain={domain}" + (f" build={build}" if build else "")
         raise EvalError(f"no complete build under {root} for {what}; run `sveb build` first (see `sveb ls builds`)")
@@ -205,12 +206,19 @@ def check_expected(bdirs: list[Path], expect: str | None) -> None:
 def pool_key(bdir: Path) -> str:
     """Builds with the same key differ only in their seed (or in knobs that never change results)."""
     m = store.read_manifest(bdir)
-    # the engine draws the samples (it is in the rollout fingerprint): two engines' builds do not pool
-    cfg = {k: v for k, v in (m.get("config") or {}).items() if k != "seed" and (k == "engine" or k not in NOT_IN_FP)}
-    if not cfg:  # no config recorded: a build pools with nothing
+    if not m.get("config"):  # no config recorded: a build pools with nothing
         return bdir.name
-    cfg["protocol"] = cfg.get("protocol", "sveb")  # builds of different protocols never pool (sveb/sample/paper.py)
+    # every field but the seed, typed (a key an older version did not write takes its default, so builds of
+    # different protocols never pool: sveb/sample/paper.py); the engine draws the samples (it is in the rollout
+    # fingerprint): two engines' builds do not pool
+    cfg = {k: v for k, v in dataclasses.asdict(BuildConfig.from_manifest(m)).items()
+           if k != "seed" and (k == "engine" or k not in NOT_IN_FP)}
     return json.dumps([m.get("model"), m.get("domain"), cfg], sort_keys=True, default=str)
+
+
+def config_of(bdir: Path) -> BuildConfig:
+    """The build's config, typed (BuildConfig.from_manifest)."""
+    return BuildConfig.from_manifest(store.read_manifest(bdir))
 
 
 def find_seed_builds(root: str | Path, model_slug: str | None, domain: str | None, seeds: list[int],
@@ -221,7 +229,7 @@ def find_seed_builds(root: str | Path, model_slug: str | None, domain: str | Non
         done = [b for b in store.list_builds(root)
                 if (model_slug is None or b.parent.parent.name == model_slug) and (domain is None or b.parent.name == domain)
                 and (build is None or b.name.startswith(build)) and store.complete(b)
-                and (m := store.read_manifest(b).get("config", {})).get("split", "test") == "test" and m.get("seed") == seed]
+                and (c := config_of(b)).split == "test" and c.seed == seed]
         if not done:
             raise EvalError(f"no complete build of seed {seed} under {root} for model={model_slug} domain={domain}; "
                             f"run `sveb build --seeds ...` first")
@@ -233,10 +241,10 @@ def find_seed_builds(root: str | Path, model_slug: str | None, domain: str | Non
 
 
 def train_build_command(manifest: dict, root: Path) -> str:
-    cfg = manifest.get("config", {})
+    cfg = BuildConfig.from_manifest(manifest)
     args = ["sveb", "build", "--split", "train", "--domain", manifest["domain"], "--model", manifest["model"],
-            "--source", str(cfg.get("source", "builtin")), "--rollouts", str(cfg.get("rollouts", 40)),
-            "--max-tokens", str(cfg.get("sampling", {}).get("max_tokens", 512)), "--root", str(root)]
+            "--source", cfg.source, "--rollouts", str(cfg.rollouts),
+            "--max-tokens", str(cfg.sampling.max_tokens), "--root", str(root)]
     return " ".join(shlex.quote(a) for a in args)
 
 
@@ -262,7 +270,7 @@ def find_train_build(bdir: Path, manifest: dict, spec: str = "", who: str = "ppo
         return tb
     found = [b for b in store.list_builds(root) if (m := store.read_manifest(b)).get("status") == "complete"
              and m.get("model") == manifest["model"] and m.get("domain") == manifest["domain"]
-             and m.get("config", {}).get("split") == "train"]
+             and BuildConfig.from_manifest(m).split == "train"]
     if not found:
         raise EvalError(f"{who} needs a training build of disjoint problems; none under {root}: "
                         f"run `{train_build_command(manifest, root)}` (or pass -P train_build=<dir>)")

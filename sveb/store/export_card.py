@@ -7,6 +7,8 @@ from __future__ import annotations
 import pyarrow as pa
 import yaml
 
+from sveb.core.config import BuildConfig
+
 # Licence names as the sources state them -> the hub's licence ids.
 HUB_LICENCES = {"MIT": "mit", "CC BY 4.0": "cc-by-4.0", "CC BY-SA 4.0": "cc-by-sa-4.0", "Apache-2.0": "apache-2.0"}
 ABOUT = {
@@ -50,9 +52,9 @@ def counts(tables: dict[str, pa.Table]) -> dict[str, float | int]:
 
 
 def card(manifest: dict, tables: dict[str, pa.Table]) -> str:
-    cfg, ex = manifest.get("config", {}), manifest["export"]
-    split = cfg.get("split", "test")
-    what, licence = source_licence(str(cfg.get("source", "builtin")), manifest["domain"])
+    cfg, ex = BuildConfig.from_manifest(manifest), manifest["export"]
+    split = cfg.split
+    what, licence = source_licence(cfg.source, manifest["domain"])
     header = {
         "pretty_name": f"SVEB build: {manifest['domain']} / {manifest['model']} ({manifest['build_fp'][:12]})",
         "license": HUB_LICENCES.get(licence, "other"),
@@ -62,7 +64,7 @@ def card(manifest: dict, tables: dict[str, pa.Table]) -> str:
     }
     c = counts(tables)
     tr = manifest.get("truncated") or {}
-    samp = cfg.get("sampling", {})
+    samp = cfg.sampling
     lines = [
         "---", yaml.safe_dump(header, sort_keys=False).strip(), "---", "",
         f"# SVEB build: {manifest['domain']}, {manifest['model']}", "",
@@ -71,10 +73,10 @@ def card(manifest: dict, tables: dict[str, pa.Table]) -> str:
         "## Provenance",
         f"- model: `{manifest['model']}`; sha256 of its weight files: `{ex['model_weights_sha256']}` "
         "(hidden-state estimators recompute hidden states from these weights and refuse others)",
-        f"- sampling: temperature {samp.get('temperature')}, top_p {samp.get('top_p')}, max_tokens "
-        f"{samp.get('max_tokens')}, dtype {manifest.get('dtype')}, engine {cfg.get('engine')}, seed {cfg.get('seed')}",
-        f"- build: G={cfg.get('rollouts')} rollouts per problem, {cfg.get('states_per_problem')} states per problem, "
-        f"difficulty filter [{cfg.get('min_acc')}, {cfg.get('max_acc')}] on {cfg.get('screen')} screening rollouts, "
+        f"- sampling: temperature {samp.temperature}, top_p {samp.top_p}, max_tokens "
+        f"{samp.max_tokens}, dtype {manifest.get('dtype')}, engine {cfg.engine}, seed {cfg.seed}",
+        f"- build: G={cfg.rollouts} rollouts per problem, {cfg.states_per_problem} states per problem, "
+        f"difficulty filter [{cfg.min_acc}, {cfg.max_acc}] on {cfg.screen} screening rollouts, "
         f"split {split}; build fingerprint `{manifest['build_fp']}`",
         f"- source: {what}; licence: {licence}",
         f"- SVEB version {ex['sveb_version']}; content hash `{ex['content_hash']}`", "",

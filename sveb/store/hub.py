@@ -8,6 +8,7 @@ import re
 import shutil
 from pathlib import Path
 
+from sveb.core.config import BuildConfig
 from sveb.store.export import ExportError, verify
 from sveb.store import shard_path, staged_dir
 
@@ -52,7 +53,7 @@ def import_build(spec: str, out: Path) -> Path:
     with staged_dir(out) as tmp:
         manifest = json.loads(_fetch(spec, "manifest.json", tmp).read_text())
         _fetch(spec, "README.md", tmp)
-        split = manifest.get("config", {}).get("split", "test")
+        split = BuildConfig.from_manifest(manifest).split
         for table in manifest.get("export", {}).get("tables", {}):
             try:
                 ds = datasets.load_dataset(str(spec), table, split=split, cache_dir=str(tmp / ".cache"))
