@@ -22,6 +22,7 @@ from rich.console import Console
 from sveb.score import scoring
 from sveb.estimators import make, params_fp
 from sveb.evaluate import evaluate
+from sveb.evaluate.protocols import PROTOCOLS
 from sveb.score.pooling import load_view, merge, read_scores
 from sveb.present.report_format import md_table
 
@@ -62,7 +63,6 @@ SETTINGS = {
         ("shear-sveb (SVEB's earlier construction)", "shear-sveb", {}),
     ],
 }
-PROTOCOLS = ("held-out", "in-group")
 
 
 def run(builds: list[Path], which: str, console: Console) -> list[dict]:

@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-PROTOCOLS = ("held-out", "in-group")
+from sveb.evaluate.protocols import PROTOCOLS
 
 
 def clean(x):

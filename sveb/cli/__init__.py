@@ -7,6 +7,7 @@ from typing import List, Optional
 
 import typer
 
+from sveb.core.config import MAX_TOKENS, PAPER_MAX_TOKENS
 from sveb.cli.common import (BUILD_DIR, DOMAIN, EXPECT, MODEL, RAY, ROOT, SEEDS, WORKERS, OptionalRayValue, _build_root, app,
                              console, out, parse_seeds)
 
@@ -40,7 +41,7 @@ def build(
     min_novel_numbers: int = typer.Option(-1, help="number domain: a correct response must hold this many numbers "
                                           "absent from question and answer (-1: 4 for hub/file sources, 0 for builtin)."),
     temperature: float = typer.Option(0.7), top_p: float = typer.Option(1.0),
-    max_tokens: int = typer.Option(512, help="Max new tokens per rollout/continuation."),
+    max_tokens: int = typer.Option(MAX_TOKENS, help="Max new tokens per rollout/continuation."),
     seed: int = typer.Option(0),
     seeds: Optional[str] = SEEDS,
     dtype: str = typer.Option("auto", help="auto (bf16 on a GPU or a CPU with native bf16, else fp32) | bfloat16 | "
@@ -57,7 +58,7 @@ def build(
     cpus_per_worker: float = typer.Option(1, help="--ray: CPUs per actor (a CPU engine uses as many threads)."),
     preset: str = typer.Option("sveb", help="sveb: SVEB's protocol | paper: the Hista/Numca authors' protocol as "
                                "their scripts run it (G 32, one space cut per problem, full-budget continuations, "
-                               "--max-tokens 4096, 20 screens, equal tiers; docs/data.md); flags given win."),
+                               f"--max-tokens {PAPER_MAX_TOKENS}, 20 screens, equal tiers; docs/data.md); flags given win."),
     ctx: typer.Context = None,
 ) -> None:
     """Sample rollouts, cut states, compute Monte-Carlo reference values."""
@@ -100,13 +101,13 @@ def _preset(cfg, preset: str, ctx):
     if preset != "paper":
         raise typer.BadParameter(f"unknown preset '{preset}'; known: sveb, paper", param_hint="--preset")
     from dataclasses import replace
-    from sveb.sample.paper import MAX_TOKENS, PRESET
+    from sveb.sample.paper import PRESET
 
     def given(name: str) -> bool:
         src = ctx.get_parameter_source(name)
         return src is not None and src.name in ("COMMANDLINE", "ENVIRONMENT")
     fields = {k: v for k, v in PRESET.items() if k == "protocol" or not given(k)}
-    sampling = cfg.sampling if given("max_tokens") else replace(cfg.sampling, max_tokens=MAX_TOKENS)
+    sampling = cfg.sampling if given("max_tokens") else replace(cfg.sampling, max_tokens=PAPER_MAX_TOKENS)
     return replace(cfg, **fields, sampling=sampling)
 
 

@@ -9,6 +9,7 @@ import typer
 
 from rich.markup import escape
 
+from sveb.core.config import MAX_TOKENS, PAPER_MAX_TOKENS
 from sveb.cli.common import DOMAIN, MODEL, ROOT, app, console, out, parse_seeds
 
 
@@ -98,7 +99,8 @@ def plan(
     screen: int = typer.Option(8, help="Rollouts a discarded candidate gets before the filter drops it."),
     rollouts: int = typer.Option(40), states_per_problem: int = typer.Option(2), mc: int = typer.Option(20),
     mc_extra: int = typer.Option(4),
-    max_tokens: int = typer.Option(4096, help="Max new tokens (the paper's 4096; `sveb build` defaults to 512)."),
+    max_tokens: int = typer.Option(PAPER_MAX_TOKENS, help=f"Max new tokens (the paper's {PAPER_MAX_TOKENS}; "
+                                   f"`sveb build` defaults to {MAX_TOKENS})."),
     gpus: int = typer.Option(1, help="GPUs working in parallel."),
     tok_per_s: Optional[float] = typer.Option(None, help="Generated tokens/s of one GPU (default: an assumption "
                                               "by model size)."),
