@@ -1,1 +1,2 @@
-"""Whole experiments: `sveb demo` (a build, every estimator, the report)."""
+"""Whole experiments: `sveb demo` (builds, every estimator, the report) and Table 4 (benchmarks/table4.py), both
+on the shared runner (sveb.experiment.runner) and presets (sveb.experiment.presets)."""

@@ -1,0 +1,33 @@
+"""The experiments' build sizes: `sveb demo --preset` and Table 4 (benchmarks/table4.py, the powered preset)."""
+
+from __future__ import annotations
+
+from sveb.core.config import BuildConfig, SamplingConfig
+from sveb.sample.paper import PRESET as PAPER
+
+BASE = dict(model="smollm2-135m", source="builtin", oversample=3, mc=20, mc_extra=4, min_acc=0.1, max_acc=0.8,
+            seed=0, sampling=SamplingConfig(max_tokens=256))
+# Each preset: the benchmark build's size, and the disjoint `train` build the trained estimators learn on.
+PRESETS = {
+    # `make demo`: every estimator in about 10 minutes on 2 cores (24 states: a demonstration, not evidence)
+    "demo": (dict(problems=8, rollouts=16, states_per_problem=3), dict(problems=8, states_per_problem=1, mc=2, mc_extra=0)),
+    # `--quick`: a first look at a domain
+    "quick": (dict(problems=6, rollouts=16, states_per_problem=2), dict(problems=6, states_per_problem=1, mc=2, mc_extra=0)),
+    # `make powered`: 50 problems x 4 states (two pairs t1 < t2 of one rollout) per seed, run on seeds 0,1,2: 600
+    # states for paired tests that survive Holm; the train build is big enough for the probe's MC labels
+    "powered": (dict(problems=50, rollouts=16, states_per_problem=4, step_pairs=True),
+                dict(problems=60, states_per_problem=2, mc=4, mc_extra=0)),
+    # `--preset paper`: the Hista/Numca authors' protocol (sveb/sample/paper.py: G = 32, one space cut per problem in the
+    # first rollout, full-budget continuations, 20 screens, equal tiers), 4 problems per tier; the demo's
+    # 256-token budget (theirs is 4096: `sveb build --preset paper`)
+    "paper": (dict(PAPER, problems=12, oversample=4), dict(problems=6, mc=2, mc_extra=0)),
+}
+
+
+def preset_configs(preset: str, domain: str, engine: str, seeds: list[int] | None = None
+                   ) -> tuple[list[BuildConfig], BuildConfig]:
+    """A preset's benchmark build of each seed (default: seed 0) and its one `train` build (seed 0)."""
+    size, train = PRESETS[preset]
+    config = {**BASE, **size}
+    tests = [BuildConfig(domain=domain, engine=engine, **{**config, "seed": s}) for s in seeds or [0]]
+    return tests, BuildConfig(domain=domain, engine=engine, split="train", **{**config, **train})

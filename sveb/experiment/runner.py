@@ -1,0 +1,88 @@
+"""What every experiment does (`sveb demo`, Table 4): the estimator list, builds sampled with one shared engine,
+every estimator under both protocols, the leaderboard and report."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from rich.console import Console
+
+from sveb import store
+from sveb.core.config import BuildConfig
+from sveb.evaluate.protocols import PROTOCOLS
+
+
+def estimator_list(names: list[str] | None = None) -> list[str]:
+    """`names` (default: every registered estimator) with the baseline first, every estimator is paired against it;
+    each one is made once so that a typo fails before an hour of sampling."""
+    from sveb.estimators import BASELINE, make, names as registered
+    names = [BASELINE] + [n for n in (names or registered()) if n != BASELINE]
+    for name in names:
+        make(name)
+    return names
+
+
+def needs_train(names: list[str]) -> bool:
+    """Whether any of the estimators learns on a disjoint `--split train` build."""
+    from sveb.estimators import entry
+    return any(entry(n).train_split for n in names)
+
+
+class Sampler:
+    """Builds made with one engine: starting vLLM costs a minute or more. The engine (`engine`, else one of kind
+    `kind`) is started for the first build that has sampling left, and closed by `close`."""
+
+    def __init__(self, kind: str, engine=None):
+        self.kind, self.engine = kind, engine
+
+    def ready(self, cfg: BuildConfig, root: Path) -> None:
+        """Start the engine now if `cfg`'s build has sampling left (so that a timed build does not time it)."""
+        from sveb.sample.pipeline import locate
+        bdir = locate(cfg, root)
+        if self.engine is None and not ((bdir / "manifest.json").exists() and store.complete(bdir)):
+            from sveb.core import signals
+            from sveb.core.models import resolve
+            from sveb.engines import make_engine
+            from sveb.sample.pipeline import dtype_of
+            self.engine = make_engine(self.kind, resolve(cfg.model), cfg.seed, dtype=dtype_of(cfg))
+            signals.reinstall()
+
+    def build(self, cfg: BuildConfig, root: Path, console: Console) -> Path:
+        from sveb.sample.pipeline import build
+        self.ready(cfg, root)
+        return build(cfg, root, engine=self.engine, console=console)
+
+    def close(self) -> None:
+        """Free the engine's memory before hidden states and critics."""
+        if self.engine is not None and hasattr(self.engine, "close"):
+            self.engine.close()
+
+
+def evaluate_all(bdir: Path, names: list[str], console: Console, label: str | None = None
+                 ) -> list[tuple[dict, float]]:
+    """Every estimator on the build under both protocols (sveb.evaluate, cached): each score row with the wall
+    seconds it took here."""
+    from sveb.evaluate import evaluate
+    done = []
+    for name in names:
+        for protocol in PROTOCOLS:
+            if label:
+                console.print(f"eval {name} ({protocol}) on {label}")
+            t0 = time.perf_counter()
+            row = evaluate(bdir, name, {}, protocol, console=console)
+            done.append((row, time.perf_counter() - t0))
+    return done
+
+
+def write_board(root: Path, results: Path, builds: list[Path], out: Console) -> None:
+    """The leaderboard (seeds of one config pooled) and the report of the builds, into `results`."""
+    from sveb.present.leaderboard import print_pivot, rows, write_csv
+    from sveb.present.report import write_report
+    fps = {b.name for b in builds}
+    board = rows(root, builds=fps)
+    path = write_csv(board, results / "leaderboard.csv")
+    print_pivot(board, out)
+    out.print(f"wrote {path}")
+    index = write_report(root, results / "report", builds=fps)
+    out.print(f"report: {index}")

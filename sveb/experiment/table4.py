@@ -1,0 +1,210 @@
+"""Table 4 (benchmarks/table4.py, `make table4`): per domain, the powered preset's benchmark and train builds
+sampled and exported (or a committed export restored), every estimator scored under both protocols, and the
+tables written (sveb.experiment.table4_files). `a` is benchmarks/table4.py's parsed flags."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from pathlib import Path
+
+import numpy as np
+from rich.console import Console
+
+from sveb import store
+from sveb.core.config import BuildConfig, SamplingConfig
+from sveb.experiment.runner import Sampler, estimator_list, evaluate_all, needs_train
+from sveb.experiment.table4_files import (read_estimates, recorded_machine, size_mb, shown_source, timing_rows,
+                                          write_estimates, write_tables)
+from sveb.present.table4 import stage_timer
+from sveb.sample.paper import PRESET as PAPER
+
+
+def configs(domain: str, a, source: str) -> tuple[BuildConfig, BuildConfig]:
+    """The powered preset's benchmark and train builds (sveb.experiment.presets), so the number column is the
+    powered run's seed-0 build: the same fingerprint, never sampled twice."""
+    base = dict(domain=domain, model=a.model, source=source, oversample=a.oversample, rollouts=a.rollouts,
+                min_acc=a.min_acc, max_acc=a.max_acc, min_novel_numbers=a.min_novel_numbers, seed=a.seed,
+                engine=a.engine, sampling=SamplingConfig(max_tokens=a.max_tokens),
+                **({"protocol": "paper", "screen": PAPER["screen"]} if a.preset == "paper" else {}))
+    test = BuildConfig(problems=a.problems, states_per_problem=a.states, mc=a.mc, mc_extra=a.mc_extra,
+                       step_pairs=a.step_pairs, **base)
+    train = BuildConfig(split="train", problems=a.train_problems, states_per_problem=a.train_states, mc=a.train_mc,
+                        mc_extra=0, step_pairs=a.step_pairs, **base)
+    return test, train
+
+
+def restore(export: Path, root: Path) -> Path:
+    """The export as a build under ROOT (a copy: the committed export gets no estimates or hidden states)."""
+    m = store.read_manifest(export)
+    from sveb.core.models import model_slug
+    bdir = store.build_dir(root, model_slug(m["model"]), m["domain"], m["build_fp"] + ".export")
+    if not (bdir / "manifest.json").exists():
+        tmp = bdir.with_name(bdir.name + ".tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.copytree(export, tmp)
+        tmp.rename(bdir)
+    return bdir
+
+
+def build_domain(domain: str, a, sampler: Sampler, console, model_dir) -> dict | None:
+    """Build (timed per stage) and export a domain's benchmark and training builds; None if its export exists,
+    {} if this run found it already sampled (no stage timed)."""
+    from sveb.store.export import export_build, verify
+    exp = Path(a.exports) / domain
+    if (exp / "manifest.json").exists():
+        verify(exp)
+        console.print(f"{domain}: export {exp} exists; not sampled again")
+        return None
+    test, train = configs(domain, a, a.source.get(domain, "builtin"))
+    timing: dict[str, float] = {}
+    sampler.ready(test, a.root)  # the engine's start is not the build's cost
+    t0 = time.perf_counter()
+    with stage_timer(timing):
+        bdir = sampler.build(test, a.root, console)
+    timing["build wall"] = time.perf_counter() - t0
+    if not set(timing) & {"screening", "rollouts", "references"}:
+        timing = {}  # every shard was already sampled by an earlier run: this run's clock says nothing of its cost
+    if a.train:
+        export_build(sampler.build(train, a.root, console), Path(a.exports) / f"{domain}-train", model_dir)
+    export_build(bdir, exp, model_dir)
+    return timing
+
+
+def eval_domain(domain: str, a, names: list[str], console) -> tuple[list[dict], dict[str, float]]:
+    """Every estimator on a domain's export under both protocols (sveb.evaluate, cached); returns its per-state
+    estimates as ESTIMATES records and the seconds of each stage."""
+    from sveb.store.builds import load_build
+    from sveb.estimators import entry
+    bdir = restore(Path(a.exports) / domain, Path(a.root))
+    if a.train and (Path(a.exports) / f"{domain}-train").exists():
+        restore(Path(a.exports) / f"{domain}-train", Path(a.root))
+    timing: dict[str, float] = {}
+    data = load_build(bdir)
+    if any(entry(n).needs_hidden or entry(n).needs_training for n in names):
+        from sveb.store.export import check_weights
+        from sveb.lm.hidden import HiddenStates
+        check_weights(bdir, data.manifest)
+        hs = HiddenStates(bdir, data.manifest["model"])
+        seconds = hidden_pass(hs, data)
+        if seconds is not None:
+            timing["hidden pass"] = seconds
+        elif (est := cached_pass_seconds(hs.dir)) is not None:
+            # found cached by a run that did not record it (stopped before writing timing.json)
+            timing["hidden pass (from cache file times)"] = est
+    rows = []
+    for row, wall in evaluate_all(bdir, names, console):
+        timing[f"eval {row['estimator']} ({row['protocol']})"] = eval_seconds(bdir, row, wall)
+        rows.append(row)
+    est_rows = store.read_table(bdir / "estimates").to_pylist()
+    records = []
+    for r in rows:
+        ident = (r["estimator"], r["params_fp"], r["protocol"])
+        records += [{"domain": domain, "build_fp": data.manifest["build_fp"], "state_id": e["state_id"],
+                     "estimator": e["estimator"], "params_fp": e["params_fp"], "protocol": e["protocol"],
+                     "value": e["value"], "provenance": f"sveb eval {e['estimator']} {e['params_fp']}"}
+                    for e in est_rows if (e["estimator"], e["params_fp"], e["protocol"]) == ident]
+    return records, timing
+
+
+def eval_seconds(bdir: Path, row: dict, wall: float) -> float:
+    """What an estimator's evaluation cost when it ran: its scores' estimation seconds plus its recorded
+    prepare() seconds (training), both stored beside the scores, so a rerun that finds them cached reports the
+    run that computed them rather than the seconds it took to read them."""
+    key = f"{row['estimator']}-{row['params_fp']}-{row['protocol']}"
+    path = bdir / "timings" / f"{key}.json"
+    prep = json.loads(path.read_text()).get("prepare_seconds", 0.0) if path.exists() else 0.0
+    est = row.get("seconds")
+    return float(est) + float(prep) if est is not None and np.isfinite(est) else wall
+
+
+def hidden_pass(hs, data) -> float | None:
+    """Seconds of the shared hidden-state pass every hidden-state consumer reads, or None when this run found
+    all of it cached (HiddenStates.ensure returns None for a cached group)."""
+    t0 = time.perf_counter()
+    computed = [hs.ensure(pid, data.rollouts[pid]) is not None for pid in sorted(data.problems)]
+    return time.perf_counter() - t0 if any(computed) else None
+
+
+def cached_pass_seconds(cache: Path) -> float | None:
+    """The wall time of a cached hidden pass, read from its per-problem files' write times: the span from the
+    first file to the last covers n - 1 problems, so it is scaled by n / (n - 1). None below two files."""
+    times = sorted(p.stat().st_mtime for p in Path(cache).glob("*.npz"))
+    if len(times) < 2:
+        return None
+    return (times[-1] - times[0]) * len(times) / (len(times) - 1)
+
+
+def domain_row(domain: str, a, timing: dict, eval_s: float) -> dict:
+    exp = Path(a.exports) / domain
+    m = store.read_manifest(exp)
+    acc = m.get("candidate_accuracy") or {}
+    cfg = BuildConfig.from_manifest(m)
+    band = [v for v in acc.values() if cfg.min_acc <= v <= cfg.max_acc]
+    rolls = store.read_table(exp / "rollouts").to_pylist()
+    kept = set(store.read_table(exp / "problems").column("problem_id").to_pylist())
+    rewards = [r["reward"] for r in rolls if r["problem_id"] in kept]
+    tr = m.get("truncated") or {}
+    return {"domain": domain, "source": shown_source(cfg.source), "problems": m.get("n_problems"), "states": m.get("n_states"),
+            "accuracy": round(float(np.mean(rewards)), 4) if rewards else None,
+            "band share": round(len(band) / len(acc), 4) if acc else None,
+            "rollouts cut off": tr.get("rollouts"), "references cut off": tr.get("references"),
+            # the builds' own records (a resumed build's manifest keeps the run that sampled it; this run's wall
+            # clock would be the seconds it took to find every shard done)
+            "build s": m.get("seconds"), "train build s": _seconds(Path(a.exports) / f"{domain}-train"),
+            "eval s": round(eval_s, 1), "export MB": round(size_mb(exp), 2)}
+
+
+def _seconds(export: Path):
+    return store.read_manifest(export).get("seconds") if (export / "manifest.json").exists() else None
+
+
+def _spent(timing: dict[str, float]) -> float:
+    """Seconds of scoring: the hidden pass and every estimator."""
+    return sum(v for k, v in timing.items() if k.startswith(("eval ", "hidden pass")))
+
+
+def run(a, engine=None, model_dir=None) -> Path:
+    """Table 4 into `a.out`; `engine`, `model_dir`: a passed-in engine (tests: the scripted one) and the weights
+    to hash. With `a.from_exports`, scored again from the stored per-state estimates: no sampling, no estimator."""
+    console = Console(stderr=True)
+    names = estimator_list([n.strip() for n in a.estimators.split(",") if n.strip()])
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    domains = a.domains.replace(",", " ").split()
+    timing_path = out / "timing.json"
+    timings = json.loads(timing_path.read_text()) if timing_path.exists() else {}
+    if a.from_exports:
+        records = read_estimates(Path(a.estimates or out / "estimates.parquet"))
+        machine = recorded_machine(out / "table4.md")
+        drows, trows = [], []
+        for d in domains:
+            drows.append(domain_row(d, a, timings.get(d, {}), _spent(timings.get(d, {}))))
+            trows += timing_rows(d, timings.get(d, {}), drows[-1]["states"])
+        write_tables(a, out, domains, names, records, drows, trows, timings, machine, console)
+        return out
+    a.train = a.train and needs_train(names)
+    sampler = Sampler(a.engine, engine)  # one engine for every domain
+    records, drows, trows = [], [], []
+    for d in domains:
+        built = build_domain(d, a, sampler, console, model_dir)
+        if built is not None:
+            timings[d] = built
+            timing_path.write_text(json.dumps(timings, indent=1))
+    sampler.close()
+    for d in domains:
+        t0 = time.perf_counter()
+        recs, ev = eval_domain(d, a, names, console)
+        records += recs
+        timings.setdefault(d, {}).update(ev)
+        if "hidden pass" in timings[d]:  # a recorded time beats the cache files' estimate
+            timings[d].pop("hidden pass (from cache file times)", None)
+        timing_path.write_text(json.dumps(timings, indent=1))  # each domain's as soon as it is scored
+        drows.append(domain_row(d, a, timings[d], _spent(timings[d]) or time.perf_counter() - t0))
+        trows += timing_rows(d, timings[d], drows[-1]["states"])
+    timing_path.write_text(json.dumps(timings, indent=1))
+    write_estimates(out / "estimates.parquet", records)
+    from sveb.lm.device import describe
+    write_tables(a, out, domains, names, records, drows, trows, timings, f"CPU flags: {describe()}", console)
+    return out

@@ -1,0 +1,173 @@
+"""Table 4's files (sveb.experiment.table4): the per-state estimates (estimates.parquet, so the tables can be
+scored again without running an estimator), scores.csv, interaction.csv, domains.csv, timing.csv and table4.md."""
+
+from __future__ import annotations
+
+import csv
+import re
+from pathlib import Path
+
+import numpy as np
+
+from sveb import store
+from sveb.evaluate.protocols import PROTOCOLS
+from sveb.present import table4 as t4
+from sveb.present.report_format import md_table
+from sveb.present.table4 import cost_markdown
+from sveb.score import power
+
+
+def size_mb(path: Path) -> float:
+    """An export's size: its manifest, README and tables, not what scoring it wrote beside them (estimates,
+    hidden states, ... which git ignores there)."""
+    from sveb.store.export import TABLES
+    keep = [path / "manifest.json", path / "README.md", *(p for t in TABLES for p in (path / t).rglob("*"))]
+    return sum(p.stat().st_size for p in keep if p.is_file()) / 1e6
+
+
+def shown_source(source: str | None) -> str | None:
+    """A source as a reader's table shows it: a local file as its last two path parts, not this machine's path."""
+    if not source or "=" not in source:
+        return source
+    name, path = source.split("=", 1)
+    return f"{name}=" + "/".join(Path(path).parts[-2:])
+
+
+def write_csv(path: Path, rows: list[dict]) -> None:
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+
+
+ESTIMATE_FIELDS = ("domain", "build_fp", "state_id", "estimator", "params_fp", "protocol", "value", "provenance")
+
+
+def write_estimates(path: Path, records: list[dict]) -> None:
+    """Every cell's per-state estimates (ESTIMATE_FIELDS), sorted, so that --from-exports can score them again."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    key = {(r["domain"], r["estimator"], r["protocol"], r["state_id"]): r for r in records}  # one per cell x state
+    rows = [key[k] for k in sorted(key)]
+    table = pa.table({f: [r[f] for r in rows] for f in ESTIMATE_FIELDS})
+    pq.write_table(table, path, compression="zstd")
+
+
+def read_estimates(path: Path) -> list[dict]:
+    if not path.exists():
+        raise SystemExit(f"{path}: no stored per-state estimates; run without --from-exports first (or pass "
+                         f"--estimates)")
+    import pyarrow.parquet as pq
+    return pq.read_table(path).to_pylist()
+
+
+def recorded_machine(md: Path) -> str:
+    """The CPU flags line of the run whose timings the tables show (a rescore measures nothing itself)."""
+    found = re.search(r"CPU flags: [^.\n]*", md.read_text()) if md.exists() else None
+    return found.group(0) if found else "CPU flags: not recorded"
+
+
+def timing_rows(domain: str, timing: dict[str, float], states) -> list[dict]:
+    n = states or 1
+    return [{"domain": domain, "stage": k, "seconds": round(s, 2), "seconds per state": round(s / n, 4)}
+            for k, s in timing.items()]
+
+
+def domain_states(export: Path) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """A domain's state ids (states-table order), their MC references and their problems (the clusters)."""
+    states = store.read_table(export / "states").to_pylist()
+    refs = {r["state_id"]: r["value"] for r in store.read_table(export / "references").to_pylist()}
+    ids = [s["state_id"] for s in states]
+    ref = np.array([np.nan if refs.get(i) is None else refs[i] for i in ids], dtype=float)
+    return ids, ref, np.array([s["problem_id"] for s in states], dtype=object)
+
+
+def table_cells(a, domains: list[str], names: list[str], records: list[dict], previous: Path) -> list[dict]:
+    """Every cell from the stored per-state estimates (sveb.present.table4.cells). A cell without them keeps the
+    MAE [CI] of the previous scores.csv, if it has one, and no test."""
+    from sveb.estimators import BASELINE
+    old = {(r["domain"], r["estimator"], r["protocol"]): r for r in csv.DictReader(open(previous))} \
+        if previous.exists() else {}
+    rows = []
+    for d in domains:
+        export = Path(a.exports) / d
+        fp = store.read_manifest(export)["build_fp"]
+        ids, ref, groups = domain_states(export)
+        index = {sid: i for i, sid in enumerate(ids)}
+        est: dict[str, dict[str, np.ndarray]] = {p: {} for p in PROTOCOLS}
+        for r in records:
+            if r["domain"] == d and r["build_fp"] == fp and r["estimator"] in names and r["protocol"] in est \
+                    and r["state_id"] in index:
+                arr = est[r["protocol"]].setdefault(r["estimator"], np.full(len(ids), np.nan))
+                arr[index[r["state_id"]]] = np.nan if r["value"] is None else r["value"]
+        for p in PROTOCOLS:
+            est[p] = {n: est[p][n] for n in names if n in est[p]}
+        got = {(r["estimator"], r["protocol"]): r
+               for r in t4.cells(d, est, BASELINE, ref, groups)}
+        for n in names:
+            for p in PROTOCOLS:
+                if (n, p) in got:
+                    rows.append(got[(n, p)])
+                elif (d, n, p) in old:
+                    o = old[(d, n, p)]
+                    rows.append({c: "" for c in t4.COLUMNS} | {k: o[k] for k in ("domain", "estimator", "protocol",
+                                "n_states", "mae", "mae_ci_low", "mae_ci_high")}
+                                | {"verdict": "n/a" if n != BASELINE else "", "estimates": STORED_MAE_ONLY})
+    return rows
+
+
+STORED_MAE_ONLY = "MAE only (no per-state estimates stored)"
+
+
+def write_tables(a, out: Path, domains: list[str], names: list[str], records: list[dict], drows: list[dict],
+                 trows: list[dict], timings: dict, machine: str, console) -> None:
+    """scores.csv, interaction.csv, domains.csv, timing.csv and table4.md from the per-state estimates."""
+    from sveb.estimators import BASELINE
+    rows = table_cells(a, domains, names, records, out / "scores.csv")
+    tested = [r for r in rows if r["estimates"] == "per state" and r["delta_sq_se"] != ""]
+    inter = power.interaction(tested)
+    write_csv(out / "scores.csv", rows)
+    write_csv(out / "interaction.csv", inter or [{"protocol": ""}])
+    write_csv(out / "domains.csv", drows)
+    write_csv(out / "timing.csv", trows)
+    untested = sorted({(r["domain"], r["estimator"]) for r in rows if r["estimates"] == STORED_MAE_ONLY})
+    md = [f"# Table 4: MAE against MCS@{a.mc} [95% CI], paired verdict vs {BASELINE}", "",
+          f"▲ better, ▼ worse, = no difference: the paired difference of squared error against {BASELINE} on the "
+          f"same states, its cluster-robust (CR1, problems as clusters) t-test, Holm over each estimator family "
+          f"(main, MCS@k scale) of one domain and protocol (sveb.score.pooling.paired). The numbers behind every mark "
+          f"are below each table and in scores.csv. Timings: {machine}.", ""]
+    if untested:
+        md += [f"† no per-state estimates stored for this cell: its MAE [CI] is the run's score (its CI as computed "
+               f"then), not tested "
+               f"({len(untested)} domain x estimator pairs: "
+               + ", ".join(f"{d} {n}" for d, n in untested) + ").", ""]
+    renamed = {r["estimator"]: m.group(1) for r in records
+               if (m := re.search(r"registered as (\S+) since", r.get("provenance") or ""))}
+    if renamed:
+        md += ["Rows scored with an estimator's reading of the run that built them, registered under another name "
+               "since (estimates.parquet's provenance): " + ", ".join(f"{n} = today's {m}" for n, m in renamed.items())
+               + "; tested in the family they were in then.", ""]
+    for protocol in PROTOCOLS:
+        label = "held-out (the headline)" if protocol == "held-out" else "in-group (the paper's protocol)"
+        md += [f"## {label}", "", t4.markdown(rows, domains, protocol, names), "",
+               f"### {protocol}: the numbers behind each mark", "",
+               f"Δ sq err: mean over states of (estimate - reference)² - ({BASELINE} - reference)²; < 0: closer "
+               f"than {BASELINE}. [95% CI] and p: sveb.score.scoring's, cluster-robust over problems. Holm p: within the "
+               f"family of m comparisons. MDE 80%: beside each \"no difference\", the smallest |Δ| the test would "
+               f"detect with 80% power at the family's strictest level 0.05 / m, (t(1 - 0.05 / 2m, G - 1) + "
+               f"t(0.8, G - 1)) · se (sveb.score.power.mde).", "",
+               t4.details_markdown(rows, domains, protocol, names), ""]
+    md += ["## Does an estimator's Δ differ between domains?", "",
+           f"Per estimator and protocol: Cochran's Q over its per-domain Δ sq err vs {BASELINE}, weighted by 1 / se² "
+           f"(chi-square on D - 1 df), I² the share of the spread beyond the domains' own noise, Holm over the "
+           f"estimators of one protocol (a family of its own). Domains: those with per-state estimates. "
+           f"interaction.csv holds the same (sveb.score.power.interaction).", "",
+           t4.interaction_markdown(inter), ""]
+    md += ["## Domains", "", md_table(list(drows[0]), [list(r.values()) for r in drows], right_from=2), "",
+           "## Seconds per state of each stage", "",
+           "Build stages from the run that sampled the domain (none for a build resumed or sampled before per-stage "
+           "timing); estimators: estimation plus their recorded training, from the run that computed them.", "",
+           cost_markdown({d: timings.get(d, {}) for d in domains}, {r["domain"]: r["states"] for r in drows},
+                         domains), ""]
+    (out / "table4.md").write_text("\n".join(md))
+    console.print(f"wrote {out / 'table4.md'}")
