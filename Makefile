@@ -60,6 +60,7 @@ docs:
 	test -x $(PY) || $(MAKE) setup
 	PYTHONPATH=. $(PY) -m typer sveb.cli utils docs --name sveb --output docs/cli.md
 	$(PY) -m sveb.estimators.families
+	$(PY) -m sveb.estimators.capabilities
 
 clean:
 	rm -rf $(VENV) sveb_data

@@ -53,6 +53,7 @@ def bench_build(args, console) -> tuple[dict | None, list[dict]]:
     """Setting 1: the real build. Returns (info, rows); info is None if there is no build."""
     from sveb.store.builds import find_build, group_for, load_build, state_for
     from sveb.core.errors import EvalError
+    from sveb.evaluate.context import prepare
     from sveb.evaluate.protocols import estimate_all
     try:
         bdir = find_build(args.root, args.model, args.domain, console=console)
@@ -78,7 +79,7 @@ def bench_build(args, console) -> tuple[dict | None, list[dict]]:
         s0 = data.states[0]  # warm-up on one state: imports, first torch calls (and any training)
 
         def warm_up():
-            est.prepare(data, console)
+            prepare(est, data, console)
             est.estimate(group_for(data, s0["problem_id"], fns.get(s0["problem_id"])), [state_for(data, s0)])
         secs = timed(warm_up)
         if entry(est.name).needs_training:

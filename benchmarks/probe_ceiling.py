@@ -22,6 +22,7 @@ import numpy as np
 from sveb.score import scoring
 from sveb.store.builds import find_seed_builds, load_build
 from sveb.estimators import make
+from sveb.evaluate.context import prepare
 from sveb.core.errors import UsageError
 from sveb.score.compare import default_key
 from sveb.score.pooling import load_view, read_scores
@@ -76,7 +77,7 @@ def main(argv=None) -> dict:
     for bdir in find_seed_builds(a.root, a.model, a.domain, [int(s) for s in a.seeds.split(",")]):
         data = load_build(bdir)
         est = make("probe", {"layer": a.layer})
-        est.prepare(data, None)
+        prepare(est, data)
         d = design(data, est)
         if a.no_hidden:
             d["H"] = np.zeros((len(d["y"]), 1))

@@ -24,13 +24,14 @@ from rich.table import Table
 
 from sveb.store.builds import load_build
 from sveb.estimators import make
+from sveb.evaluate.context import prepare
 from sveb.evaluate.protocols import estimate_all
 from sveb.score.scoring import paired_sq_diff
 
 
 def held_out(name: str, params: dict, data) -> np.ndarray:
     est = make(name, params)
-    est.prepare(data, None)
+    prepare(est, data)
     values = estimate_all(est, data, "held-out", progress=False)[0]
     return values, est.diagnostics()
 

@@ -213,7 +213,9 @@ def test_train_build_key_is_its_contents_not_its_name(tmp_path, small_cfg):
     tdir = build(replace(small_cfg, split="train"), tmp_path, engine=ScriptedEngine())
     manifest = store.read_manifest(bdir)
     from sveb.estimators import make
-    key = make("ppo-1", {"train_build": str(tdir)}).cache_key(bdir, manifest)
+    from sveb.evaluate.context import context_for
+    est = make("ppo-1", {"train_build": str(tdir)})
+    key = est.cache_key(bdir, manifest, context_for(est, bdir, manifest))
     assert key.startswith(build_key(tdir))
     renamed = tmp_path / "elsewhere" / "renamed"
     shutil.copytree(tdir, renamed)

@@ -166,6 +166,32 @@ def test_upward_arrows_are_found(tmp_path):
     assert upward(graph(pkg)) == ["sveb.core.a -> sveb.cli"]
 
 
+def store_readers(g: dict[str, set[str]]) -> list[str]:
+    """Every arrow from a module of sveb.estimators to the store (issue 33: estimators are handed their data by the
+    evaluator's context, sveb.evaluate.context; none reads builds itself)."""
+    inside = lambda m, pkg: m == pkg or m.startswith(pkg + ".")  # noqa: E731
+    return sorted(f"{a} -> {b}" for a, bs in g.items() if inside(a, "sveb.estimators")
+                  for b in bs if inside(b, "sveb.store"))
+
+
+def test_no_estimator_imports_the_store():
+    found = store_readers(graph())
+    assert not found, "estimators importing the store (take it from the Context instead):\n" + "\n".join(found)
+
+
+def test_store_imports_in_estimators_are_found(tmp_path):
+    pkg = tmp_path / "sveb"
+    files = {"__init__.py": "", "store/__init__.py": "", "store/builds.py": "", "estimators/__init__.py": "",
+             "estimators/a.py": "def f():\n    from sveb.store.builds import load_build\n",  # inside a function
+             "estimators/b.py": "from sveb import store\n", "estimators/c.py": "import sveb.store.builds\n",
+             "estimators/d.py": "from sveb.estimators import a\n"}
+    for rel, text in files.items():
+        (pkg / rel).parent.mkdir(parents=True, exist_ok=True)
+        (pkg / rel).write_text(text)
+    assert store_readers(graph(pkg)) == ["sveb.estimators.a -> sveb.store.builds", "sveb.estimators.b -> sveb.store",
+                                         "sveb.estimators.c -> sveb.store.builds"]
+
+
 if __name__ == "__main__":
     root = Path(sys.argv[1]).resolve() if len(sys.argv) > 1 else ROOT
     g = graph(root)

@@ -15,6 +15,7 @@ from sveb.core.errors import EvalError
 from sveb.estimators import make
 from sveb.estimators import probe as probe_mod
 from sveb.evaluate import evaluate
+from sveb.evaluate.context import context_for, prepare
 from sveb.evaluate.protocols import estimate_all, flip_own
 
 torch.set_num_threads(1)
@@ -45,14 +46,15 @@ def test_probe_end_to_end_and_cached_by_train_content(tiny_llama_builds, monkeyp
     v2 = values(bdir, name)
     assert all(v2[("held-out", s)] == v[("held-out", s)] for s in ids)
     # the scores' fingerprint follows the train build's content, not its name
-    assert make(name, params).cache_key(bdir, store.read_manifest(bdir)) == store.content_hash(tdir)
+    est, manifest = make(name, params), store.read_manifest(bdir)
+    assert est.cache_key(bdir, manifest, context_for(est, bdir, manifest)) == store.content_hash(tdir)
 
 
 def test_probe_is_blind_to_the_own_outcome_in_both_protocols(tiny_llama_builds):
     _, _, bdir, _ = tiny_llama_builds
     data = load_build(bdir)
     est = make("probe", CHEAP)
-    est.prepare(data, None)
+    prepare(est, data)
     for p in ("held-out", "in-group"):
         _, shift, _ = estimate_all(est, data, p, own=True, progress=False)
         assert np.all(shift == 0)
@@ -69,11 +71,11 @@ def test_probe_refuses_bad_parameters_and_overlapping_train_build(tiny_llama_bui
     _, _, bdir, _ = tiny_llama_builds
     data = load_build(bdir)
     with pytest.raises(Exception, match="pool=x"):
-        make("probe", {"pool": "x"}).prepare(data, None)
+        prepare(make("probe", {"pool": "x"}), data)
     with pytest.raises(Exception, match="-P cs=a"):
-        make("probe", {"cs": "a"}).prepare(data, None)
+        prepare(make("probe", {"cs": "a"}), data)
     with pytest.raises(EvalError, match="shares 3 problems"):
-        make("probe", {"train_build": str(bdir)}).prepare(data, None)
+        prepare(make("probe", {"train_build": str(bdir)}), data)
 
 
 def test_learning_curve_subsample_is_nested(tiny_llama_builds):
@@ -83,7 +85,7 @@ def test_learning_curve_subsample_is_nested(tiny_llama_builds):
     designs = []
     for k in (5, 10):
         est = make("probe", {**CHEAP, "max_train": str(k)})
-        est.prepare(data, None)
+        prepare(est, data)
         designs.append(est.design(tdir, est._train[1], est._tracks(tdir)))
     small, big = designs
     assert len(small["y"]) == 5 and len(big["y"]) == 10

@@ -7,6 +7,7 @@ import torch
 from transformers import AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM
 
 from sveb.lm import device
+from sveb.lm.hidden import HiddenStates
 from sveb.estimators.probe_features import (Track, Tracks, lm_head_weight, loo_logit, pooled, scalars,
                                             state_row)
 from tests.test_critic import tiny_llama
@@ -64,7 +65,7 @@ def test_lm_head_weight_is_the_models(tmp_path, tied, dtype):
 def test_tracks_equal_a_plain_forward(tiny, tmp_path, monkeypatch, layer):
     monkeypatch.setattr(device, "pick_dtype", lambda spec="auto": "float32")
     rows = rollouts(4)
-    tracks = Tracks(tmp_path / "b", tiny, layer).group("p0", rows)
+    tracks = Tracks(HiddenStates(tmp_path / "b", tiny), tiny, layer).group("p0", rows)
     model = AutoModelForCausalLM.from_pretrained(tiny).eval()
     for r in rows:
         ids = torch.tensor([r["prompt_token_ids"] + r["response_token_ids"]])

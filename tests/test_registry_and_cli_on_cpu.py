@@ -41,10 +41,20 @@ def test_registry_carries_roles_grids_and_flags():
     assert "numca-sveb" not in reg.names() and "numca-sveb" in reg.names(variants=True)
     for name in reg.names(variants=True):  # the entry's flags say what the class does
         e, est = reg.entry(name), make(name)
-        assert e.needs_hidden == est.needs_hidden, name
+        assert (e.needs_hidden, e.needs_training, e.train_split, e.constructed) == (
+            est.needs_hidden, est.needs_training, est.train_split, est.constructed), name
         assert e.role in reg.ROLES
         for key in e.grid:  # every grid axis is a parameter
             make(name, {key: e.grid[key][0]})
+
+
+def test_capabilities_are_declared_once_on_the_classes():
+    """capabilities.json is the classes' declaration, written by `python -m sveb.estimators.capabilities` (make docs):
+    the registry reads it without importing torch; a class changed without rewriting it fails here."""
+    from sveb.estimators import capabilities
+    assert capabilities.compute() == capabilities.stored(), "run `make docs` (python -m sveb.estimators.capabilities)"
+    assert [list(c["grid"]) for c in capabilities.compute().values()] == [
+        list(c["grid"]) for c in capabilities.stored().values()]  # the grids' order is the order ablate runs
 
 
 def test_estimator_by_import_path_and_entry_point(monkeypatch):

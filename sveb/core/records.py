@@ -137,3 +137,10 @@ class BuildData:
     def public(self) -> "BuildData":
         """What an estimator's prepare() receives: everything but the reference values."""
         return replace(self, references={})
+
+
+def group_for(data: BuildData, pid: str, hidden_fn: HiddenFn | None = None) -> ProblemGroup:
+    """One problem's whole group of rollouts (no protocol applied), with its hidden-state source."""
+    rolls = tuple(Rollout(r["rollout_idx"], tuple(r["prompt_token_ids"]), tuple(r["response_token_ids"]),
+                          r["response_text"], float(r["reward"])) for r in data.rollouts[pid])
+    return ProblemGroup(data.problems[pid], rolls, rolls, hidden_fn)

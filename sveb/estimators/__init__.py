@@ -3,7 +3,8 @@
 Modules are imported only when an estimator is built. Three ways in:
 - the entries below (SVEB's own);
 - the entry-point group `sveb.estimators` of any installed package: `name = "pkg.module:Class"`;
-  the class may set `description`, `role` and `grid` class attributes;
+  the class declares its capabilities (`description`, `role`, `grid`, `needs_hidden`, `needs_training`,
+  `train_split`: sveb.estimators.base), as SVEB's own classes do;
 - `--estimator pkg.module:Class` for a class that is registered nowhere.
 """
 
@@ -15,6 +16,7 @@ import importlib
 import json
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from sveb.core.config import fingerprint
@@ -26,19 +28,26 @@ GROUP = "sveb.estimators"
 
 @dataclass(frozen=True)
 class Entry:
+    """A registered name. The capabilities (description .. constructed) are the class's declaration
+    (sveb.estimators.base.Estimator); a builtin entry sets one only where a name differs from its class's default
+    (two names on one class: shear-sveb, probe-mc, pacs-sveb, mcs-k). None: the class's."""
     name: str
     target: str                             # "module:Class"
-    description: str = ""
-    role: str = "estimator"
+    description: str | None = None
+    role: str | None = None
     preset: dict = field(default_factory=dict)   # parameters fixed by the name (mcs-2: k=2)
-    grid: dict = field(default_factory=dict)     # default `sveb ablate` grid {param: [values]}
-    needs_hidden: bool = False              # reads hidden states (a forward pass over every rollout)
-    needs_training: bool = False            # trains a model before estimating
-    train_split: bool = False               # trains on a disjoint `--split train` build
-    constructed: bool = False               # its V(s) is SVEB's construction from a paper that defines none
+    grid: dict | None = None                # default `sveb ablate` grid {param: [values]}
+    needs_hidden: bool | None = None        # reads hidden states (a forward pass over every rollout)
+    needs_training: bool | None = None      # trains a model before estimating
+    train_split: bool | None = None         # trains on a disjoint `--split train` build
+    constructed: bool | None = None         # its V(s) is SVEB's construction from a paper that defines none
     origin: str = "sveb"                    # sveb | the plugin's distribution | "import path"
     variant: bool = False                   # SVEB's earlier reading of a paper's estimator, kept for comparison:
     #                                         not run by default, a Holm family of its own
+
+    def completed(self, caps: dict) -> "Entry":
+        """This entry with every capability it leaves to its class filled in from `caps`."""
+        return dataclasses.replace(self, **{k: v for k, v in caps.items() if getattr(self, k) is None})
 
     def load(self) -> type:
         module, _, cls = self.target.partition(":")
@@ -65,66 +74,49 @@ class UnknownEstimator(UsageError):
 
 
 _MCS = "mean of {k} independent continuation{s} of the state (MCS@{k}, for scale; needs --mc-extra {k})"
-BUILTIN: tuple[Entry, ...] = (
-    Entry("grpo", "sveb.estimators.grpo:GroupMean", "group mean of the G rollout rewards", role="baseline"),
-    *(Entry(f"mcs-{k}", "sveb.estimators.mcs:MonteCarlo", _MCS.format(k=k, s="s" * (k > 1)), role="scale",
-            preset={"k": k}) for k in (1, 2, 3, 4)),
-    Entry("numca", "sveb.estimators.numca:Numca",
-          "Numca as its authors' code computes it: the value of the prefix's set of digit runs, read as the root "
-          "value plus the segment advantages (VOXXXX1874/Hista numca_dict)",
-          grid={"numbers": ["digits", "normalised"], "drop_last": ["true", "false"], "merge": ["50", "0"],
-                "unseen": ["zero", "latest"], "read": ["advantages", "table"]}),
-    Entry("numca-sveb", "sveb.estimators.numca_sveb:NumcaSVEB",
-          "SVEB's earlier Numca variant: normalised numbers (ints, decimals, fractions), the value of the prefix's "
-          "set, unseen sets fall back to the latest seen", variant=True),
-    Entry("hista", "sveb.estimators.hista:Hista",
-          "Hista as its authors' code computes it: 1/d-weighted kNN over EMA-compressed prompt + response "
-          "hidden-state histories, raw clamp 5.0, k schedule, node snap (VOXXXX1874/Hista hista_utils)",
-          needs_hidden=True,
-          grid={"history": ["prompt", "response"], "read": ["snap", "cut"], "min_distance": ["5.0", "1.0", "10.0"],
-                "min_k": ["6", "66"], "alpha": ["0.7", "0"]}),
-    Entry("hista-sveb", "sveb.estimators.hista_sveb:HistaSVEB",
-          "SVEB's earlier Hista variant: response-only histories, distances in units of the group's mean norm "
-          "(clamp 0.1), nodes every 50 response tokens, the cut's own history, fixed k", needs_hidden=True, variant=True,
-          grid={"alpha": ["0", "0.5", "0.7", "0.9"], "phi": ["1", "5", "10"], "delta": ["25", "50", "100"],
-                "k": ["6", "20", "66"]}),
-    Entry("shear", "sveb.estimators.shear:Shear",
-          "SVEB's construction from SHEAR's signal (SHEAR defines no V(s)): d+ / d- = the paper's span Wasserstein "
-          "distance (one minimum over the set, covering spans) to the correct / incorrect rollouts; SVEB's "
-          "read-out from the group's base rate b: logit V = logit b + log(d- / d+)", needs_hidden=True, constructed=True,
-          grid={"span": ["covering", "trailing"], "compare": ["opposing", "all"], "minimum": ["set", "rollout"],
-                "readout": ["base", "contrast", "knn"], "tail": ["truncated", "full"]}),
+# SVEB's own, in registry order: a name, its class, and only what the name changes of the class's declaration
+DECLARED: tuple[Entry, ...] = (
+    Entry("grpo", "sveb.estimators.grpo:GroupMean"),
+    *(Entry(f"mcs-{k}", "sveb.estimators.mcs:MonteCarlo", _MCS.format(k=k, s="s" * (k > 1)), preset={"k": k})
+      for k in (1, 2, 3, 4)),
+    Entry("numca", "sveb.estimators.numca:Numca"),
+    Entry("numca-sveb", "sveb.estimators.numca_sveb:NumcaSVEB", variant=True),
+    Entry("hista", "sveb.estimators.hista:Hista"),
+    Entry("hista-sveb", "sveb.estimators.hista_sveb:HistaSVEB", variant=True),
+    Entry("shear", "sveb.estimators.shear:Shear"),
     Entry("shear-sveb", "sveb.estimators.shear:Shear",
           "SVEB's construction from SHEAR's signal, SVEB's earlier variant (SHEAR defines no V(s)): 1/d-weighted mean "
           "reward of the rollouts, d = min Wasserstein distance of the state's trailing window to each rollout's spans",
-          needs_hidden=True, constructed=True, variant=True,
-          preset={"tail": "full", "span": "trailing", "compare": "all", "minimum": "rollout", "readout": "knn"},
+          variant=True, preset={"tail": "full", "span": "trailing", "compare": "all", "minimum": "rollout",
+                                "readout": "knn"},
           grid={"w": ["25", "50", "100"], "s": ["10", "25"], "eps": ["0.01", "0.05", "0.2"]}),
-    Entry("hidden-align", "sveb.estimators.hidden_align:HiddenAlign",
-          "SVEB's construction from Hidden-Align's observation (the paper defines no V(s)): similarity to the "
-          "correct vs incorrect anchor-token centroids, calibrated", needs_hidden=True, constructed=True, grid={"layer": ["-1", "-2", "-4"], "calibration": ["auto", "fixed"],
-                                 "similarity": ["true", "false"]}),
-    Entry("ppo-1", "sveb.estimators.ppo:PPO1", "PPO critic trained on a disjoint problem set",
-          needs_training=True, train_split=True),
-    Entry("pacs", "sveb.estimators.pacs:PACS",
-          "SVEB's construction from PACS's signal (PACS defines no V(s)): sigma(logit of the group's leave-one-out "
-          "success rate + the policy's RLOO-centred log-ratio), trained on a disjoint problem set",
-          needs_training=True, train_split=True, constructed=True, grid={"beta": ["0.1", "0.5", "1", "2", "10"], "lr": ["3e-5", "3e-4"]}),
+    Entry("hidden-align", "sveb.estimators.hidden_align:HiddenAlign"),
+    Entry("ppo-1", "sveb.estimators.ppo:PPO1"),
+    Entry("pacs", "sveb.estimators.pacs:PACS"),
     Entry("pacs-sveb", "sveb.estimators.pacs:PACS",
           "SVEB's construction from PACS's signal, SVEB's earlier variant (PACS defines no V(s)): unweighted loss, "
-          "log-probs at T = 1, the same-length baseline at a rollout's end", needs_training=True, train_split=True,
-          constructed=True, variant=True,
+          "log-probs at T = 1, the same-length baseline at a rollout's end", grid={}, variant=True,
           preset={"weight": "none", "logprob_temperature": 1.0, "final_baseline": "truncated"}),
-    *(Entry(f"probe{sfx}", "sveb.estimators.probe:Probe",
-            f"logistic value probe on the policy's hidden states, entropy, t and the group's mean, trained on "
-            f"a disjoint problem set ({what})", needs_training=True, train_split=True, preset={"regime": regime},
-            grid={"relative": ["0", "1"], "layer": ["-1", "-4", "-8"], "pool": ["last", "mean"],
-                  "max_train": ["250", "1000", "4000", "0"]})
-      for sfx, regime, what in (("", "outcome", "labels: each prefix's rollout reward"),
-                                ("-mc", "mc", "labels: the train build's Monte-Carlo references"))),
-    Entry("ppo-n", "sveb.estimators.ppo:PPON", "PPO critic trained on the benchmark's own rollouts",
-          needs_training=True),
+    Entry("probe", "sveb.estimators.probe:Probe", preset={"regime": "outcome"}),
+    Entry("probe-mc", "sveb.estimators.probe:Probe",
+          "logistic value probe on the policy's hidden states, entropy, t and the group's mean, trained on "
+          "a disjoint problem set (labels: the train build's Monte-Carlo references)", preset={"regime": "mc"}),
+    Entry("ppo-n", "sveb.estimators.ppo:PPON"),
 )
+
+
+CAPABILITIES_FILE = Path(__file__).with_name("capabilities.json")  # written by sveb.estimators.capabilities
+DEFAULT_CAPS = {"description": "", "role": "estimator", "grid": {}, "needs_hidden": False, "needs_training": False,
+                "train_split": False, "constructed": False}  # a class not in the file yet (while it is written)
+
+
+def _builtin() -> tuple[Entry, ...]:
+    """The declared entries completed from their classes' capabilities (capabilities.json: no estimator import)."""
+    caps = json.loads(CAPABILITIES_FILE.read_text()) if CAPABILITIES_FILE.exists() else {}
+    return tuple(e.completed({**DEFAULT_CAPS, **caps.get(e.target, {})}) for e in DECLARED)
+
+
+BUILTIN: tuple[Entry, ...] = _builtin()
 
 _PLUGINS: dict[str, Entry] | None = None
 
@@ -148,17 +140,15 @@ def entries() -> dict[str, Entry]:
 
 
 def _with_class_info(e: Entry) -> Entry:
-    """A plugin entry completed from its class's optional `description`, `role` and `grid` attributes."""
+    """A plugin entry completed from its class's capabilities (`description`, `role`, `grid`, `needs_hidden`,
+    `needs_training`, `train_split`, `constructed`: sveb.estimators.base.Estimator)."""
     if e.origin == "sveb":
         return e
-    cls = e.load()
-    doc = (cls.__doc__ or "").strip().splitlines()
-    role = getattr(cls, "role", "estimator")
-    if role not in ROLES:
-        raise UsageError(f"estimator '{e.name}' ({e.target}): role '{role}' is not one of {', '.join(ROLES)}")
-    return dataclasses.replace(e, description=getattr(cls, "description", "") or (doc[0] if doc else ""),
-                               role=role, grid=dict(getattr(cls, "grid", {}) or {}),
-                               needs_hidden=bool(getattr(cls, "needs_hidden", False)))
+    from sveb.estimators.base import capabilities_of
+    caps = capabilities_of(e.load())
+    if caps["role"] not in ROLES:
+        raise UsageError(f"estimator '{e.name}' ({e.target}): role '{caps['role']}' is not one of {', '.join(ROLES)}")
+    return e.completed(caps)
 
 
 def entry(name: str) -> Entry:
@@ -183,7 +173,7 @@ def is_variant(name: str) -> bool:
     return any(e.name == name and e.variant for e in BUILTIN)
 
 
-BASELINE = next(e.name for e in BUILTIN if e.role == "baseline")
+BASELINE = next((e.name for e in BUILTIN if e.role == "baseline"), "grpo")
 CONSTRUCTED = tuple(e.name for e in BUILTIN if e.constructed)  # their V(s) is SVEB's, not their papers'
   # what every estimator is paired against
 

@@ -4,47 +4,106 @@ An estimator never sees reference rewards. The protocol is applied by the caller
 under `held-out` the group passed in lacks the state's own rollout.
 
 An estimator is a @dataclass subclass of `Estimator` whose fields are its parameters
-(`-P key=value` on the CLI). The evaluator calls, in order: `cache_key(bdir, manifest)` (part of the
-stored scores' fingerprint), `prepare(build, console)` once per build, `estimate(group, states)`
-once per problem (held-out: once per state), then `diagnostics()`. Only `estimate` must be written.
+(`-P key=value` on the CLI) and whose class attributes are its capabilities (declared once, here or on the
+subclass; the registry reads them from there). The evaluator builds a `Context` (the train build, the
+hidden-state service, the console) and calls, in order: `cache_key(bdir, manifest, ctx)` (part of the stored
+scores' fingerprint), `prepare(build, ctx)` once per build, `estimate(group, states)` once per problem
+(held-out: once per state), then `diagnostics()`. Only `estimate` must be written. No estimator reads the
+store itself: what it needs is in the context.
 """
 
 from __future__ import annotations
 
+import inspect
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar, Sequence
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Sequence
 
 import numpy as np
 
 # The data types an estimator receives live with the read side (sveb.core.records); plugins import them from here.
-from sveb.core.records import BuildData, HiddenFn, PrefixHidden, ProblemGroup, Rollout, State, hidden_source
+from sveb.core.records import (BuildData, HiddenFn, PrefixHidden, ProblemGroup, Rollout, State, group_for,
+                               hidden_source)
 
 if TYPE_CHECKING:
     from rich.console import Console
 
-__all__ = ["BuildData", "Estimator", "HiddenFn", "PrefixHidden", "ProblemGroup", "Rollout", "State", "group_mean",
-           "hidden_source"]
+__all__ = ["BuildData", "Context", "Estimator", "HiddenFn", "PrefixHidden", "ProblemGroup", "Rollout", "State",
+           "TrainBuild", "as_context", "group_for", "group_mean", "hidden_source", "need_context"]
+
+
+@dataclass
+class TrainBuild:
+    """The disjoint `--split train` build an estimator trains on, resolved and checked by the evaluator."""
+    bdir: Path
+    manifest: dict
+    problems: list[str]                     # its problem ids, none of them the benchmark's (checked)
+    key: str                                # its content hash: the identity a trained model is cached under
+    load: Callable[[bool], BuildData] = field(repr=False, default=None)  # load(references) -> its tables
+
+    @property
+    def build_fp(self) -> str:
+        return self.manifest["build_fp"]
+
+    def data(self, references: bool = False) -> BuildData:
+        """Its tables in memory (references only where asked: a Monte-Carlo-labelled fit)."""
+        return self.load(references)
+
+
+@dataclass
+class Context:
+    """What the evaluator hands an estimator beside the build: `train` (the train build, when the class declares
+    `train_split` or asks for one through `train_spec`; else None), `hidden` (the hidden-state service of
+    sveb.evaluate.context: `provider`, `states`, `shared`; lazy, nothing runs until asked), `model` (the build's
+    model name), `console` (where to print; None = quiet), `write(path, bytes)` (the store's atomic write, for a
+    cache kept beside the train build)."""
+    model: str = ""
+    train: TrainBuild | None = None
+    hidden: Any = None
+    console: "Console | None" = None
+    write: Callable[[Path, bytes], None] | None = field(repr=False, default=None)  # the store's atomic write
+
+    def print(self, *args, **kw) -> None:
+        """Print on the console; nothing without one."""
+        if self.console is not None:
+            self.console.print(*args, **kw)
 
 
 class Estimator:
     """Base of every estimator (subclass it as a @dataclass; its fields are the parameters).
 
-    Class-level settings (not parameters): `needs_hidden` (the group carries hidden states of the
-    layer `self.layer`), `trains_on_benchmark` (its dependence on a state's own outcome lives in its
-    weights, so the own-outcome share is not measurable in-group).
+    Capabilities (class attributes, not parameters), declared once: `description` (shown by `sveb ls
+    estimators`), `role` (estimator | baseline | scale), `grid` (the default `sveb ablate` grid),
+    `needs_hidden` (the group carries hidden states of the layer `self.layer`), `needs_training` (it trains a
+    model in prepare(), once per build), `train_split` (it trains on a disjoint `--split train` build: the
+    evaluator finds it, checks it and hands it in as `ctx.train`), `trains_on_benchmark` (its dependence on a
+    state's own outcome lives in its weights, so the own-outcome share is not measurable in-group),
+    `constructed` (its V(s) is SVEB's construction from a paper that defines none).
     """
 
     name: str = ""                          # the registry name, set by sveb.estimators.make
+    description: ClassVar[str] = ""
+    role: ClassVar[str] = "estimator"
+    grid: ClassVar[dict] = {}
     needs_hidden: ClassVar[bool] = False
+    needs_training: ClassVar[bool] = False
+    train_split: ClassVar[bool] = False
     trains_on_benchmark: ClassVar[bool] = False
+    constructed: ClassVar[bool] = False
     layer: int = -1                         # hidden layer read when needs_hidden (a field where tunable)
 
-    def cache_key(self, bdir: Path, manifest: dict) -> str:
-        """What besides the build and the parameters decides the values (e.g. a training build's name)."""
+    def train_spec(self) -> tuple[str, bool] | None:
+        """Which train build to hand in: (spec, required), spec a build dir or fingerprint prefix ("" = the
+        newest of the model and domain under the root); None = none. Default: `train_split` classes take their
+        `train_build` parameter, and must have one."""
+        return (str(getattr(self, "train_build", "") or ""), True) if self.train_split else None
+
+    def cache_key(self, bdir: Path, manifest: dict, ctx: Context | None = None) -> str:
+        """What besides the build and the parameters decides the values (e.g. a training build's content)."""
         return ""
 
-    def prepare(self, build: "BuildData", console: "Console | None" = None) -> None:
-        """Called once per build before any estimate (validate, find training data, load a model)."""
+    def prepare(self, build: "BuildData", ctx: Context | None = None) -> None:
+        """Called once per build before any estimate (validate, train or load a model from `ctx.train`)."""
 
     def estimate(self, group: ProblemGroup, states: Sequence[State]) -> np.ndarray:
         """One value in [0, 1] per state, from the group's rollouts (their rewards) and the states."""
@@ -53,6 +112,63 @@ class Estimator:
     def diagnostics(self) -> dict[str, object]:
         """Per-build numbers worth printing beside the scores (after every estimate of a run)."""
         return {}
+
+
+CAPABILITIES = ("description", "role", "grid", "needs_hidden", "needs_training", "train_split", "constructed")
+
+
+def capabilities_of(cls: type) -> dict:
+    """A class's declared capabilities as the registry carries them (the description defaults to the docstring's
+    first line; grid values as strings)."""
+    caps = {f: getattr(cls, f, None) for f in CAPABILITIES}
+    doc = (cls.__doc__ or "").strip().splitlines()
+    caps["description"] = caps["description"] or (doc[0] if doc else "")
+    caps["role"] = caps["role"] or "estimator"
+    caps["grid"] = {k: [str(v) for v in vs] for k, vs in dict(caps["grid"] or {}).items()}
+    for f in ("needs_hidden", "needs_training", "train_split", "constructed"):
+        caps[f] = bool(caps[f])
+    return caps
+
+
+def takes_context(method) -> bool:
+    """Whether a hook is written against the context (`prepare(build, ctx)`, `cache_key(bdir, manifest, ctx)`)
+    rather than the older shape (`prepare(build, console)`, `cache_key(bdir, manifest)`): an annotation naming
+    Context, or a parameter called ctx/context."""
+    try:
+        params = list(inspect.signature(method).parameters.values())
+    except (TypeError, ValueError):
+        return True
+    names = {p.name for p in params}
+    if names & {"ctx", "context"}:
+        return True
+    return any("Context" in str(p.annotation) for p in params)
+
+
+def call_prepare(est: Estimator, build: BuildData, ctx: Context) -> None:
+    """prepare() with the context, or with its console for a plugin of the older `prepare(build, console)` shape."""
+    est.prepare(build, ctx if takes_context(est.prepare) else ctx.console)
+
+
+def call_cache_key(est: Estimator, bdir: Path, manifest: dict, ctx: Context) -> str:
+    """cache_key() with the context, or without it for a plugin of the older `cache_key(bdir, manifest)` shape."""
+    if takes_context(est.cache_key):
+        return est.cache_key(bdir, manifest, ctx)
+    return est.cache_key(bdir, manifest)
+
+
+def as_context(ctx) -> Context:
+    """ctx as a Context: None is an empty one (no train build, no hidden-state service), a Console (a caller of the
+    older `prepare(build, console)`) one that prints there."""
+    return ctx if isinstance(ctx, Context) else Context(console=ctx)
+
+
+def need_context(est: Estimator, ctx) -> Context:
+    """The context, or a clear error for a caller that passed none (outside the evaluator, build one with
+    sveb.evaluate.context.prepare(est, data))."""
+    if not isinstance(ctx, Context):
+        raise TypeError(f"{est.name or type(est).__name__}: prepare() needs the evaluator's Context, got "
+                        f"{type(ctx).__name__} (outside the evaluator: sveb.evaluate.context.prepare(est, data))")
+    return ctx
 
 
 def group_mean(group: ProblemGroup) -> float:

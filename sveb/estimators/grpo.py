@@ -12,6 +12,8 @@ from sveb.estimators.base import Estimator, ProblemGroup, State, group_mean
 
 @dataclass
 class GroupMean(Estimator):
+    description = "group mean of the G rollout rewards"
+    role = "baseline"
 
     def estimate(self, group: ProblemGroup, states: Sequence[State]) -> np.ndarray:
         return np.full(len(states), group_mean(group))

@@ -30,7 +30,7 @@ from typing import Sequence
 
 import numpy as np
 
-from sveb.estimators.base import Estimator, ProblemGroup, State
+from sveb.estimators.base import Context, Estimator, ProblemGroup, State, TrainBuild, as_context, group_for
 
 FIXED_SLOPE = 4.0
 CUTS = (0.25, 0.5, 0.75)        # where train-build rollouts are cut for the calibration fit
@@ -128,46 +128,42 @@ class HiddenAlign(Estimator):
     """marker: the answer marker (its token's predecessor is the anchor); calibration: auto (a `--split
     train` build of the model and domain if one exists, else fixed), fixed, or a build dir/fp prefix;
     layer: the hidden layer (-1 = last)."""
+    description = ("SVEB's construction from Hidden-Align's observation (the paper defines no V(s)): similarity "
+                   "to the correct vs incorrect anchor-token centroids, calibrated")
+    grid = {"layer": ["-1", "-2", "-4"], "calibration": ["auto", "fixed"], "similarity": ["true", "false"]}
 
     marker: str = "\\boxed"
     calibration: str = "auto"
     layer: int = -1
     similarity: bool = True
     needs_hidden = True
+    constructed = True
 
-    def cache_key(self, bdir, manifest) -> str:
-        """The calibration build's content hash (new data invalidates stored scores), or "fixed"."""
-        from pathlib import Path
-        from sveb.lm.checkpoints import build_key
-        tb = self._calibration_build(bdir, manifest)
-        return build_key(Path(tb)) if tb else "fixed"
-
-    def _calibration_build(self, bdir, manifest) -> str:
-        from sveb.store.builds import find_train_build
-        from sveb.core.errors import EvalError
+    def train_spec(self) -> tuple[str, bool] | None:
+        """The calibration build: none when fixed; under auto the newest train build if one exists."""
         if self.calibration == "fixed":
-            return ""
-        spec = "" if self.calibration == "auto" else self.calibration
-        try:
-            return str(find_train_build(bdir, manifest, spec, self.name))
-        except EvalError:
-            if self.calibration == "auto":
-                return ""
-            raise
+            return None
+        return ("", False) if self.calibration == "auto" else (self.calibration, True)
 
-    def prepare(self, build, console=None) -> None:
+    def cache_key(self, bdir, manifest, ctx: Context | None = None) -> str:
+        """The calibration build's content hash (new data invalidates stored scores), or "fixed"."""
+        return ctx.train.key if ctx is not None and ctx.train is not None else "fixed"
+
+    def prepare(self, build, ctx: Context | None = None) -> None:
+        """Without a context (a test's fake build): no calibration build, as if none were found."""
+        ctx = as_context(ctx)
+        console, train = ctx.console, ctx.train
         self._anchor = AnchorFinder(build.manifest["model"], self.marker)
         self._anchors: dict[tuple, np.ndarray] = {}
         self._anchor_at: dict[tuple, int] = {}
         self._reaches: dict[str, bool] = {}
         self._sims: dict[str, tuple[list[float], list[float]]] = {}
         self._notes = [self._anchor.note] if self._anchor.note else []
-        tb = self._calibration_build(build.bdir, build.manifest)
         self._w = np.array([0.0, FIXED_SLOPE if self.similarity else 0.0, 1.0])
         self._source = "fixed"
-        if tb:
-            self._w, n = self._fit(build, tb, console)
-            self._source = f"train build {tb.rsplit('/', 1)[-1]} ({n} cuts)"
+        if train is not None:
+            self._w, n = self._fit(train, ctx)
+            self._source = f"train build {train.bdir.name} ({n} cuts)"
         elif self.calibration == "auto":  # the fallback changes the values: say so
             self._source = "fixed (auto: no --split train build of this model and domain)"
             self._notes.append(f"no --split train build of {build.manifest['model']} / {build.manifest['domain']} "
@@ -179,14 +175,9 @@ class HiddenAlign(Estimator):
             console.print(f"{self.name}: V = sigmoid({w[0]:.3f} + {w[1]:.3f} D + {w[2]:.3f} logit p), "
                           f"weights from {self._source}")
 
-    def _fit(self, build, tb: str, console) -> tuple[np.ndarray, int]:
-        from pathlib import Path
-
-        from sveb.store.builds import disjoint_problems, group_for, load_build
-        from sveb.lm.hidden import hidden_provider
-        train = load_build(Path(tb), references=False)
-        disjoint_problems(train.bdir, build, self.name)
-        provider = hidden_provider(self, train, console)
+    def _fit(self, tb: TrainBuild, ctx: Context) -> tuple[np.ndarray, int]:
+        train = tb.data()
+        provider = ctx.hidden.provider(self, train)  # the train build's hidden states (already disjoint: checked)
         X, y = [], []
         for pid in sorted(train.rollouts):
             group = group_for(train, pid, provider(pid, train.rollouts[pid]))
@@ -199,7 +190,7 @@ class HiddenAlign(Estimator):
                     X.append(features(anchors, rewards, h[t - 1].astype(np.float64) if t >= 1 else None))
                     y.append(r.reward)
         if (self.similarity and sum(d != 0 for d, _ in X) < 4) or len(set(y)) < 2:
-            raise _error(f"{self.name}: training build {tb} has too few usable cuts ({len(X)}) to calibrate; "
+            raise _error(f"{self.name}: training build {tb.bdir} has too few usable cuts ({len(X)}) to calibrate; "
                          f"pass -P calibration=fixed")
         return calibrate(np.array(X), np.array(y), self.similarity), len(X)
 

@@ -190,6 +190,10 @@ class Hista(Estimator):
     "response" (the response alone, nodes from its first token); `read`: "snap" (the node before the first node
     at or after the cut) or "cut" (the cut's own history); `scale`: "raw" (min_distance in raw units) or "norm"
     (distances divided by the group's mean hidden-state norm before the clamp, SVEB's earlier unit)."""
+    description = ("Hista as its authors' code computes it: 1/d-weighted kNN over EMA-compressed prompt + response "
+                   "hidden-state histories, raw clamp 5.0, k schedule, node snap (VOXXXX1874/Hista hista_utils)")
+    grid = {"history": ["prompt", "response"], "read": ["snap", "cut"], "min_distance": ["5.0", "1.0", "10.0"],
+            "min_k": ["6", "66"], "alpha": ["0.7", "0"]}
 
     alpha: float = 0.7
     mean_window: int = 5

@@ -128,6 +128,10 @@ class HistaSVEB(Estimator):
     let a state's own rollout take 92-97% of the weight in-group); reduce: MinDistance's 'mean' (public
     code) or 'sum' (paper); k_schedule: k falls from k to k_min along the state's rollout; layer: the
     hidden layer (-1 = last)."""
+    description = ("SVEB's earlier Hista variant: response-only histories, distances in units of the group's mean "
+                   "norm (clamp 0.1), nodes every 50 response tokens, the cut's own history, fixed k")
+    grid = {"alpha": ["0", "0.5", "0.7", "0.9"], "phi": ["1", "5", "10"], "delta": ["25", "50", "100"],
+            "k": ["6", "20", "66"]}
 
     alpha: float = 0.7
     phi: int = 5

@@ -18,6 +18,8 @@ from sveb.estimators.base import Estimator, ProblemGroup, State
 
 @dataclass
 class MonteCarlo(Estimator):
+    description = "mean of k independent continuations of the state (MCS@k, for scale)"
+    role = "scale"
     k: int = 1
 
     def estimate(self, group: ProblemGroup, states: Sequence[State]) -> np.ndarray:

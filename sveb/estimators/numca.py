@@ -137,6 +137,10 @@ def advantage_read(value: Callable[[frozenset], float], states: list[tuple[int, 
 class Numca(Estimator):
     """The authors' Numca; each field is one rule (module docstring), defaults theirs. `numca-sveb` is SVEB's
     earlier variant (sveb.estimators.numca_sveb)."""
+    description = ("Numca as its authors' code computes it: the value of the prefix's set of digit runs, read as "
+                   "the root value plus the segment advantages (VOXXXX1874/Hista numca_dict)")
+    grid = {"numbers": ["digits", "normalised"], "drop_last": ["true", "false"], "merge": ["50", "0"],
+            "unseen": ["zero", "latest"], "read": ["advantages", "table"]}
 
     numbers: str = "digits"
     drop_last: bool = True

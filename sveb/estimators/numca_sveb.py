@@ -165,6 +165,8 @@ def lookup(table: dict[frozenset[str], float], prefix: str, default: float) -> f
 
 @dataclass
 class NumcaSVEB(Estimator):
+    description = ("SVEB's earlier Numca variant: normalised numbers (ints, decimals, fractions), the value of the "
+                   "prefix's set, unseen sets fall back to the latest seen")
 
     def estimate(self, group: ProblemGroup, states: Sequence[State]) -> np.ndarray:
         table = build_table([r.response_text for r in group.rollouts], list(group.rewards))

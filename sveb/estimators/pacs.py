@@ -39,13 +39,11 @@ import numpy as np
 import torch
 from torch import nn
 
-from sveb import store
-from sveb.store.builds import disjoint_problems, find_train_build, load_rollouts
 from sveb.core.config import fingerprint
-from sveb.lm.checkpoints import build_key, resident, train_build_key
+from sveb.lm.checkpoints import resident
 from sveb.lm.critic import Critic, Seq, _pad, _token_batches
 from sveb.core.errors import UsageError
-from sveb.estimators.base import Estimator, ProblemGroup, State
+from sveb.estimators.base import Context, Estimator, ProblemGroup, State, need_context
 from sveb.estimators.pacs_loss import (FINAL_BASELINES, VALUES, WEIGHTS, base_rate, logprob_temperature,  # noqa: F401
                                        pacs_group, pacs_value, prefix_psi, rloo_coefficients)
 
@@ -202,6 +200,10 @@ class PACS(Estimator):
     build's sampling temperature); policy_model ("" = the build's model); train_build (found under the root if
     ""); final_baseline: full (at t >= T the others' full sums) or truncated (their same-length prefixes);
     value: calibrated (sigma(logit p + psi), p the group's leave-one-out success rate) or sigmoid (sigma(psi))."""
+    description = ("SVEB's construction from PACS's signal (PACS defines no V(s)): sigma(logit of the group's "
+                   "leave-one-out success rate + the policy's RLOO-centred log-ratio), trained on a disjoint "
+                   "problem set")
+    grid = {"beta": ["0.1", "0.5", "1", "2", "10"], "lr": ["3e-5", "3e-4"]}
 
     beta: float = 1.0
     lr: float = 1e-4
@@ -216,15 +218,19 @@ class PACS(Estimator):
     weight: str = "balanced"
     logprob_temperature: float | None = None
     final_baseline: str = "full"
+    needs_training = True
+    train_split = True
+    constructed = True
 
     def __post_init__(self):
         if self.weight is None:   # `-P weight=none` arrives as None (sveb.estimators._coerce)
             self.weight = "none"
 
-    def cache_key(self, bdir: Path, manifest: dict) -> str:
-        return train_build_key(bdir, manifest, self.train_build, self.name)
+    def cache_key(self, bdir: Path, manifest: dict, ctx: Context | None = None) -> str:
+        """The train build's content hash: a new training build invalidates stored scores."""
+        return ctx.train.key if ctx is not None and ctx.train is not None else ""
 
-    def prepare(self, build, console=None) -> None:
+    def prepare(self, build, ctx: Context | None = None) -> None:
         if self.epochs < 0 or self.batch < 1 or self.grad_accum < 1:
             raise UsageError(f"{self.name}: epochs must be >= 0, batch and grad_accum >= 1")
         if self.value not in VALUES:
@@ -232,17 +238,17 @@ class PACS(Estimator):
         for key, val, allowed in (("weight", self.weight, WEIGHTS), ("final_baseline", self.final_baseline, FINAL_BASELINES)):
             if val not in allowed:
                 raise UsageError(f"-P {key}={val}: {self.name}'s {key} is one of {', '.join(allowed)}")
-        tb = find_train_build(build.bdir, build.manifest, self.train_build, self.name, console)
-        self._temperature, note = logprob_temperature(self.logprob_temperature, build.manifest, store.read_manifest(tb))
-        if note and console is not None:
-            console.print(f"[yellow]{self.name}: {note}[/]")
-        self._train = (tb, disjoint_problems(tb, build, self.name))
-        self._data, self._console, self._scores = build, console, None
+        ctx = need_context(self, ctx)
+        train = ctx.train
+        self._temperature, note = logprob_temperature(self.logprob_temperature, build.manifest, train.manifest)
+        if note:
+            ctx.print(f"[yellow]{self.name}: {note}[/]")
+        self._train, self._train_build, self._hidden = (train.bdir, train.problems), train, ctx.hidden
+        self._data, self._console, self._scores = build, ctx.console, None
 
     def _scorer(self, builds: list[tuple[str, Path, dict]]) -> PacsScorer:
         """The loaded scorer; its frozen features come from the builds' shared hidden-state pass
         (sveb.lm.hidden) when the policy is the build's model, as ppo's critic's do."""
-        from sveb.lm.hidden import SharedFeatures, is_policy
         from sveb.core.models import resolve
         cfg = PacsConfig(self.policy_model or self._data.manifest["model"], self.beta, self.lr, self.epochs,
                          self.batch, self.grad_accum, self.train_layers, self.seed,
@@ -251,8 +257,8 @@ class PACS(Estimator):
         scorer = resident(("pacs", path, cfg.train_layers), lambda: PacsScorer(cfg, path))
         scorer.cfg = cfg
         fn = None
-        if is_policy(path, self._data.manifest["model"]):
-            fn = SharedFeatures(self._data.manifest["model"], -(cfg.train_layers + 1))
+        if self._hidden.is_policy(path):
+            fn = self._hidden.shared(-(cfg.train_layers + 1))
             for fp, bdir, rows in builds:
                 fn.add(fp, bdir, rows)
         scorer.use_features(fn)
@@ -260,14 +266,14 @@ class PACS(Estimator):
 
     def _fit_and_score(self) -> dict[tuple, np.ndarray]:
         tb, pids = self._train
-        tfp = store.read_manifest(tb)["build_fp"]
-        rows = load_rollouts(tb, set(pids))
+        tfp = self._train_build.build_fp
+        rows = self._train_build.data().rollouts
         seqs = [make_pseq((tfp, r["problem_id"], r["rollout_idx"]), r["problem_id"], r["prompt_token_ids"],
                           r["response_token_ids"], r["reward"]) for pid in sorted(rows) for r in rows[pid]]
         data, bfp = self._data, self._data.manifest["build_fp"]
         scorer = self._scorer([(tfp, tb, rows), (bfp, data.bdir, data.rollouts)])
         if self.epochs:
-            scorer.fit(seqs, tb / "critics", fingerprint("pacs", build_key(tb), pids), self._console)
+            scorer.fit(seqs, tb / "critics", fingerprint("pacs", self._train_build.key, pids), self._console)
         else:
             scorer.model.reset()
         bench = [make_pseq((bfp, r["problem_id"], r["rollout_idx"]), r["problem_id"], r["prompt_token_ids"],
@@ -281,7 +287,7 @@ class PACS(Estimator):
             raise RuntimeError(f"{self.name}: call prepare(build data) before estimate()")
         if self._scores is None:
             from dataclasses import astuple, replace
-            key = (self._data.manifest["build_fp"], build_key(self._train[0]), tuple(self._train[1]),
+            key = (self._data.manifest["build_fp"], self._train_build.key, tuple(self._train[1]),
                    astuple(replace(self, value="", final_baseline="")))  # nor on how V is made of them
             if key not in _SCORED:
                 _SCORED.clear()

@@ -17,13 +17,11 @@ from typing import Sequence
 
 import numpy as np
 
-from sveb import store
-from sveb.store.builds import disjoint_problems, find_train_build, load_rollouts
-from sveb.lm.checkpoints import build_key, resident, train_build_key
+from sveb.lm.checkpoints import build_key, resident
 from sveb.core.config import fingerprint
 from sveb.lm.critic import Critic, CriticConfig, Seq, gae_targets, make_seq
 from sveb.core.errors import UsageError
-from sveb.estimators.base import Estimator, ProblemGroup, State
+from sveb.estimators.base import Context, Estimator, ProblemGroup, State, need_context
 
 __all__ = ["PPO1", "PPON", "gae_targets"]
 
@@ -44,8 +42,9 @@ class _PPO(Estimator):
     grad_accum: int = 1
     train_layers: int = 2       # top decoder layers trained (+ final norm + head); the rest frozen
     seed: int = 0
+    needs_training = True
 
-    def cache_key(self, bdir: Path, manifest: dict) -> str:
+    def cache_key(self, bdir: Path, manifest: dict, ctx: Context | None = None) -> str:
         return "clipped"  # scores stored before values were clipped are recomputed
 
     def critic_config(self, data) -> CriticConfig:
@@ -53,31 +52,30 @@ class _PPO(Estimator):
                             lr=self.lr, epochs=self.epochs, batch=self.batch, grad_accum=self.grad_accum,
                             train_layers=self.train_layers, seed=self.seed)
 
-    def prepare(self, data, console=None) -> None:
+    def prepare(self, data, ctx: Context | None = None) -> None:
         """Validate and remember the build; critics are trained on first use (the protocol decides which)."""
         if self.epochs < 1 or self.batch < 1 or self.grad_accum < 1:
             raise UsageError(f"{self.name}: epochs, batch and grad_accum must be >= 1")
-        self._data, self._console = data, console
+        ctx = need_context(self, ctx)
+        self._data, self._console, self._hidden = data, ctx.console, ctx.hidden
         self._values: dict[object, dict[str, float]] = {}
-        from sveb.lm.hidden import SharedFeatures
-        self._shared = SharedFeatures(data.manifest["model"], -(self.train_layers + 1))
+        self._shared = ctx.hidden.shared(-(self.train_layers + 1))
         self._shared.add(data.manifest["build_fp"], data.bdir, data.rollouts)
-        self._check(data)
+        self._check(data, ctx)
 
-    def _check(self, data) -> None:
+    def _check(self, data, ctx: Context) -> None:
         pass
 
     def _get_critic(self) -> Critic:
         """The process's resident critic body (fit() resets its trained part, so results do not depend on
         what it trained before); not kept on the estimator, so loading pacs's model drops it."""
-        from sveb.lm.hidden import is_policy
         from sveb.core.models import resolve
         cfg = self.critic_config(self._data)
         path = resolve(cfg.model)
         critic = resident(("critic", path, cfg.train_layers), lambda: Critic(cfg, path))
         critic.cfg = cfg
         # the policy's own pass has these layers; any other model runs its own
-        critic.use_features(self._shared if is_policy(path, self._data.manifest["model"]) else None)
+        critic.use_features(self._shared if self._hidden.is_policy(path) else None)
         return critic
 
     def _value_states(self, critic: Critic, states: list[dict]) -> dict[str, float]:
@@ -112,25 +110,26 @@ class PPO1(_PPO):
     """PPO-1: trained on a disjoint problem set (`-P train_build=<dir|fp prefix>`, else found under the
     same root), evaluated on the benchmark's states. Unaffected by the protocol: the critic never saw
     any benchmark rollout, so in-group and held-out give the same values."""
+    description = "PPO critic trained on a disjoint problem set"
     train_build: str = ""
+    train_split = True
 
-    def cache_key(self, bdir: Path, manifest: dict) -> str:
-        """The training build this run would use, so a new training build invalidates stored scores."""
-        key = train_build_key(bdir, manifest, self.train_build, self.name)
-        return key and key + "-clipped"
+    def cache_key(self, bdir: Path, manifest: dict, ctx: Context | None = None) -> str:
+        """The training build this run uses (its content), so a new training build invalidates stored scores."""
+        return ctx.train.key + "-clipped" if ctx is not None and ctx.train is not None else ""
 
-    def _check(self, data) -> None:
-        tb = find_train_build(data.bdir, data.manifest, self.train_build, self.name, self._console)
-        self._train_bdir, self._train_pids = tb, disjoint_problems(tb, data, self.name)
+    def _check(self, data, ctx: Context) -> None:
+        self._train = ctx.train
+        self._train_bdir, self._train_pids = ctx.train.bdir, ctx.train.problems
 
     def _fit(self, mode) -> dict[str, float]:
         tb = self._train_bdir
-        bfp = store.read_manifest(tb)["build_fp"]
-        rows = load_rollouts(tb, set(self._train_pids))
+        bfp = self._train.build_fp
+        rows = self._train.data().rollouts
         self._shared.add(bfp, tb, rows)
         seqs = [_seq(bfp, r) for pid in sorted(rows) for r in rows[pid]]
         critic = self._get_critic()
-        critic.fit(seqs, tb / "critics", fingerprint(build_key(tb), self._train_pids), self._console)
+        critic.fit(seqs, tb / "critics", fingerprint(self._train.key, self._train_pids), self._console)
         return self._value_states(critic, self._data.states)
 
 
@@ -143,10 +142,11 @@ class PPON(_PPO):
     rollout_idx % folds; a state of a fold-k rollout is valued by the critic trained on every other
     fold (2 folds: each critic sees half of each group, G/2 rollouts, vs GRPO's G-1 under held-out).
     Total training cost ~ one full critic; the frozen features are shared by all critics."""
+    description = "PPO critic trained on the benchmark's own rollouts"
     folds: int = 2
     trains_on_benchmark = True  # in-group, its own-outcome dependence lives in the weights
 
-    def _check(self, data) -> None:
+    def _check(self, data, ctx: Context) -> None:
         if self.folds < 2:
             raise UsageError(f"{self.name}: folds={self.folds}: need at least 2")
 

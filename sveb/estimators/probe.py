@@ -21,12 +21,9 @@ from typing import Sequence
 
 import numpy as np
 
-from sveb import store
-from sveb.store.builds import disjoint_problems, find_train_build, load_build
-from sveb.lm.checkpoints import build_key, train_build_key
 from sveb.core.config import derive_seed, fingerprint
 from sveb.core.errors import EvalError, UsageError
-from sveb.estimators.base import Estimator, ProblemGroup, State
+from sveb.estimators.base import Context, Estimator, ProblemGroup, State, need_context
 from sveb.estimators.probe_features import Tracks, state_row
 from sveb.estimators.probe_fit import fit_cv
 
@@ -43,6 +40,10 @@ class Probe(Estimator):
     penalty shrinks towards grpo; 0: only an input; relative implies 1), layer, pool (last | mean), window, prefixes (outcome:
     prefixes per train rollout, 0 = all), max_train (train rows used, 0 = all: the learning curve), pca
     (hidden components, 0 = none), cs (the L2 grid), folds, seed, train_build ("" = found under the root)."""
+    description = ("logistic value probe on the policy's hidden states, entropy, t and the group's mean, trained on "
+                   "a disjoint problem set (labels: each prefix's rollout reward)")
+    grid = {"relative": ["0", "1"], "layer": ["-1", "-4", "-8"], "pool": ["last", "mean"],
+            "max_train": ["250", "1000", "4000", "0"]}
 
     regime: str = "outcome"
     relative: bool = True
@@ -57,9 +58,12 @@ class Probe(Estimator):
     folds: int = 5
     seed: int = 0
     train_build: str = ""
+    needs_training = True
+    train_split = True
 
-    def cache_key(self, bdir: Path, manifest: dict) -> str:
-        return train_build_key(bdir, manifest, self.train_build, self.name)
+    def cache_key(self, bdir: Path, manifest: dict, ctx: Context | None = None) -> str:
+        """The train build's content hash: a new training build invalidates stored scores."""
+        return ctx.train.key if ctx is not None and ctx.train is not None else ""
 
     def _grid(self) -> list[float]:
         try:
@@ -70,7 +74,7 @@ class Probe(Estimator):
             raise UsageError(f"-P cs={self.cs}: expected comma-separated positive numbers")
         return cs
 
-    def prepare(self, build, console=None) -> None:
+    def prepare(self, build, ctx: Context | None = None) -> None:
         if self.regime not in ("outcome", "mc"):
             raise UsageError(f"-P regime={self.regime}: expected outcome or mc")
         if self.pool not in ("last", "mean"):
@@ -78,9 +82,9 @@ class Probe(Estimator):
         if self.window < 1 or self.folds < 2 or self.prefixes < 0 or self.max_train < 0 or self.pca < 0:
             raise UsageError(f"{self.name}: need window >= 1, folds >= 2, prefixes, max_train, pca >= 0")
         self._grid()
-        tb = find_train_build(build.bdir, build.manifest, self.train_build, self.name, console)
-        self._train = (tb, disjoint_problems(tb, build, self.name))
-        self._data, self._console, self._model, self._memo = build, console, None, (None, {})
+        ctx = need_context(self, ctx)
+        self._train, self._trainb, self._ctx = (ctx.train.bdir, ctx.train.problems), ctx.train, ctx
+        self._data, self._console, self._model, self._memo = build, ctx.console, None, (None, {})
         self._max_tokens = int(build.manifest.get("config", {}).get("sampling", {}).get("max_tokens", 512))
         self._diag: dict = {}
 
@@ -94,9 +98,9 @@ class Probe(Estimator):
 
     def design(self, tb: Path, pids: list[str], tracks: Tracks) -> dict[str, np.ndarray]:
         """The training rows of the regime: hidden block, scalars, offset, y, n, problem ids."""
-        data = load_build(tb, references=self.regime == "mc")
+        data = self._trainb.data(references=self.regime == "mc")  # tb: the context's train build
         H, S, off, y, n, g = [], [], [], [], [], []
-        salt = build_key(tb)
+        salt = self._trainb.key
         for pid in pids:
             rows = data.rollouts.get(pid, [])
             tr = tracks.group(pid, rows)
@@ -124,7 +128,7 @@ class Probe(Estimator):
         return out
 
     def _tracks(self, bdir: Path) -> Tracks:
-        return Tracks(bdir, self._data.manifest["model"], self.layer)
+        return Tracks(self._ctx.hidden.states(bdir), self._data.manifest["model"], self.layer)
 
     def model(self):
         """The fitted probe: from the train build's cache, else fitted now and cached there."""
@@ -134,7 +138,7 @@ class Probe(Estimator):
         tracks = self._tracks(tb)
         from sveb.estimators import params_of
         params = {k: v for k, v in params_of(self).items() if k != "train_build"}  # where it is: the hash
-        key = fingerprint("probe", build_key(tb), pids, params, self._data.manifest["model"], tracks.dtype)
+        key = fingerprint("probe", self._trainb.key, pids, params, self._data.manifest["model"], tracks.dtype)
         path = tb / "probes" / f"{key}.pkl"
         if path.exists():
             blob = pickle.loads(path.read_bytes())
@@ -145,7 +149,7 @@ class Probe(Estimator):
                        self.seed, self._uses_offset())
             blob = {"model": m, "rows": int(len(d["y"])), "problems": len(set(d["groups"])),
                     "train_s": time.perf_counter() - t0}
-            store.atomic_write_bytes(path, pickle.dumps(blob))
+            self._ctx.write(path, pickle.dumps(blob))
         self._model = blob["model"]
         self._diag = {"C": self._model.C, "cv_logloss": self._model.cv_loss[self._model.C],
                       "train_rows": blob["rows"], "train_problems": blob["problems"], "train_s": blob["train_s"]}

@@ -103,11 +103,12 @@ def entropies(hidden_final: np.ndarray, head, device: str = "cpu") -> np.ndarray
 class Tracks:
     """Tracks of one build's rollouts, a group at a time, from its shared hidden-state pass."""
 
-    def __init__(self, bdir: Path, model: str, layer: int):
+    def __init__(self, hs, model: str, layer: int):
+        """hs: the build's hidden-state extractor (the context's `hidden.states(bdir)`); model: the policy whose LM
+        head gives the entropies."""
         import torch
-        from sveb.lm.hidden import HiddenStates
         from sveb.core.models import resolve
-        self.hs, self.layer = HiddenStates(bdir, model), layer
+        self.hs, self.layer = hs, layer
         self.device = "cuda" if torch.cuda.is_available() else "cpu"
         self._head = torch.from_numpy(lm_head_weight(resolve(model))).to(self.device)
 

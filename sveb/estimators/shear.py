@@ -102,6 +102,12 @@ class Shear(Estimator):
     k nearest units (0: all) for readout=knn; d_min (clamp in units of the mean norm; 0.1, as Hista's: with
     1e-3 the state's own overlapping span won in-group for every t >= w) for readout=knn and base; layer:
     hidden layer (-1 = last)."""
+    description = ("SVEB's construction from SHEAR's signal (SHEAR defines no V(s)): d+ / d- = the paper's span "
+                   "Wasserstein distance (one minimum over the set, covering spans) to the correct / incorrect "
+                   "rollouts; SVEB's read-out from the group's base rate b: logit V = logit b + log(d- / d+)")
+    grid = {"span": ["covering", "trailing"], "compare": ["opposing", "all"], "minimum": ["set", "rollout"],
+            "readout": ["base", "contrast", "knn"], "tail": ["truncated", "full"]}
+    constructed = True
     w: int = 100
     s: int = 25
     eps: float = 0.05

@@ -16,9 +16,10 @@ from sveb.store.builds import load_build
 from sveb.core.config import fingerprint
 from sveb.core.errors import EvalError, UsageError
 from sveb.estimators import entry, make, params_fp, params_json
-from sveb.estimators.base import Estimator
-from sveb.lm.hidden import HiddenStates, hidden_provider
+from sveb.estimators.base import Estimator, call_cache_key, call_prepare
+from sveb.lm.hidden import HiddenStates
 from sveb.store.hista_json import refusal
+from sveb.evaluate.context import context_for
 from sveb.evaluate.protocols import check_protocol, estimate_all
 from sveb.core.records import BuildData
 
@@ -39,10 +40,11 @@ def evaluate(bdir: Path, name: str, params: dict[str, str] | None = None, protoc
     est = make(name, params)
     pfp = params_fp(est)
     manifest = store.read_manifest(bdir)
-    why = refusal(name, manifest, entry(name).role, est.needs_hidden or entry(name).needs_training)
+    why = refusal(name, manifest, entry(name).role, est.needs_hidden or est.needs_training)
     if why:  # an imported hista-json build: text and mean references only
         raise EvalError(why)
-    extra = est.cache_key(bdir, manifest)  # e.g. ppo-1's training build
+    ctx = context_for(est, bdir, manifest, console)  # its train build found and checked here
+    extra = call_cache_key(est, bdir, manifest, ctx)  # e.g. ppo-1's training build
     # 2000, 0: the bootstrap settings scores once had; kept in the fingerprint so stored estimates stay current
     fp = fingerprint(manifest["build_fp"], name, pfp, protocol, 2000, 0, extra, schema.SCHEMA_VERSION)
     sfp = fingerprint(fp, schema.SCORES_VERSION)  # a new scores version recomputes rows, not estimates
@@ -62,15 +64,15 @@ def evaluate(bdir: Path, name: str, params: dict[str, str] | None = None, protoc
         seconds = old[0].get("seconds", float("nan")) if old else float("nan")
         ident = {"estimator": name, "params_fp": pfp, "params": params_json(est), "protocol": protocol}
         return _write_scores(score_path, sfp, manifest, ident, est_rows, load_build(bdir), seconds)
-    if est.needs_hidden or entry(name).needs_training:  # it reads the model: the export's weights, or refused
+    if est.needs_hidden or est.needs_training:  # it reads the model: the export's weights, or refused
         from sveb.store.export import check_weights
         check_weights(bdir, manifest)
     full = load_build(bdir)
     data = full.public()  # what the estimator sees: no reference values (only the evaluator reads them)
     t0 = time.perf_counter()
-    est.prepare(data, console)
+    call_prepare(est, data, ctx)
     _record_prepare(bdir / "timings" / f"{key}.json", time.perf_counter() - t0)
-    if ray is not None and entry(name).needs_training:
+    if ray is not None and est.needs_training:
         # a trained estimator fits one model per build: per-group actors would each train it again
         console.print(f"{name}: trains one model per build, so it runs here rather than on Ray actors")
         ray = None
@@ -82,7 +84,7 @@ def evaluate(bdir: Path, name: str, params: dict[str, str] | None = None, protoc
         values, shift, seconds = estimate_on_ray(est, data, protocol, own_measurable(est, protocol), factory, ray,
                                                  console)
     else:
-        provider = hidden_provider(est, data, console, hidden_options)
+        provider = ctx.hidden.provider(est, data, hidden_options)
         values, shift, seconds = estimate_all(est, data, protocol, provider, own=own_measurable(est, protocol))
     diag = est.diagnostics()  # on Ray, only what the driver's copy of the estimator knows
     if diag:  # per-build numbers an estimator reports beside its scores (e.g. hidden-align's anchor similarity)

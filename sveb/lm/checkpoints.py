@@ -57,17 +57,6 @@ def build_key(bdir: Path) -> str:
     return _CONTENT[memo]
 
 
-def train_build_key(bdir: Path, manifest: dict, spec: str, who: str) -> str:
-    """A trained estimator's `cache_key`: the content hash of the train build it would use, "" while there is none
-    (prepare() then raises the clear error)."""
-    from sveb.store.builds import find_train_build
-    from sveb.core.errors import EvalError
-    try:
-        return build_key(find_train_build(bdir, manifest, spec, who))
-    except EvalError:
-        return ""
-
-
 # The one critic-like model kept loaded in this process (ppo's critic or pacs's scorer): an eval of both
 # holds one policy copy at a time, and `-e ppo-n --protocol in-group --protocol held-out` loads it once.
 _RESIDENT: dict[tuple, object] = {}

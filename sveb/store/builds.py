@@ -18,7 +18,8 @@ from sveb.core import schema
 from sveb import store
 from sveb.core.config import NOT_IN_FP, BuildConfig
 from sveb.core.errors import EvalError
-from sveb.core.records import BuildData, ProblemGroup, Rollout, State
+# group_for lives with the records now (estimators build groups without the store); its old home still exports it
+from sveb.core.records import BuildData, ProblemGroup, Rollout, State, group_for  # noqa: F401
 
 
 def load_rollouts(bdir: Path, problem_ids: set[str] | None = None) -> dict[str, list[dict]]:
@@ -305,12 +306,6 @@ def load_build(bdir: Path, references: bool = True) -> BuildData:
     check_values(bdir, rollouts, refs)
     extras = {sid: tuple(float(x) for x in r["extra_rewards"] or ()) for sid, r in refs.items()}
     return BuildData(bdir, manifest, problems, rollouts, states, refs, extras)
-
-
-def group_for(data: BuildData, pid: str, hidden_fn=None) -> ProblemGroup:
-    rolls = tuple(Rollout(r["rollout_idx"], tuple(r["prompt_token_ids"]), tuple(r["response_token_ids"]),
-                          r["response_text"], float(r["reward"])) for r in data.rollouts[pid])
-    return ProblemGroup(data.problems[pid], rolls, rolls, hidden_fn)
 
 
 def state_for(data: BuildData, s: dict) -> State:
