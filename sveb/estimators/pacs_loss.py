@@ -51,7 +51,7 @@ def logprob_temperature(param: float | None, manifest: dict, train_manifest: dic
     """The log-probabilities' temperature: `param`, else the benchmark build's sampling temperature (its rollouts
     are read out; the authors take log-probs at the rollout temperature), and a note when the train build was
     sampled at another one."""
-    def sampled(m: dict):
+    def sampled(m: dict):  # what the manifest recorded, not BuildConfig's default: a guessed T would mislead
         return (m.get("config") or {}).get("sampling", {}).get("temperature")
     T, note = param, ""
     if T is None:

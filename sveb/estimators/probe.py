@@ -21,7 +21,7 @@ from typing import Sequence
 
 import numpy as np
 
-from sveb.core.config import derive_seed, fingerprint
+from sveb.core.config import BuildConfig, derive_seed, fingerprint
 from sveb.core.errors import EvalError, UsageError
 from sveb.estimators.base import Context, Estimator, ProblemGroup, State, need_context
 from sveb.estimators.probe_features import Tracks, state_row
@@ -85,7 +85,7 @@ class Probe(Estimator):
         ctx = need_context(self, ctx)
         self._train, self._trainb, self._ctx = (ctx.train.bdir, ctx.train.problems), ctx.train, ctx
         self._data, self._console, self._model, self._memo = build, ctx.console, None, (None, {})
-        self._max_tokens = int(build.manifest.get("config", {}).get("sampling", {}).get("max_tokens", 512))
+        self._max_tokens = BuildConfig.from_manifest(build.manifest).sampling.max_tokens
         self._diag: dict = {}
 
     def _row(self, own, t, others, others_rewards):
