@@ -171,9 +171,9 @@ def test_nan_scores_are_shown_and_never_best():
     v = _view([_score("grpo", float("nan")), _score("numca", 0.2, lo=float("nan")), _score("mcs-1", 0.05)])
     t = report._table([v], "in-group", {})
     rows = {r[0]: r for r in t["rows"]}
-    assert rows["grpo"][1] == ["n/a"] and rows["grpo"][2] == [False]
+    assert rows["grpo"][1] == ["–"] and rows["grpo"][2] == [False]
     assert rows["numca"][1] == ["0.200"] and rows["numca"][2] == [True]
-    assert rows["oracle floor (knows V)"][1] == ["n/a"] and rows["mcs-1"][2] == [False]
+    assert rows["oracle floor (knows V)"][1] == ["–"] and rows["mcs-1"][2] == [False]
 
 
 def test_labels_show_only_non_default_params():

@@ -21,7 +21,6 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from sveb.score import scoring
 from sveb import store
 from sveb.board.bundle import BundleError, build_identity, estimates_key, read_bundle, unpack
 from sveb.board.pool import PROTOCOLS, clean as _clean, pooled_rows, write_verdicts
@@ -145,13 +144,11 @@ def _protocol_of(manifest: dict) -> str:
 
 
 def score_rows(meta: dict, values: dict, data, checked: str = "self-declared") -> list[dict]:
-    """The board's own score rows, one per protocol: sveb.score.scoring on the estimates and the build's references
-    (the same call as `sveb eval`), with the cost figures recomputed from the build where it can be."""
+    """The board's own score rows, one per protocol: the score row (sveb.score.rows) of the estimates against the
+    build's references (the same call as `sveb eval`), with the cost figures recomputed from the build where it can be."""
     from sveb.core.cost import cost_figures
+    from sveb.score.rows import of_build
     states = data.states
-    ref = np.array([data.references[s["state_id"]]["value"] for s in states], dtype=float)
-    n_ref = int(data.references[states[0]["state_id"]]["n_ref"]) if states else 20
-    pids = np.array([s["problem_id"] for s in states])
     est = meta["estimator"]
     prov = est.get("provenance") or {}
     out = []
@@ -159,14 +156,12 @@ def score_rows(meta: dict, values: dict, data, checked: str = "self-declared") -
         cost = (meta.get("cost") or {}).get(proto) or {}
         seconds = _reported(cost, "seconds")
         train = _reported(cost, "train_tokens")
-        row = {"model": data.manifest.get("model"), "domain": data.manifest.get("domain"),
-               "build_fp": data.manifest.get("build_fp"), "content_hash": meta["build"]["content_hash"],
-               "build_protocol": _protocol_of(data.manifest),  # sveb | paper (sveb/sample/paper.py; issue 31)
-               "estimator": est["name"], "params_fp": est.get("params_fp") or "",
-               "params": json.dumps(est["params"], sort_keys=True), "protocol": proto,
-               **scoring.score(v, ref, n_ref, pids, rollouts=np.array([s["rollout_idx"] for s in states]),
-                               t=np.array([s["t"] for s in states])),
-               **scoring.own_shift_stats(shift), "seconds": seconds if seconds is not None else float("nan"),
+        ident = {"model": data.manifest.get("model"), "domain": data.manifest.get("domain"),
+                 "build_fp": data.manifest.get("build_fp"), "content_hash": meta["build"]["content_hash"],
+                 "build_protocol": _protocol_of(data.manifest),  # sveb | paper (sveb/sample/paper.py; issue 31)
+                 "estimator": est["name"], "params_fp": est.get("params_fp") or "",
+                 "params": json.dumps(est["params"], sort_keys=True), "protocol": proto}
+        row = {**of_build(ident, data, v, shift, seconds if seconds is not None else float("nan")),
                **cost_figures(target=est.get("target") or "", params=est["params"],
                               needs_hidden=bool(est.get("needs_hidden")), states=states, rollouts=data.rollouts,
                               seconds=seconds if seconds is not None else float("nan"),

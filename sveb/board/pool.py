@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 
+from sveb.core import metrics
 from sveb.evaluate.protocols import PROTOCOLS
 
 
@@ -27,9 +28,7 @@ def write_verdicts(view, rows: list[dict]) -> None:
         for r in rows:
             if r["protocol"] == proto:
                 c = cmp.get((r["estimator"], r["params_fp"]), {})
-                r.update({k: clean(c.get(k)) for k in ("delta_sq", "delta_sq_ci_low", "delta_sq_ci_high",
-                                                        "p_delta", "p_holm", "delta_sq_holm_low",
-                                                        "delta_sq_holm_high", "family")},
+                r.update({k: clean(c.get(k)) for k in metrics.paired_columns() if k != "verdict"},
                          verdict=c.get("verdict") or ("baseline" if r["estimator"] == "grpo" else "n/a"))
 
 

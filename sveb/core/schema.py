@@ -60,32 +60,19 @@ ESTIMATES = pa.schema([
     ("own_shift", pa.float64()),     # |change| of value when the state's own reward flips (NaN: not measured)
 ])
 
-SCORES = pa.schema([
-    ("model", pa.string()),
-    ("domain", pa.string()),
-    ("build_fp", pa.string()),
-    ("estimator", pa.string()),
-    ("params_fp", pa.string()),
-    ("params", pa.string()),
-    ("protocol", pa.string()),
-    ("n_states", pa.int32()),
-    ("n_problems", pa.int32()),
-    ("mae", pa.float64()),
-    ("mae_ci_low", pa.float64()),
-    ("mae_ci_high", pa.float64()),
-    ("rmse", pa.float64()),
-    ("debiased_mse", pa.float64()),
-    ("ref_noise", pa.float64()),     # E|V - reference| under the fitted prior (not a bound)
-    ("oracle_floor", pa.float64()),  # E MAE of the best predictor that knows V (a bound in expectation)
-    ("own_share", pa.float64()),     # mean |change| of the estimate when the state's own reward flips
-    ("seconds", pa.float64()),
-    ("bias", pa.float64()),          # mean of estimate - reference, with its clustered CI
-    ("bias_ci_low", pa.float64()),
-    ("bias_ci_high", pa.float64()),
-    ("calib_slope", pa.float64()),   # OLS slope of the reference on the estimate (1: calibrated)
-    ("concordance", pa.float64()),   # within-problem pairwise ranking agreement (ties 1/2)
-    ("sign_agreement", pa.float64()),  # step advantage sign agreement on same-rollout pairs
-    ("sign_pairs", pa.int32()),      # same-rollout pairs it rests on (0: NaN)
-    ("own_shift_p95", pa.float64()),
-    ("own_shift_max", pa.float64()),
-])
+# The identity of a score row; its metric columns come from the metric table (sveb.core.metrics), so SCORES is
+# computed when read (a metric added to the table is a new column).
+SCORE_IDENTITY = [("model", pa.string()), ("domain", pa.string()), ("build_fp", pa.string()),
+                  ("estimator", pa.string()), ("params_fp", pa.string()), ("params", pa.string()),
+                  ("protocol", pa.string())]
+
+
+def scores_schema() -> pa.Schema:
+    from sveb.core import metrics
+    return pa.schema(SCORE_IDENTITY + metrics.stored())
+
+
+def __getattr__(name: str):
+    if name == "SCORES":
+        return scores_schema()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

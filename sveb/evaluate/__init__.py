@@ -10,7 +10,6 @@ import pyarrow as pa
 from rich.console import Console
 
 from sveb.core import schema
-from sveb.score import scoring
 from sveb import store
 from sveb.store.builds import load_build
 from sveb.core.config import fingerprint
@@ -114,16 +113,11 @@ def _write_scores(score_path: Path, sfp: str, manifest: dict, ident: dict, est_r
     if missing:
         raise EvalError(f"{score_path.parent.parent}: {len(missing)} states have no stored estimate (e.g. "
                         f"{missing[0]}); rerun `sveb eval` with --force")
-    states = data.states
-    values = np.array([by_id[s["state_id"]]["value"] for s in states], dtype=float)
-    shift = np.array([by_id[s["state_id"]]["own_shift"] for s in states], dtype=float)
-    ref = np.array([data.references[s["state_id"]]["value"] for s in states])
-    n_ref = int(data.references[states[0]["state_id"]]["n_ref"]) if states else 20
-    row = {"model": manifest["model"], "domain": manifest["domain"], "build_fp": manifest["build_fp"], **ident,
-           **scoring.score(values, ref, n_ref, np.array([s["problem_id"] for s in states]),
-                           rollouts=np.array([s["rollout_idx"] for s in states]),
-                           t=np.array([s["t"] for s in states])),
-           **scoring.own_shift_stats(shift), "seconds": seconds}
+    from sveb.score.rows import of_build
+    values = np.array([by_id[s["state_id"]]["value"] for s in data.states], dtype=float)
+    shift = np.array([by_id[s["state_id"]]["own_shift"] for s in data.states], dtype=float)
+    ident = {"model": manifest["model"], "domain": manifest["domain"], "build_fp": manifest["build_fp"], **ident}
+    row = of_build(ident, data, values, shift, seconds)
     store.write_shard(score_path, pa.Table.from_pylist([row], schema=schema.SCORES), sfp)
     return row
 

@@ -19,13 +19,24 @@ from rich.table import Table
 from sveb import store
 from sveb.estimators import BASELINE, ROLES, rank
 from sveb.evaluate.protocols import PROTOCOLS
-from sveb.score.pooling import PAIRED, load_view, merge, paired, pools, read_scores
+from sveb.core import metrics
+from sveb.score.pooling import load_view, merge, paired, pools, read_scores
 
-COLUMNS = ["model", "domain", "estimator", "params", "protocol", "kind", "seeds", "n_builds", "n_states",
-           "n_problems", "mae", "mae_ci_low", "mae_ci_high", *PAIRED, "bias", "bias_ci_low", "bias_ci_high",
-           "calib_slope", "concordance", "sign_agreement", "sign_pairs", "rmse", "debiased_mse", "ref_noise",
-           "oracle_floor", "own_share", "own_shift_p95", "own_shift_max", "seconds", "build_fp", "params_fp",
-           "build_protocol"]  # sveb | paper (sveb/sample/paper.py): builds of two protocols are never pooled
+HEAD = ["model", "domain", "estimator", "params", "protocol", "kind", "seeds", "n_builds"]
+TAIL = ["build_fp", "params_fp", "build_protocol"]  # sveb | paper (sveb/sample/paper.py): never pooled together
+
+
+def columns() -> list[str]:
+    """The CSV's columns: identity, then the metric table's leaderboard columns (sveb.core.metrics), then the build."""
+    return [*HEAD, *metrics.columns(metrics.LEADERBOARD), *TAIL]
+
+
+def __getattr__(name: str):
+    if name == "COLUMNS":
+        return columns()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 KINDS = ("build", "pooled", "seed")
 
 
@@ -50,16 +61,16 @@ def _rows_of(view, kind: str) -> list[dict]:
     cmp = {p: paired(view, p) for p in {r["protocol"] for r in view.scores}}
     bp = build_protocol(view)
     seeds = ",".join(str(s) for s in view.seeds)
-    out = []
+    out, cols, pair = [], columns(), metrics.paired_columns()
     for r in view.scores:
         c = cmp[r["protocol"]].get((r["estimator"], r["params_fp"]), {})
-        row = {col: r.get(col) for col in COLUMNS}
-        row.update({k: c.get(k) for k in PAIRED}, kind=kind, n_builds=r.get("n_builds", 1), seeds=seeds,
+        row = {col: r.get(col) for col in cols}
+        row.update({k: c.get(k) for k in pair}, kind=kind, n_builds=r.get("n_builds", 1), seeds=seeds,
                    build_protocol=bp)
         out.append(row)
     if bp == "paper":  # the authors' MCS@k rows: k of the same reference draws, exact over subsets
         from sveb.sample.paper import ref_rows
-        out += [{**{col: r.get(col) for col in COLUMNS}, "kind": kind, "seeds": seeds, "build_protocol": bp}
+        out += [{**{col: r.get(col) for col in cols}, "kind": kind, "seeds": seeds, "build_protocol": bp}
                 for r in ref_rows(view, sorted(cmp))]
     return out
 
@@ -92,11 +103,10 @@ def write_csv(rows_: list[dict], out: str | Path) -> Path:
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     with open(out, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=COLUMNS, extrasaction="ignore")
+        w = csv.DictWriter(f, fieldnames=columns(), extrasaction="ignore")
         w.writeheader()
         for r in rows_:
-            w.writerow({k: (f"{v:.4f}" if isinstance(v, float) and k not in ("p_delta", "p_holm")
-                            else f"{v:.4g}" if isinstance(v, float) else v) for k, v in r.items()})
+            w.writerow({k: metrics.csv_cell(k, v) for k, v in r.items()})
     return out
 
 
@@ -130,37 +140,18 @@ def labels(params: dict[tuple[str, str], str]) -> dict[tuple[str, str], str]:
     return out
 
 
-def _ok(x) -> bool:
-    return x is not None and isinstance(x, (int, float)) and bool(np.isfinite(x))
-
-
-def _f(x, nd: int = 3, signed: bool = False) -> str:
-    return f"{x:+.{nd}f}" if _ok(x) and signed else f"{x:.{nd}f}" if _ok(x) else "–"
-
-
-def _ci(r: dict, name: str, nd: int, wide: bool, signed: bool = False) -> str:
-    """value ± half-width of the 95% CI (wide: value [low, high])."""
-    x, lo, hi = r.get(name), r.get(f"{name}_ci_low"), r.get(f"{name}_ci_high")
-    if not _ok(x):
-        return "–"
-    if not (_ok(lo) and _ok(hi)):
-        return _f(x, nd, signed)
-    if wide:
-        return f"{_f(x, nd, signed)} [{_f(lo, nd, signed)}, {_f(hi, nd, signed)}]"
-    return f"{_f(x, nd, signed)} ± {(hi - lo) / 2:.{nd}f}"
-
-
 def _holm_ci(r: dict) -> str:
     lo, hi = r.get("delta_sq_holm_low"), r.get("delta_sq_holm_high")
-    return f"[{_f(lo, 4, True)}, {_f(hi, 4, True)}]" if _ok(lo) and _ok(hi) else "–"
+    return f"[{metrics.fmt(lo, 'delta_sq_holm_low')}, {metrics.fmt(hi, 'delta_sq_holm_high')}]" \
+        if metrics.ok(lo) and metrics.ok(hi) else metrics.MISSING
 
 
-def _verdict(v: str | None, wide: bool) -> str:
-    return "–" if not v else v if wide or v != "no difference" else "no diff"  # 80 columns: the CSV says it whole
+def _verdict(v: str | None, wide: bool) -> str:  # 80 columns: the CSV says it whole
+    return metrics.fmt(v, "verdict") if wide or v != "no difference" else "no diff"
 
 
 def _p(x) -> str:
-    return "–" if not _ok(x) else "<0.001" if x < 0.001 else f"{x:.3f}"
+    return metrics.fmt(x, "p_holm")
 
 
 def _table(title: str, caption: str | None, headers: list[str]) -> Table:
@@ -195,25 +186,22 @@ def print_pivot(rows_: list[dict], console: Console, wide: bool = False) -> None
                    ["estimator", "MAE", f"Δ sq err vs {BASELINE}", "p", "verdict", *(["own"] if own else []),
                     *(["Holm CI", "family"] if wide else [])])
         for r in rs:
-            t.add_row(names[(r["estimator"], r["params_fp"])], _ci(r, "mae", 3, wide),
-                      _ci(r, "delta_sq", 4, wide, True), _p(r.get("p_holm")), _verdict(r.get("verdict"), wide),
-                      *([_f(r.get("own_share"))] if own else []),
+            t.add_row(names[(r["estimator"], r["params_fp"])], metrics.fmt_ci(r, "mae", wide),
+                      metrics.fmt_ci(r, "delta_sq", wide), _p(r.get("p_holm")), _verdict(r.get("verdict"), wide),
+                      *([metrics.fmt(r.get("own_share"), "own_share")] if own else []),
                       *([_holm_ci(r), r.get("family") or ""] if wide else []))
         pad = [""] * (3 + own + 2 * wide)
-        t.add_row("[dim]oracle floor[/]", f"[dim]{_f(rs[0].get('oracle_floor'))}[/]", *pad)
-        t.add_row("[dim]ref noise[/]", f"[dim]{_f(rs[0].get('ref_noise'))}[/]", *pad)
+        t.add_row("[dim]oracle floor[/]", f"[dim]{metrics.fmt(rs[0].get('oracle_floor'), 'oracle_floor')}[/]", *pad)
+        t.add_row("[dim]ref noise[/]", f"[dim]{metrics.fmt(rs[0].get('ref_noise'), 'ref_noise')}[/]", *pad)
         console.print(t)
-        if wide:
+        if wide:  # the metric table's terminal metrics (sveb.core.metrics), with their CIs as [low, high]
+            more = metrics.shown(metrics.TERMINAL)
             t = _table(f"{model} · {domain} · {proto}: bias, calibration, ranking, own-outcome shift",
                        "bias: estimate − reference; slope: reference on estimate (1: calibrated); concord: "
                        "within-problem pairs; sign: same-rollout step advantage (pairs); own: |Δ| when the "
-                       "state's own reward flips", ["estimator", "bias", "slope", "concord", "sign", "pairs",
-                                                    "own", "own p95", "own max"])
+                       "state's own reward flips", ["estimator", *(m.header for m in more)])
             for r in rs:
-                t.add_row(names[(r["estimator"], r["params_fp"])], _ci(r, "bias", 3, True, True),
-                          _f(r.get("calib_slope"), 2), _f(r.get("concordance")), _f(r.get("sign_agreement")),
-                          str(r.get("sign_pairs") if r.get("sign_pairs") is not None else "–"),
-                          *(_f(r.get(k)) for k in ("own_share", "own_shift_p95", "own_shift_max")))
+                t.add_row(names[(r["estimator"], r["params_fp"])], *(metrics.cell(r, m, True) for m in more))
             console.print(t)
         if rs[0].get("kind") == "pooled":
             _print_seeds(rows_, rs, names, console)
@@ -245,5 +233,6 @@ def _print_seeds(rows_: list[dict], pooled: list[dict], names: dict, console: Co
         if r["estimator"] == BASELINE:
             continue
         by = {x["seeds"]: x for x in seed_rows if (x["estimator"], x["params_fp"]) == (r["estimator"], r["params_fp"])}
-        t.add_row(names[(r["estimator"], r["params_fp"])], *(_f(by.get(s, {}).get("delta_sq"), 4, True) for s in seeds))
+        t.add_row(names[(r["estimator"], r["params_fp"])],
+                  *(metrics.fmt(by.get(s, {}).get("delta_sq"), "delta_sq") for s in seeds))
     console.print(t)

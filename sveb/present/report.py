@@ -18,12 +18,19 @@ from sveb import store
 from sveb.data_builders import DOMAINS
 from sveb.estimators import BASELINE, CONSTRUCTED, role_of
 from sveb.evaluate.protocols import PROTOCOL_LABELS, PROTOCOLS
+from sveb.core import metrics
 from sveb.core.errors import SvebError
 from sveb.score.pooling import View  # noqa: F401  (report.View: the per-state view of a build or pool)
-from sveb.present.report_format import CSS, cell, html_table, img, md_table, num, ok, spread_html, spread_md
+from sveb.present.report_format import CSS, cell, html_table, img, md_table, ok, spread_html, spread_md
 
-PAIRED_COLUMNS = ["model", "domain", "build_fp", "kind", "seeds", "protocol", "estimator", "params", "n_states",
-                  "n_problems", "mae", "mae_grpo", *pooling.PAIRED]
+PAIRED_IDENTITY = ["model", "domain", "build_fp", "kind", "seeds", "protocol", "estimator", "params"]
+
+
+def paired_columns() -> list[str]:
+    """paired.csv's columns: identity, then the metric table's paired view (sveb.core.metrics)."""
+    return [*PAIRED_IDENTITY, *metrics.columns(metrics.PAIRED)]
+
+
 NOTE = ("Cells: MAE against the MC reference ± half-width of the 95% problem-clustered CR1 t-interval (lower is "
         "better). Bold: best estimator per column (scale rows excluded). oracle floor: expected MAE of the best "
         "predictor that knows each state's true value (a lower bound in expectation, under the prior fitted to the "
@@ -32,6 +39,9 @@ NOTE = ("Cells: MAE against the MC reference ± half-width of the 95% problem-cl
         "estimate may see the state's own outcome (its own-outcome share is in the table below it). "
         f"{', '.join(CONSTRUCTED)}: their V(s) is SVEB's construction from those papers' signals (the papers define "
         "no state-value estimator), not the papers' own estimators.")
+
+
+ARROW = {"lower": " ↓", "higher": " ↑"}  # which side of a metric is better
 
 
 class ReportError(SvebError, RuntimeError):
@@ -76,16 +86,23 @@ def _table(views: list[View], protocol: str, labels: dict) -> dict:
              "est") for i, k in enumerate(main)]
     floors = [next((r.get("oracle_floor") for (fp, *_), r in hit.items() if fp == v.fp), None) for v in views]
     noise = [next((r.get("ref_noise") for (fp, *_), r in hit.items() if fp == v.fp), None) for v in views]
-    rows.append(("oracle floor (knows V)", [num(x) for x in floors], [False] * len(views), "floor"))
-    rows.append(("ref noise (not a bound)", [num(x) for x in noise], [False] * len(views), "floor"))
+    rows.append(("oracle floor (knows V)", [metrics.fmt(x, "oracle_floor") for x in floors], [False] * len(views),
+                 "floor"))
+    rows.append(("ref noise (not a bound)", [metrics.fmt(x, "ref_noise") for x in noise], [False] * len(views),
+                 "floor"))
     rows += [(labels.get(k, k[0]), [cell(hit.get((v.fp, *k))) for v in views], [False] * len(views), "mcs")
              for k in keys if _is_scale(k[0])]
-    n = [next((f"{r['n_states']} / {r['n_problems']}" for (fp, *_), r in hit.items() if fp == v.fp), "–")
-         for v in views]
+    n = [next((f"{r['n_states']} / {r['n_problems']}" for (fp, *_), r in hit.items() if fp == v.fp),
+              metrics.MISSING) for v in views]
     rows.append(("states / problems", n, [False] * len(views), "n"))
-    own = [(labels.get(k, k[0]), [num(hit[(v.fp, *k)].get("own_share")) if (v.fp, *k) in hit else "–" for v in views])
-           for k in main]
-    return {"own": own, "title": f"{views[0].model} — {PROTOCOL_LABELS.get(protocol, protocol)}", "header": [f"{v.col} ↓" for v in views], "rows": rows,
+
+    def per_estimator(m) -> list:  # one metric: estimators as rows, builds as columns
+        return [(labels.get(k, k[0]), [metrics.cell(hit[(v.fp, *k)], m, m.interval) if (v.fp, *k) in hit
+                                       else metrics.MISSING for v in views]) for k in main]
+    return {"own": per_estimator(metrics.metric("own_share")),
+            "more": [(m, per_estimator(m)) for m in metrics.shown(metrics.REPORT)],
+            "title": f"{views[0].model} — {PROTOCOL_LABELS.get(protocol, protocol)}",
+            "header": [f"{v.col}{ARROW['lower']}" for v in views], "rows": rows,
             "series": {labels.get(k, k[0]): [tuple(hit[(v.fp, *k)][c] if (v.fp, *k) in hit else np.nan
                                                   for c in ("mae", "mae_ci_low", "mae_ci_high")) for v in views]
                        for k in keys},
@@ -111,7 +128,7 @@ def _paired(v: View, protocol: str, labels: dict, notes: list[str], cmp: dict, k
         rows.append({"model": v.model, "domain": v.domain, "build_fp": v.fp,
                      "kind": kind or ("pooled" if v.pooled else "build"), "seeds": ",".join(map(str, v.seeds)),
                      "protocol": protocol, "estimator": labels.get(k[:2], k[0]), "params": v.params.get(k[:2], ""),
-                     **{c_: c[c_] for c_ in ("n_states", "n_problems", "mae", "mae_grpo", *pooling.PAIRED)}})
+                     **{c_: c[c_] for c_ in metrics.columns(metrics.PAIRED)}})
     return rows, diffs
 
 
@@ -158,7 +175,8 @@ def _protocols(v: View) -> list[str]:
 def _truncated(bdir: Path) -> list[str]:
     """Shares of rollouts and reference draws cut off by the token budget (manifest of the build)."""
     tr = store.read_manifest(bdir).get("truncated") or {}
-    return [f"{tr[k]:.1%}" if isinstance(tr.get(k), (int, float)) else "n/a" for k in ("rollouts", "references")]
+    return [f"{tr[k]:.1%}" if isinstance(tr.get(k), (int, float)) else metrics.MISSING
+            for k in ("rollouts", "references")]
 
 
 def _figures(v: View, proto: str, labels: dict, colors: dict, out: Path, cmp: dict, notes: list[str]):
@@ -238,7 +256,7 @@ def write_report(root: Path, out: Path, all_settings: bool = False, by: tuple = 
             md += [f"## MAE: {t['title']}\n", md_table(["estimator", *t["header"]], cells), f"\n{NOTE}\n"]
             own_rows = [[lab, *cs] for lab, cs in t["own"]]
             md += [f"Own-outcome share ({proto}): mean |Δ estimate| when the state's own final reward flips "
-                   "(0 by construction under held-out; n/a: a critic trained on that rollout).\n",
+                   f"(0 by construction under held-out; {metrics.MISSING}: a critic trained on that rollout).\n",
                    md_table(["estimator", *t["cols"]], own_rows), ""]
             png = plots.mae_bars(t["cols"], t["series"], t["floors"], colors,
                                  f"MAE vs MC reference — {m} — {proto}", out / f"{_slug('mae', m, proto)}.png")
@@ -249,6 +267,11 @@ def write_report(root: Path, out: Path, all_settings: bool = False, by: tuple = 
                      f"<p>Own-outcome share ({html.escape(proto)}): mean |Δ estimate| when the state's own final "
                      "reward flips.</p>", html_table(["estimator", *t["cols"]], [[lab, *cs] for lab, cs in t["own"]]),
                      img(png)]
+            for mt, per in t["more"]:  # metrics the table shows in the report (sveb.core.metrics REPORT)
+                what = f"{mt.title} ({proto})" + ARROW.get(mt.direction, "")
+                md += [f"{what}:\n", md_table(["estimator", *t["cols"]], [[lab, *cs] for lab, cs in per]), ""]
+                body += [f"<p>{html.escape(what)}:</p>", html_table(["estimator", *t["cols"]],
+                                                                   [[lab, *cs] for lab, cs in per])]
     all_paired, figs = [], []
     for v in views:
         for proto in _protocols(v):
@@ -261,7 +284,8 @@ def write_report(root: Path, out: Path, all_settings: bool = False, by: tuple = 
             per = [_paired(v, proto, labels, [], cmp, "seed")[0] for v in g]
             all_paired += [r for rs in per for r in rs]
             ests = list(dict.fromkeys(r["estimator"] for rs in per for r in rs))
-            cells = [[e, *(next((num(r["delta_sq"], 4) for r in rs if r["estimator"] == e), "–") for rs in per)]
+            cells = [[e, *(next((metrics.fmt(r["delta_sq"], "delta_sq", signed=False) for r in rs
+                                 if r["estimator"] == e), metrics.MISSING) for rs in per)]
                      for e in ests]
             header = ["estimator", *(f"seed {v.seeds[0]}" for v in g)]
             title = f"{g[0].model} — {g[0].domain} — {proto}: Δ sq err vs {BASELINE} per seed"
@@ -278,10 +302,9 @@ def write_report(root: Path, out: Path, all_settings: bool = False, by: tuple = 
             md += [f"### {title}\n", md_table(header, cells, 2), ""]
             body += [f"<h3>{html.escape(title)}</h3>", html_table(header, cells)]
     with open(out / "paired.csv", "w", newline="", encoding="utf-8") as f:
-        w = csv.DictWriter(f, fieldnames=PAIRED_COLUMNS)
+        w = csv.DictWriter(f, fieldnames=paired_columns())
         w.writeheader()
-        w.writerows({k: (f"{x:.4g}" if isinstance(x, float) and k.startswith("p_") else f"{x:.4f}"
-                         if isinstance(x, float) else x) for k, x in r.items()} for r in all_paired)
+        w.writerows({k: metrics.csv_cell(k, x) for k, x in r.items()} for r in all_paired)
     pnote = (f"Paired on the same states: Δ sq err = mean of (estimate − ref)² − ({BASELINE} − ref)² (< 0: closer "
              "than grpo; the reference's noise cancels, so it estimates the difference of true MSEs), with its 95% "
              "problem-clustered CR1 t-interval; p: the same cluster-robust paired t-test (clusters = problems, pooled "
@@ -289,10 +312,11 @@ def write_report(root: Path, out: Path, all_settings: bool = False, by: tuple = 
              "declared family (main: the builtin estimators at their defaults; scale: MCS@k; variant: SVEB's earlier "
              "readings; each family corrected for all its declared members; any other setting is tested alone); "
              "verdict: Holm p < 0.05 and the sign of Δ, the same as the Holm-adjusted interval excluding 0.")
-    prow = [[*(r[c] for c in ("model", "domain", "protocol", "estimator")), str(r["n_states"]), num(r["mae"]),
-             num(r["mae_grpo"]), f"{num(r['delta_sq'], 4)} [{num(r['delta_sq_ci_low'], 4)}, "
-             f"{num(r['delta_sq_ci_high'], 4)}]", leaderboard._p(r["p_delta"]), leaderboard._p(r["p_holm"]),
-             r["verdict"]] for r in all_paired if r["kind"] != "seed"]
+    prow = [[*(r[c] for c in ("model", "domain", "protocol", "estimator")), str(r["n_states"]),
+             *(metrics.fmt(r[c], c) for c in ("mae", "mae_grpo")),
+             metrics.fmt_ci(r, "delta_sq", interval=True, signed=False),  # unsigned here, as it always was
+             *(metrics.fmt(r[c], c) for c in ("p_delta", "p_holm", "verdict"))]
+            for r in all_paired if r["kind"] != "seed"]
     brow = [[v.model, v.domain, v.fp, v.status, str(len(v.ref)), str(len({k[:2] for k in v.est})),
              *_truncated(v.bdir)] for v in sorted([v for v in views if not v.pooled] + seed_views, key=_key)]
     pngs = re.findall(r"<img src='([^']+)'", "".join(body + figs))

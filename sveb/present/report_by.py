@@ -10,10 +10,11 @@ from pathlib import Path
 
 import numpy as np
 
-from sveb.core import schema
+from sveb.core import metrics, schema
 from sveb.score import scoring
 from sveb import store
 from sveb.core.errors import SvebError
+from sveb.present.report_format import cell as mae_cell
 
 COLUMNS = ["model", "domain", "build_fp", "protocol", "estimator", "key", "value", "n_states", "n_problems", "mae",
            "mae_ci_low", "mae_ci_high"]
@@ -71,7 +72,7 @@ def write_csv(rows_: list[dict], path: Path) -> Path:
     with open(path, "w", newline="", encoding="utf-8") as f:
         w = csv.DictWriter(f, fieldnames=COLUMNS)
         w.writeheader()
-        w.writerows({k: (f"{x:.4f}" if isinstance(x, float) else x) for k, x in r.items()} for r in rows_)
+        w.writerows({k: metrics.csv_cell(k, x) for k, x in r.items()} for r in rows_)
     return path
 
 
@@ -89,16 +90,9 @@ def tables(rows_: list[dict], key: str) -> list[tuple[str, list[str], list[list[
         for val in sorted({r["value"] for r in rs}, key=_sort_key):
             first = next(cell[(val, e)] for e in ests if (val, e) in cell)
             body.append([val, f"{first['n_states']} / {first['n_problems']}",
-                         *(_fmt(cell.get((val, e))) for e in ests)])
+                         *(mae_cell(cell.get((val, e))) for e in ests)])
         out.append((f"{model} — {domain} [{fp[:8]}] — {proto}", [key, "states / problems", *ests], body))
     return out
-
-
-def _fmt(r: dict | None) -> str:
-    if r is None or not np.isfinite(r["mae"]):
-        return "–"
-    lo, hi = r["mae_ci_low"], r["mae_ci_high"]
-    return f"{r['mae']:.3f} ± {(hi - lo) / 2:.3f}" if np.isfinite(lo) and np.isfinite(hi) else f"{r['mae']:.3f}"
 
 
 def slug(key: str) -> str:

@@ -5,22 +5,15 @@ from __future__ import annotations
 import html
 from pathlib import Path
 
-import numpy as np
+from sveb.core import metrics
 
 
-def ok(x) -> bool:
-    return x is not None and bool(np.isfinite(x))
-
-
-def num(x, nd: int = 3) -> str:
-    return f"{x:.{nd}f}" if ok(x) else "n/a"
+ok = metrics.ok
 
 
 def cell(r: dict | None) -> str:
-    if r is None:
-        return "–"
-    mae, lo, hi = r["mae"], r["mae_ci_low"], r["mae_ci_high"]
-    return "n/a" if not ok(mae) else f"{mae:.3f} ± {(hi - lo) / 2:.3f}" if ok(lo) and ok(hi) else f"{mae:.3f}"
+    """An MAE cell: MAE ± half-width of its 95% CI (MISSING without a row)."""
+    return metrics.MISSING if r is None else metrics.fmt_ci(r, "mae")
 
 
 def md_table(header: list[str], rows: list[list[str]], right_from: int = 1) -> str:

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import html
 import json
-import math
 import shutil
 from pathlib import Path
 
+from sveb.core import metrics
 from sveb.core.errors import SvebError
 
 CSS = """body{font:14px/1.4 system-ui,sans-serif;margin:1.5em;color:#222}h2{margin-top:1.6em}
@@ -32,42 +32,28 @@ document.querySelectorAll('th').forEach(function(th){th.addEventListener('click'
 var m=location.hash.match(/sort=([\\w-]+)/);if(m)document.querySelectorAll('th[data-key="'+m[1]+'"]')
 .forEach(function(th){th.click()});"""
 
-# (key, header, left-aligned): the sortable columns of every table
-COLUMNS = [("estimator", "estimator", True), ("mae", "MAE ± 95% CI", False),
-           ("delta_sq", "Δ sq err vs grpo [95% CI]", False), ("p_holm", "p (Holm)", False),
-           ("verdict", "verdict", True), ("extra_tokens_per_state", "extra tokens/state", False),
-           ("forward_tokens_per_state", "forward tokens/state", False), ("seconds_per_state", "s/state", False),
-           ("prepare_seconds", "prepare s", False), ("own_share", "own share", False),
-           ("provenance", "provenance", True), ("bundle", "bundle", True)]
+
+
+def columns() -> list[tuple[str, str, bool]]:
+    """(key, header, left-aligned) of every table's sortable columns: the estimator, the metric table's site
+    metrics (sveb.core.metrics, text ones left-aligned), the provenance and the bundle."""
+    return [("estimator", "estimator", True),
+            *((m.name, m.title, m.style == "text") for m in metrics.shown(metrics.SITE)),
+            ("provenance", "provenance", True), ("bundle", "bundle", True)]
 
 
 class SiteError(SvebError, ValueError):
     pass
 
 
-def _ok(x) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
-
-
-def _f(x, nd=3, signed=False) -> str:
-    return (f"{x:+.{nd}f}" if signed else f"{x:.{nd}f}") if _ok(x) else "–"
+def _f(x) -> str:
+    return metrics.fmt(x, "")
 
 
 def _cell(r: dict, key: str) -> tuple[str, str, str]:
     """(sort value, shown HTML, css class) of one cell."""
     e = html.escape
     v = r.get(key)
-    if key == "mae":
-        half = (r["mae_ci_high"] - r["mae_ci_low"]) / 2 if _ok(r.get("mae_ci_high")) and _ok(r.get("mae_ci_low")) else None
-        return _f(v, 6), f"{_f(v)}" + (f" ± {half:.3f}" if half is not None else ""), ""
-    if key == "delta_sq":
-        ci = (f" [{_f(r.get('delta_sq_ci_low'), 4, True)}, {_f(r.get('delta_sq_ci_high'), 4, True)}]"
-              if _ok(v) else "")
-        return _f(v, 6), _f(v, 4, True) + ci, ""
-    if key == "p_holm":
-        return _f(v, 6), ("<0.001" if _ok(v) and v < 0.001 else _f(v)), ""
-    if key == "verdict":
-        return str(v or "n/a"), e(str(v or "n/a")), str(v) if v in ("better", "worse") else ""
     if key == "estimator":
         params = json.loads(r.get("params") or "{}")
         shown = ", ".join(f"{k}={x}" for k, x in sorted(params.items()))
@@ -82,20 +68,21 @@ def _cell(r: dict, key: str) -> tuple[str, str, str]:
         return e(who), f"<span title=\"{e(title)}\">{e(who)}</span>", "l"
     if key == "bundle":
         return e(str(v)), f"<a href=\"bundles/{e(str(v))}.tar.gz\">{e(str(v))[:8]}</a>", "l"
-    if key in ("extra_tokens_per_state", "forward_tokens_per_state"):
-        return _f(v, 3), _f(v, 0) if _ok(v) and v >= 10 else _f(v, 1), ""
-    if key in ("seconds_per_state", "prepare_seconds"):
-        return _f(v, 9), (f"{v:.2g}" if _ok(v) else "–"), ""
-    return _f(v, 6), _f(v), ""
+    m = metrics.metric(key)  # a metric: shown as the table says (Δ with its interval, MAE ± half-width)
+    if m.style == "text":
+        shown = metrics.fmt(v, m)
+        return e(shown), e(shown), str(v) if key == "verdict" and v in ("better", "worse") else ""
+    return metrics.fmt(v, "", m.sort_decimals), metrics.cell(r, m, interval=m.interval), ""
 
 
 def _table(rows: list[dict], title: str) -> str:
     e = html.escape
-    head = "".join(f"<th data-key=\"{k}\"{' class=l' if left else ''}>{e(h)}</th>" for k, h, left in COLUMNS)
+    cols = columns()
+    head = "".join(f"<th data-key=\"{k}\"{' class=l' if left else ''}>{e(h)}</th>" for k, h, left in cols)
     body = []
     for r in rows:
         cells = []
-        for k, _, _ in COLUMNS:
+        for k, _, _ in cols:
             v, shown, cls = _cell(r, k)
             cells.append(f"<td data-v=\"{v}\"{f' class={cls}' if cls else ''}>{shown}</td>")
         body.append(f"<tr data-estimator=\"{e(str(r['estimator']))}\">{''.join(cells)}</tr>")

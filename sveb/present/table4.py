@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from sveb.core import metrics
 from sveb.score import scoring
 from sveb.present.report_format import md_table
 
@@ -133,6 +134,7 @@ def _num(x) -> float:
         return float("nan")
 
 
+MISSING = "-"  # Table 4 keeps the paper's ASCII mark (results/table4 is compared byte for byte)
 MARK = {"better": " ▲", "worse": " ▼", "no difference": " ="}
 
 
@@ -147,17 +149,16 @@ def markdown(rows: list[dict], domains: list[str], protocol: str, order: list[st
     """One protocol's table: estimators as rows, domains as columns, MAE [CI] with the verdict's mark."""
     by = {(r["estimator"], r["domain"]): r for r in rows if r["protocol"] == protocol}
     return md_table(["estimator", *domains],
-                    [[name, *(cell(by[(name, d)]) if (name, d) in by else "-" for d in domains)] for name in order])
+                    [[name, *(cell(by[(name, d)]) if (name, d) in by else MISSING for d in domains)] for name in order])
 
 
 def _signed(x, digits: int = 4) -> str:
-    x = _num(x)
-    return f"{x:+.{digits}f}" if np.isfinite(x) else "-"
+    return metrics.fmt(_num(x), "", digits, signed=True, missing=MISSING)
 
 
-def _p(x) -> str:
+def _p(x) -> str:  # the paper's style: 4 decimals, "<1e-4"
     x = _num(x)
-    return "-" if not np.isfinite(x) else ("<1e-4" if x < 1e-4 else f"{x:.4f}")
+    return MISSING if not np.isfinite(x) else ("<1e-4" if x < 1e-4 else f"{x:.4f}")
 
 
 def details_markdown(rows: list[dict], domains: list[str], protocol: str, order: list[str]) -> str:
@@ -180,8 +181,7 @@ def details_markdown(rows: list[dict], domains: list[str], protocol: str, order:
 
 
 def _fixed(x, digits: int = 2) -> str:
-    x = _num(x)
-    return f"{x:.{digits}f}" if np.isfinite(x) else "-"
+    return metrics.fmt(_num(x), "", digits, missing=MISSING)
 
 
 def interaction_markdown(rows: list[dict]) -> str:

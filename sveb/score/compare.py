@@ -1,5 +1,5 @@
 """Any two estimators on the same states (`sveb compare`): the paired Δ of squared error of A against each B,
-seeds pooled, with the leaderboard's own procedure (sveb.scoring: cluster-robust t over problems). The
+seeds pooled, with the leaderboard's own procedure (sveb.score.scoring: cluster-robust t over problems). The
 leaderboard pairs every estimator with grpo only; this answers "is A closer than B" for a chosen pair. The p is
 unadjusted: whoever picks several pairs corrects for them (a pre-registered single comparison needs none)."""
 
@@ -9,6 +9,7 @@ import json
 
 import numpy as np
 
+from sveb.core import metrics
 from sveb.core.errors import UsageError
 from sveb.score import scoring
 
@@ -48,5 +49,5 @@ def compare(view, a: str, others: list[str], protocol: str = "held-out") -> list
 
 def line(r: dict, seeds: str) -> str:
     return (f"{r['a']} - {r['b']} ({r['protocol']}, {r['n_states']} states, seeds {seeds}): Δ sq err "
-            f"{r['delta_sq']:+.4f} [{r['delta_sq_ci_low']:+.4f}, {r['delta_sq_ci_high']:+.4f}], "
+            f"{metrics.fmt_ci(r, 'delta_sq', interval=True)}, "
             f"p {r['p_delta']:.3g} (unadjusted)")

@@ -16,12 +16,10 @@ import numpy as np
 from sveb.core import schema
 from sveb.core.config import BuildConfig
 from sveb.score import scoring
+from sveb.score.rows import score_row
 from sveb import store
 from sveb.store.builds import pool_key
 from sveb.estimators import BASELINE
-
-PAIRED = ("delta_sq", "delta_sq_ci_low", "delta_sq_ci_high", "p_delta", "p_holm", "delta_sq_holm_low",
-          "delta_sq_holm_high", "verdict", "family")
 
 
 @dataclass
@@ -98,11 +96,10 @@ def rescore(view: View, stored: dict[tuple, list[dict]]) -> list[dict]:
                 out += rows[:1]
             continue
         ok = np.isfinite(view.est[key]) & np.isfinite(view.ref)
-        row = {**rows[0], "build_fp": view.fp if view.pooled else rows[0].get("build_fp"),
-               "seconds": float(sum(r.get("seconds") or 0.0 for r in rows)),
-               **scoring.score(view.est[key][ok], view.ref[ok], view.n_ref, view.problem[ok],
-                               rollouts=view.rollout[ok], t=view.t[ok]),
-               **scoring.own_shift_stats(view.shift[key][ok])}
+        row = score_row({**rows[0], "build_fp": view.fp if view.pooled else rows[0].get("build_fp")},
+                        view.est[key][ok], view.ref[ok], view.n_ref, view.problem[ok], rollouts=view.rollout[ok],
+                        t=view.t[ok], shift=view.shift[key][ok],
+                        seconds=float(sum(r.get("seconds") or 0.0 for r in rows)))
         row["n_builds"] = len({view.bidx[i] for i in np.flatnonzero(ok)})
         out.append(row)
     return out

@@ -12,6 +12,8 @@ import json
 
 import numpy as np
 
+from sveb.core import metrics
+
 SEED = "seed"
 _defaults: dict[str, str | None] = {}
 
@@ -94,17 +96,16 @@ def spread(rows: list[dict], defaults: dict[str, str | None]) -> list[dict]:
 HEADER = ["domain", "protocol", "estimator", "training seeds", "MAE mean ± sd", "Δ sq err mean ± sd", "verdicts"]
 
 
-def _pm(m: float, s: float, nd: int, signed: bool = False) -> str:
-    if not np.isfinite(m):
-        return "–"
-    v = f"{m:+.{nd}f}" if signed else f"{m:.{nd}f}"
-    return v + (f" ± {s:.{nd}f}" if np.isfinite(s) else "")
+def _pm(m: float, s: float, name: str) -> str:
+    """mean ± sd, the mean as its metric shows it (sveb.core.metrics)."""
+    v = metrics.fmt(m, name)
+    return v if not (metrics.ok(m) and metrics.ok(s)) else f"{v} ± {s:.{metrics.metric(name).decimals}f}"
 
 
 def cells(spread_rows: list[dict]) -> list[list[str]]:
     """The spread rows as table cells (HEADER's columns)."""
-    return [[r["domain"], r["protocol"], r["estimator"], r["training_seeds"], _pm(r["mae_mean"], r["mae_sd"], 3),
-             _pm(r["delta_sq_mean"], r["delta_sq_sd"], 4, True), r["verdicts"]] for r in spread_rows]
+    return [[r["domain"], r["protocol"], r["estimator"], r["training_seeds"], _pm(r["mae_mean"], r["mae_sd"], "mae"),
+             _pm(r["delta_sq_mean"], r["delta_sq_sd"], "delta_sq"), r["verdicts"]] for r in spread_rows]
 
 
 def of_rows(rows: list[dict]) -> list[dict]:
