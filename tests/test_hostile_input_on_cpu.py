@@ -90,7 +90,7 @@ def test_ls_builds_of_a_missing_root_is_an_error(tmp_path):
 
 @pytest.mark.parametrize("speed", ["-100", "0", "nan"])
 def test_plan_refuses_a_non_positive_speed(speed):
-    one_line_error(cli("plan", "--tok-per-s", speed, "--domains", "number"), f"--tok-per-s", "must be a positive")
+    one_line_error(cli("plan", "--tok-per-s", speed, "--domains", "number"), "--tok-per-s", "must be a positive")
 
 
 def test_ray_to_an_unknown_host_fails_fast():

@@ -12,7 +12,6 @@ import csv
 import json
 from pathlib import Path
 
-import numpy as np
 from rich.console import Console
 from rich.table import Table
 
