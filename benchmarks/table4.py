@@ -79,6 +79,11 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--from-exports", action="store_true",
                    help="score the stored per-state estimates (--estimates) on the exports' states and references: "
                         "no sampling, no estimator run, no engine")
+    p.add_argument("--add", default="", metavar="NAMES",
+                   help="comma-separated: score these estimators on the committed exports (no sampling), put their "
+                        "per-state estimates into --estimates beside the stored ones (replacing their own earlier "
+                        "cells) and write the tables as --from-exports does; their seconds are not added to the "
+                        "timing tables, which stay the run's that sampled the domains")
     p.add_argument("--estimates", default="", help="per-state estimates for --from-exports (default OUT/estimates.parquet)")
     p.add_argument("--preset", choices=["sveb", "paper"], default="sveb",
                    help="paper: the Hista/Numca authors' protocol (G 32, one space cut per problem, full-budget "

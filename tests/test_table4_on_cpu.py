@@ -79,9 +79,22 @@ def test_two_domains_resumable_with_exports_and_timings(tmp_path):
     assert "the numbers behind each mark" in md and "Does an estimator's Δ differ between domains?" in md
     # --from-exports: the same tables from the stored per-state estimates, no engine and no estimator run
     before_md = md.split("## Domains")[0]
+    before_scores = (out / "scores.csv").read_text()
     rescored = table4.main([*args, "--from-exports"])
     assert (rescored / "scores.csv").read_text() == (out / "scores.csv").read_text()
     assert (rescored / "table4.md").read_text().split("## Domains")[0] == before_md
+    # --add: one more estimator scored on the exports, its cells beside the stored ones, nothing else moved
+    added = table4.main([*args, "--add", "numca"])
+    rows = {(r["estimator"], r["protocol"]): r for r in csv.DictReader(open(added / "scores.csv"))}
+    assert rows[("numca", "held-out")]["estimates"] == "per state" and rows[("numca", "held-out")]["verdict"]
+    assert {k: v for k, v in rows.items() if k[0] != "numca"} == scores
+    import pyarrow.parquet as pq
+    stored = pq.read_table(added / "estimates.parquet").to_pylist()
+    assert sum(r["estimator"] == "numca" for r in stored) == 2 * 8
+    table4.main([*args, "--add", "numca"])  # again: its own cells replaced, not doubled
+    assert len(pq.read_table(added / "estimates.parquet").to_pylist()) == len(stored)
+    table4.main([*args, "--from-exports", "--estimators", "grpo,mcs-2,mcs-4"])  # back to the first table's cells
+    assert (out / "scores.csv").read_text() == before_scores
     # a rerun samples nothing: no engine is passed, and the scripted one cannot be started by name
     before = (out / "scores.csv").read_text()
     (out / "table4.md").unlink()
@@ -248,3 +261,16 @@ def test_a_family_with_members_unscored_is_corrected_for_its_whole_size():
     got = verdicts(est, "grpo", ref, groups)["numca"]
     m = family_size("main")
     assert got["m"] == m >= 9 and got["p_holm"] == pytest.approx(min(1.0, m * got["p"]))
+
+
+def test_an_estimate_scored_under_a_name_renamed_since_carries_todays_name():
+    from sveb.experiment.table4_files import current_name, merge_estimates
+    rec = {"estimator": "numca", "provenance": "sveb eval numca-sveb b45f608043c6"}
+    assert current_name(rec) == "numca-sveb"
+    assert current_name({"estimator": "hista", "provenance": "board bundle x (the table's hista: the reading "
+                                                              "registered as hista-sveb since)"}) == "hista-sveb"
+    assert current_name({"estimator": "grpo", "provenance": "board bundle results/powered/board/bundles/07"}) == "grpo"
+    old = [{"domain": "a", "estimator": "e", "protocol": "p", "v": 1}, {"domain": "b", "estimator": "e",
+                                                                         "protocol": "p", "v": 2}]
+    assert merge_estimates(old, [{"domain": "a", "estimator": "e", "protocol": "p", "v": 3}]) == [
+        old[1], {"domain": "a", "estimator": "e", "protocol": "p", "v": 3}]

@@ -15,7 +15,7 @@ from rich.console import Console
 from sveb import store
 from sveb.core.config import BuildConfig, SamplingConfig
 from sveb.experiment.runner import Sampler, estimator_list, evaluate_all, needs_train
-from sveb.experiment.table4_files import (read_estimates, recorded_machine, size_mb, shown_source, timing_rows,
+from sveb.experiment.table4_files import (merge_estimates, read_estimates, recorded_machine, size_mb, shown_source, timing_rows,
                                           write_estimates, write_tables)
 from sveb.present.table4 import stage_timer
 from sveb.sample.paper import PRESET as PAPER
@@ -165,6 +165,12 @@ def _spent(timing: dict[str, float]) -> float:
     return sum(v for k, v in timing.items() if k.startswith(("eval ", "hidden pass")))
 
 
+def variants() -> list[str]:
+    """SVEB's earlier readings (numca-sveb, ...): shown where the stored estimates hold them."""
+    from sveb.estimators import is_variant, names as registered
+    return [n for n in registered(variants=True) if is_variant(n)]
+
+
 def run(a, engine=None, model_dir=None) -> Path:
     """Table 4 into `a.out`; `engine`, `model_dir`: a passed-in engine (tests: the scripted one) and the weights
     to hash. With `a.from_exports`, scored again from the stored per-state estimates: no sampling, no estimator."""
@@ -175,8 +181,15 @@ def run(a, engine=None, model_dir=None) -> Path:
     domains = a.domains.replace(",", " ").split()
     timing_path = out / "timing.json"
     timings = json.loads(timing_path.read_text()) if timing_path.exists() else {}
-    if a.from_exports:
+    if a.from_exports or a.add:
         records = read_estimates(Path(a.estimates or out / "estimates.parquet"))
+        if a.add:  # score these on the committed exports and put their cells beside the stored ones
+            add = [n for n in estimator_list([n.strip() for n in a.add.split(",")]) if n in a.add.split(",")]
+            for d in domains:
+                records = merge_estimates(records, eval_domain(d, a, add, console)[0])
+            names += [n for n in add if n not in names]
+            write_estimates(out / "estimates.parquet", records)
+        names += [n for n in variants() if n not in names and any(r["estimator"] == n for r in records)]
         machine = recorded_machine(out / "table4.md")
         drows, trows = [], []
         for d in domains:

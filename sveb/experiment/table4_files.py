@@ -54,11 +54,27 @@ def write_estimates(path: Path, records: list[dict]) -> None:
 
 
 def read_estimates(path: Path) -> list[dict]:
+    """The stored per-state estimates, each under the name its reading has today (current_name)."""
     if not path.exists():
         raise SystemExit(f"{path}: no stored per-state estimates; run without --from-exports first (or pass "
                          f"--estimates)")
     import pyarrow.parquet as pq
-    return pq.read_table(path).to_pylist()
+    return [r | {"estimator": current_name(r)} for r in pq.read_table(path).to_pylist()]
+
+
+def current_name(record: dict) -> str:
+    """An estimate scored under a name whose reading has been registered under another name since (numca before
+    2026-11-25 is numca-sveb today) carries today's name in its provenance: "... registered as NAME since", or
+    "sveb eval NAME <params_fp>" from the run that scored it. Today's name puts it in today's Holm family."""
+    prov = record.get("provenance") or ""
+    found = re.search(r"registered as (\S+) since", prov) or re.match(r"sveb eval (\S+) ", prov)
+    return found.group(1) if found else record["estimator"]
+
+
+def merge_estimates(old: list[dict], new: list[dict]) -> list[dict]:
+    """`old` with every (domain, estimator, protocol) cell that `new` holds replaced by new's rows."""
+    cells = {(r["domain"], r["estimator"], r["protocol"]) for r in new}
+    return [r for r in old if (r["domain"], r["estimator"], r["protocol"]) not in cells] + list(new)
 
 
 def recorded_machine(md: Path) -> str:
@@ -141,12 +157,6 @@ def write_tables(a, out: Path, domains: list[str], names: list[str], records: li
                f"then), not tested "
                f"({len(untested)} domain x estimator pairs: "
                + ", ".join(f"{d} {n}" for d, n in untested) + ").", ""]
-    renamed = {r["estimator"]: m.group(1) for r in records
-               if (m := re.search(r"registered as (\S+) since", r.get("provenance") or ""))}
-    if renamed:
-        md += ["Rows scored with an estimator's reading of the run that built them, registered under another name "
-               "since (estimates.parquet's provenance): " + ", ".join(f"{n} = today's {m}" for n, m in renamed.items())
-               + "; tested in the family they were in then.", ""]
     for protocol in PROTOCOLS:
         label = "held-out (the headline)" if protocol == "held-out" else "in-group (the paper's protocol)"
         md += [f"## {label}", "", t4.markdown(rows, domains, protocol, names), "",
