@@ -84,6 +84,9 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
                         "per-state estimates into --estimates beside the stored ones (replacing their own earlier "
                         "cells) and write the tables as --from-exports does; their seconds are not added to the "
                         "timing tables, which stay the run's that sampled the domains")
+    p.add_argument("--add-domains", default="", metavar="DOMAINS",
+                   help="with --add: score them on these domains only (default: every domain of --domains); the "
+                        "tables still show every domain")
     p.add_argument("--estimates", default="", help="per-state estimates for --from-exports (default OUT/estimates.parquet)")
     p.add_argument("--preset", choices=["sveb", "paper"], default="sveb",
                    help="paper: the Hista/Numca authors' protocol (G 32, one space cut per problem, full-budget "

@@ -91,7 +91,7 @@ def test_two_domains_resumable_with_exports_and_timings(tmp_path):
     import pyarrow.parquet as pq
     stored = pq.read_table(added / "estimates.parquet").to_pylist()
     assert sum(r["estimator"] == "numca" for r in stored) == 2 * 8
-    table4.main([*args, "--add", "numca"])  # again: its own cells replaced, not doubled
+    table4.main([*args, "--add", "numca", "--add-domains", "number"])  # again: its own cells replaced, not doubled
     assert len(pq.read_table(added / "estimates.parquet").to_pylist()) == len(stored)
     table4.main([*args, "--from-exports", "--estimators", "grpo,mcs-2,mcs-4"])  # back to the first table's cells
     assert (out / "scores.csv").read_text() == before_scores
