@@ -11,6 +11,7 @@ Check another tree: `python tests/test_import_graph.py PATH/TO/sveb` prints its 
 from __future__ import annotations
 
 import ast
+import subprocess
 import sys
 from pathlib import Path
 
@@ -190,6 +191,18 @@ def test_store_imports_in_estimators_are_found(tmp_path):
         (pkg / rel).write_text(text)
     assert store_readers(graph(pkg)) == ["sveb.estimators.a -> sveb.store.builds", "sveb.estimators.b -> sveb.store",
                                          "sveb.estimators.c -> sveb.store.builds"]
+
+
+HEAVY = ("torch", "vllm", "transformers", "ot", "ray", "sklearn")
+
+
+def test_cli_import_stays_light():
+    """Imports hoisted to module level (issue 33) must never make `sveb --help` heavy: importing the CLI loads
+    none of the heavy libraries (a fresh interpreter; the rest of this file only reads the source)."""
+    code = f"import sys, sveb.cli; print(' '.join(m for m in {HEAVY!r} if m in sys.modules))"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT.parent)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == [], f"`import sveb.cli` loaded {r.stdout.split()}"
 
 
 if __name__ == "__main__":

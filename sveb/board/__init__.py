@@ -22,9 +22,14 @@ import numpy as np
 import pyarrow as pa
 
 from sveb import store
-from sveb.board.bundle import BundleError, build_identity, estimates_key, read_bundle, unpack
+from sveb.board.bundle import BundleError, build_identity, estimates_key, read_bundle, unpack, MAX_MB
 from sveb.board.pool import PROTOCOLS, clean as _clean, pooled_rows, write_verdicts
 from sveb.core.errors import SvebError
+from sveb.core.cost import cost_figures
+from sveb.estimators import BUILTIN, entry, make
+from sveb.evaluate.protocols import estimate_all
+from sveb.sample.paper import protocol_of
+from sveb.store.builds import load_build, open_build
 
 TOL = 1e-9  # the evaluator's own tolerance on [0, 1] (float noise at the ends)
 
@@ -62,7 +67,6 @@ def _identity(bdir: Path) -> dict:
 
 def register(board: Path, bdirs: list[Path]) -> dict[str, Path]:
     """Record builds (complete builds or exports) the board scores against; their content hash is the key."""
-    from sveb.store.builds import open_build
     conf = _read_json(board / "board.json", {"format": "sveb-board", "builds": {}})
     for b in bdirs:
         bdir = open_build(str(b), board)  # an export's tables are checked against their hashes here
@@ -139,15 +143,13 @@ def _reported(cost: dict, key: str) -> float | None:
 
 
 def _protocol_of(manifest: dict) -> str:
-    from sveb.sample.paper import protocol_of
     return protocol_of(manifest)
 
 
 def score_rows(meta: dict, values: dict, data, checked: str = "self-declared") -> list[dict]:
     """The board's own score rows, one per protocol: the score row (sveb.score.rows) of the estimates against the
     build's references (the same call as `sveb eval`), with the cost figures recomputed from the build where it can be."""
-    from sveb.core.cost import cost_figures
-    from sveb.score.rows import of_build
+    from sveb.score.rows import of_build  # scipy
     states = data.states
     est = meta["estimator"]
     prov = est.get("provenance") or {}
@@ -188,7 +190,6 @@ def _conflict(board: Path, meta: dict, protocols) -> str | None:
 def _params(name: str, pj: str | None) -> dict[str, str]:
     """A stored params JSON back to `-P` strings (the registry coerces them to the fields' types again), less
     the ones the name fixes (mcs-2's k)."""
-    from sveb.estimators import entry
     preset = entry(name).preset
     return {k: "none" if v is None else str(v).lower() if isinstance(v, bool) else str(v)
             for k, v in json.loads(pj or "{}").items() if k not in preset}
@@ -198,8 +199,6 @@ def provenance_check(meta: dict, values: dict, data) -> str:
     """"verified" where the board can reproduce the claim: a builtin estimator (by name and target) that needs no
     model, recomputed here on the build gives the submitted values under every protocol; "self-declared" for
     everything else (a plugin, an import path, a new name claiming builtin, a model-reading estimator)."""
-    from sveb.estimators import BUILTIN, make
-    from sveb.evaluate.protocols import estimate_all
     est = meta["estimator"]
     e = next((x for x in BUILTIN if x.name == est["name"]), None)
     if ((est.get("provenance") or {}).get("kind") != "builtin" or e is None or e.target != est.get("target")
@@ -225,8 +224,6 @@ def add(board: Path, bundle: Path, builds: list[Path] = (), max_mb: float | None
 def add_all(board: Path, bundles: list[Path], builds: list[Path] = (), max_mb: float | None = None) -> list[tuple[str, str]]:
     """Every bundle validated and scored first, then all written, or none: a refusal names its bundle and nothing
     is written (not the builds either). [(key, "added" | "unchanged")] in the order given."""
-    from sveb.board.bundle import MAX_MB
-    from sveb.store.builds import open_build
     board = Path(board)
     conf = _read_json(board / "board.json", {"format": "sveb-board", "builds": {}})
     if not isinstance(conf, dict) or not isinstance(conf.get("builds"), dict):
@@ -266,7 +263,6 @@ def add_all(board: Path, bundles: list[Path], builds: list[Path] = (), max_mb: f
 
 def _check(board: Path, bundle: Path, known: dict, into: Path, staged: list, max_mb: float) -> tuple:
     """(key, "unchanged") or (key, "added", folder, meta, rows): a bundle checked and scored, nothing written."""
-    from sveb.store.builds import load_build
     into.mkdir()
     folder = unpack(bundle, into, max_mb)
     meta, table = read_bundle(folder)
@@ -317,7 +313,7 @@ def rebuild(board: Path) -> list[dict]:
     """Every accepted bundle's rows, their statistics recomputed from the bundled estimates (today's procedure),
     with paired Δ of squared error vs grpo and Holm verdicts per (build, protocol) table, then one pooled table
     per group of seed builds (kind "pooled"); written to scores.parquet and .csv."""
-    from sveb.score.pooling import base_view, rescore
+    from sveb.score.pooling import base_view, rescore  # scipy
     board = Path(board)
     rows = [r for p in sorted((board / "scored").glob("*.json")) if (board / "bundles" / p.stem).is_dir()
             for r in _read_json(p, [])]

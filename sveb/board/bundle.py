@@ -24,6 +24,7 @@ import pyarrow.parquet as pq
 
 from sveb import store
 from sveb.core.errors import SvebError
+from sveb.lm import device as hardware
 
 FORMAT = "sveb-bundle"
 FORMAT_VERSION = 1
@@ -63,7 +64,6 @@ def machine() -> dict:
     import platform
     import subprocess
 
-    from sveb.lm import device as hardware
     gpu = None
     if hardware.nvidia_gpus():
         try:

@@ -22,7 +22,7 @@ def clean(x):
 
 def write_verdicts(view, rows: list[dict]) -> None:
     """Paired Δ vs grpo and Holm verdicts (pooling.paired: the leaderboard's own families) into `rows`."""
-    from sveb.score.pooling import paired
+    from sveb.score.pooling import paired  # scipy
     for proto in PROTOCOLS:
         cmp = paired(view, proto)
         for r in rows:
@@ -36,7 +36,7 @@ def pooled_rows(views: dict[str, object]) -> list[dict]:
     """Builds of one config that differ only in their seed, pooled as the leaderboard pools them: states
     concatenated, clusters by problem identity, MAE and paired Δ recomputed on the pooled states, Holm per pooled
     table. An estimator is pooled over the seeds it was submitted on (`n_builds` says how many)."""
-    from sveb.score.pooling import merge, pools
+    from sveb.score.pooling import merge, pools  # scipy
     out = []
     hash_of = {id(v): h for h, v in views.items()}
     for group in pools(list(views.values())):

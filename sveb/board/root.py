@@ -8,16 +8,16 @@ from pathlib import Path
 from rich.console import Console
 
 from sveb import store
+from sveb.board import _params, add, register
+from sveb.board.submit import submit
+from sveb.core.errors import SvebError
+from sveb.store import complete
 
 
 def add_root(root: Path, board: Path, console: Console | None = None) -> list[str]:
     """Every (estimator, setting) scored on every complete build under root, bundled (its stored estimates are
     reused: `sveb submit` finds them) and added to the board. Estimators not installed here are skipped."""
-    from sveb.board import _params, add, register
-    from sveb.store import complete
-    from sveb.core.errors import SvebError
-    from sveb.score.pooling import read_scores
-    from sveb.board.submit import submit
+    from sveb.score.pooling import read_scores  # scipy
     console = console or Console(stderr=True)
     lines = []
     for bdir in store.list_builds(root):

@@ -11,6 +11,11 @@ from rich.console import Console
 from sveb import store
 from sveb.board.bundle import build_identity, check_out, machine, now, provenance, write_bundle
 from sveb.core.errors import EvalError
+from sveb.core.cost import cost_figures, rollout_tokens
+from sveb.estimators import entry, make, params_fp, params_of
+from sveb.evaluate import evaluate
+from sveb.evaluate.protocols import check_protocol
+from sveb.store.builds import find_train_build, load_build, load_rollouts
 
 
 def _prepare_seconds(bdir: Path, key: str) -> float | None:
@@ -24,14 +29,11 @@ def _prepare_seconds(bdir: Path, key: str) -> float | None:
 def _train_tokens(est, entry, bdir: Path, manifest: dict) -> int | None:
     """Forward tokens of a trained estimator's training data: a disjoint train build's rollouts, or (ppo-n)
     the benchmark build's own. None for an estimator that does not train."""
-    from sveb.core.cost import rollout_tokens
     if not entry.needs_training:
         return None
     if entry.train_split:
-        from sveb.store.builds import find_train_build, load_rollouts
         tb = find_train_build(bdir, manifest, getattr(est, "train_build", ""), est.name)
         return rollout_tokens(load_rollouts(tb))
-    from sveb.store.builds import load_rollouts
     return rollout_tokens(load_rollouts(bdir))
 
 
@@ -39,11 +41,6 @@ def submit(bdir: Path, name: str, params: dict[str, str], protocols: list[str], 
            archive: str | None = None, force: bool = False,
            console: Console | None = None) -> Path:
     """Evaluate (or reuse the stored evaluation of) `name` on `bdir` under each protocol; write the bundle."""
-    from sveb.store.builds import load_build
-    from sveb.core.cost import cost_figures
-    from sveb.estimators import entry, make, params_fp, params_of
-    from sveb.evaluate import evaluate
-    from sveb.evaluate.protocols import check_protocol
     console = console or Console(stderr=True)
     check_out(out, archive)
     for p in protocols:

@@ -7,6 +7,8 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 
+from sveb.core.errors import ConfigError
+
 MAX_TOKENS = 512  # `sveb build`'s default budget per rollout/continuation; also what manifests without one used
 PAPER_MAX_TOKENS = 4096  # the Hista/Numca authors' max_length (`--preset paper`, sveb/sample/paper.py)
 
@@ -68,7 +70,6 @@ class BuildConfig:
 
 
 def _typed(cls, raw: object, where: str):
-    from sveb.core.errors import ConfigError
     if not isinstance(raw, dict):
         raise ConfigError(f"manifest {where}: is {json.dumps(raw, default=str)[:40]}, expected an object")
     kw = {}
@@ -90,7 +91,6 @@ def _typed(cls, raw: object, where: str):
 
 
 def _checked(v: object, want: type, key: str) -> object:
-    from sveb.core.errors import ConfigError
     ok = {bool: lambda x: isinstance(x, bool), int: lambda x: isinstance(x, int) and not isinstance(x, bool),
           float: lambda x: isinstance(x, (int, float)) and not isinstance(x, bool), str: lambda x: isinstance(x, str)}
     if not ok[want](v):

@@ -12,7 +12,7 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from sveb.core.errors import SvebError
+from sveb.core.errors import SvebError, path_like
 
 BUILTIN = {
     "smollm2-135m": {
@@ -108,7 +108,6 @@ def resolve(model: str) -> str:
 
 def _check_not_a_path(model: str) -> None:
     """A spec that names a local path (./x, /x, ~/x, a/b/c) is never sent to the hub: it is a missing folder."""
-    from sveb.core.errors import path_like
     if path_like(model):
         path = Path(model).expanduser()
         if path.exists():

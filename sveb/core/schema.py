@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pyarrow as pa
 
+from sveb.core import metrics
+
 SCHEMA_VERSION = 2
 # Bumped when the scores computed from stored estimates change (new columns): evaluate recomputes score rows
 # (from the stored estimates, without rerunning the estimator) while builds keep their fingerprints.
@@ -68,7 +70,6 @@ SCORE_IDENTITY = [("model", pa.string()), ("domain", pa.string()), ("build_fp", 
 
 
 def scores_schema() -> pa.Schema:
-    from sveb.core import metrics
     return pa.schema(SCORE_IDENTITY + metrics.stored())
 
 

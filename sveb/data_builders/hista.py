@@ -18,6 +18,8 @@ from pathlib import Path
 
 from sveb.data_builders import SkipRow, Source
 from sveb.data_builders.boxed import choice_letter, option_letters
+from sveb.data_builders.files import read_local
+from sveb.data_builders.programming import read_test_case
 
 # SVEB domain -> the authors' verifier for it (export: each Domain declares it); verifier -> domain where no
 # --domain is given (import, build)
@@ -32,7 +34,6 @@ def domain_of_verifier(verifier: str | None) -> str:
 
 
 def _tests(solution: str, strict: bool) -> list | None:
-    from sveb.data_builders.programming import read_test_case
     try:
         cases = json.loads(solution)
         if not isinstance(cases, list) or not cases:
@@ -76,7 +77,6 @@ def fields(rec: dict, strict: bool = True) -> dict:
 
 def domain_of(path: Path) -> str | None:
     """The domain of the most common verifier in a file of records (None if it holds none)."""
-    from sveb.data_builders.files import read_local
     seen = Counter(domain_of_verifier(rec.get("verifier")) for _, _, rec in read_local(Path(path))
                    if isinstance(rec, dict) and isinstance(rec.get("verifier", ""), (str, type(None))))
     return seen.most_common(1)[0][0] if seen else None

@@ -18,7 +18,7 @@ class HFEngine:
     def __init__(self, model_path: str, batch_size: int = 32, dtype: str = "bfloat16"):
         import torch
         from transformers import AutoModelForCausalLM
-        from sveb.lm.device import torch_device
+        from sveb.lm.device import torch_device  # per call: tests patch sveb.lm.device
         self.tokenizer = HFTokenizer(model_path)
         self.device = torch_device()
         # dtype at load time, never .to(dtype): that would also cast RoPE's inv_freq

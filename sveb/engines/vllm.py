@@ -13,7 +13,7 @@ from sveb.lm.device import gpu_share
 
 def platform() -> str:
     """"cpu" or "cuda": where this vLLM build runs here (sveb.lm.device decides, without initialising CUDA)."""
-    from sveb.lm.device import device
+    from sveb.lm.device import device  # per call: tests patch sveb.lm.device
     d = device()
     if d.vllm is None:
         raise EngineError("--engine vllm: vLLM is not installed (`make setup` installs it; or use --engine hf)")

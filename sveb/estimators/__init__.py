@@ -144,7 +144,7 @@ def _with_class_info(e: Entry) -> Entry:
     `needs_training`, `train_split`, `constructed`: sveb.estimators.base.Estimator)."""
     if e.origin == "sveb":
         return e
-    from sveb.estimators.base import capabilities_of
+    from sveb.estimators.base import capabilities_of  # numpy: registry lookups stay light
     caps = capabilities_of(e.load())
     if caps["role"] not in ROLES:
         raise UsageError(f"estimator '{e.name}' ({e.target}): role '{caps['role']}' is not one of {', '.join(ROLES)}")
@@ -219,7 +219,7 @@ def _coerce(value: str, like: Any, key: str, name: str) -> Any:
 
 def make(name: str, params: dict[str, str] | None = None):
     """Build an estimator from its name and string parameters (unknown or preset keys are an error)."""
-    from sveb.estimators.base import Estimator
+    from sveb.estimators.base import Estimator  # numpy: registry lookups stay light
     e = entry(name)
     cls = e.load()
     if not (isinstance(cls, type) and issubclass(cls, Estimator) and dataclasses.is_dataclass(cls)):

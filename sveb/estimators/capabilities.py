@@ -9,17 +9,17 @@ from __future__ import annotations
 
 import json
 
+from sveb.estimators import CAPABILITIES_FILE, DECLARED, Entry
+from sveb.estimators.base import capabilities_of
+
 
 def compute() -> dict[str, dict]:
     """Every builtin class's capabilities, keyed by its target `module:Class` (imports them: torch included)."""
-    from sveb.estimators import DECLARED, Entry
-    from sveb.estimators.base import capabilities_of
     targets = sorted({e.target for e in DECLARED})
     return {t: {k: v for k, v in sorted(capabilities_of(Entry(t, t).load()).items())} for t in targets}
 
 
 def stored() -> dict[str, dict]:
-    from sveb.estimators import CAPABILITIES_FILE
     return json.loads(CAPABILITIES_FILE.read_text()) if CAPABILITIES_FILE.exists() else {}
 
 

@@ -17,6 +17,8 @@ import json
 from functools import lru_cache
 from pathlib import Path
 
+from sveb.estimators import BUILTIN, make, params_json
+
 DEFAULTS_FILE = Path(__file__).with_name("defaults.json")
 FAMILIES = ("main", "scale", "variant")
 ALONE = "alone"
@@ -24,7 +26,6 @@ ALONE = "alone"
 
 def declared_members() -> dict[str, tuple[str, ...]]:
     """family -> the builtin estimator names in it (registry order)."""
-    from sveb.estimators import BUILTIN
     out: dict[str, list[str]] = {f: [] for f in FAMILIES}
     for e in BUILTIN:
         if e.role == "scale":
@@ -38,7 +39,6 @@ def declared_members() -> dict[str, tuple[str, ...]]:
 
 def compute_defaults() -> dict[str, dict]:
     """Each builtin estimator's default parameters (imports every estimator: torch included)."""
-    from sveb.estimators import BUILTIN, make, params_json
     return {e.name: json.loads(params_json(make(e.name))) for e in BUILTIN if e.role != "baseline"}
 
 

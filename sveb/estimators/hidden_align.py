@@ -31,6 +31,8 @@ from typing import Sequence
 import numpy as np
 
 from sveb.estimators.base import Context, Estimator, ProblemGroup, State, TrainBuild, as_context, group_for
+from sveb.core.errors import EvalError
+from sveb.core.models import resolve
 
 FIXED_SLOPE = 4.0
 CUTS = (0.25, 0.5, 0.75)        # where train-build rollouts are cut for the calibration fit
@@ -99,7 +101,6 @@ class AnchorFinder:
         self.marker, self.tok, self.note = marker, None, ""
         try:
             from transformers import AutoTokenizer
-            from sveb.core.models import resolve
             self.tok = AutoTokenizer.from_pretrained(resolve(model))
         except Exception as e:  # no tokenizer files (e.g. a test model): the proportional fallback
             self.tok = None
@@ -251,5 +252,4 @@ class HiddenAlign(Estimator):
 
 
 def _error(msg: str) -> Exception:
-    from sveb.core.errors import EvalError
     return EvalError(msg)

@@ -34,6 +34,7 @@ import numpy as np
 
 from sveb.core.errors import UsageError
 from sveb.estimators.base import Estimator, ProblemGroup, State
+from sveb.estimators.numca_sveb import NUMBER, _norm_text, milestones
 
 DIGITS = re.compile(r"\d+")
 EQUAL = 1e-6          # the authors' "only add when there is a change"
@@ -44,7 +45,6 @@ def parse(text: str, numbers: str = "digits", drop_last: bool = True) -> tuple[l
     if numbers == "digits":
         found = [(m.group(0), m.start()) for m in DIGITS.finditer(text)]
     elif numbers == "normalised":
-        from sveb.estimators.numca_sveb import NUMBER, _norm_text
         found = [(_norm_text(m.group(0)), m.start()) for m in NUMBER.finditer(text)]
     else:
         raise UsageError(f"numca: numbers must be 'digits' or 'normalised', got {numbers!r}")
@@ -169,7 +169,6 @@ class Numca(Estimator):
         if held_out and nums and self.numbers == "digits" and pos[-1] + len(nums[-1]) >= len(own_text):
             nums, pos = nums[:-1], pos[:-1]     # touches the cut: may be the start of a longer number
         if held_out and self.numbers == "normalised":
-            from sveb.estimators.numca_sveb import milestones
             keep = milestones(own_text)         # SVEB's rule for a number that may be cut
             pairs = [(n, p) for n, p in zip(nums, pos) if n in keep]
             nums, pos = [n for n, _ in pairs], [p for _, p in pairs]

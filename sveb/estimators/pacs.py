@@ -46,6 +46,7 @@ from sveb.core.errors import UsageError
 from sveb.estimators.base import Context, Estimator, ProblemGroup, State, need_context
 from sveb.estimators.pacs_loss import (FINAL_BASELINES, VALUES, WEIGHTS, base_rate, logprob_temperature,  # noqa: F401
                                        pacs_group, pacs_value, prefix_psi, rloo_coefficients)
+from sveb.core.models import resolve
 
 LOGIT_TOKENS = 2048  # tokens per forward through the LM head (their logits are tokens x vocab floats)
 
@@ -249,7 +250,6 @@ class PACS(Estimator):
     def _scorer(self, builds: list[tuple[str, Path, dict]]) -> PacsScorer:
         """The loaded scorer; its frozen features come from the builds' shared hidden-state pass
         (sveb.lm.hidden) when the policy is the build's model, as ppo's critic's do."""
-        from sveb.core.models import resolve
         cfg = PacsConfig(self.policy_model or self._data.manifest["model"], self.beta, self.lr, self.epochs,
                          self.batch, self.grad_accum, self.train_layers, self.seed,
                          weight=self.weight, temperature=self._temperature)

@@ -22,6 +22,7 @@ from sveb.core.config import fingerprint
 from sveb.lm.critic import Critic, CriticConfig, Seq, gae_targets, make_seq
 from sveb.core.errors import UsageError
 from sveb.estimators.base import Context, Estimator, ProblemGroup, State, need_context
+from sveb.core.models import resolve
 
 __all__ = ["PPO1", "PPON", "gae_targets"]
 
@@ -69,7 +70,6 @@ class _PPO(Estimator):
     def _get_critic(self) -> Critic:
         """The process's resident critic body (fit() resets its trained part, so results do not depend on
         what it trained before); not kept on the estimator, so loading pacs's model drops it."""
-        from sveb.core.models import resolve
         cfg = self.critic_config(self._data)
         path = resolve(cfg.model)
         critic = resident(("critic", path, cfg.train_layers), lambda: Critic(cfg, path))

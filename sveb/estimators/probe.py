@@ -26,6 +26,7 @@ from sveb.core.errors import EvalError, UsageError
 from sveb.estimators.base import Context, Estimator, ProblemGroup, State, need_context
 from sveb.estimators.probe_features import Tracks, state_row
 from sveb.estimators.probe_fit import fit_cv
+from sveb.estimators import params_of
 
 def chosen_prefixes(T: int, k: int, seed: int) -> list[int]:
     """k distinct seeded positions in 0..T-1 (all of them if k = 0 or k >= T)."""
@@ -136,7 +137,6 @@ class Probe(Estimator):
             return self._model
         tb, pids = self._train
         tracks = self._tracks(tb)
-        from sveb.estimators import params_of
         params = {k: v for k, v in params_of(self).items() if k != "train_build"}  # where it is: the hash
         key = fingerprint("probe", self._trainb.key, pids, params, self._data.manifest["model"], tracks.dtype)
         path = tb / "probes" / f"{key}.pkl"

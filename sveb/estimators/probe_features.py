@@ -16,6 +16,9 @@ from pathlib import Path
 
 import numpy as np
 
+from sveb.core.errors import UsageError
+from sveb.core.models import resolve
+
 N_SCALARS = 4          # entropy at t, mean entropy over the window, log(1 + t), t / max_tokens
 LOGIT_CHUNK = 1024     # positions per LM-head product (their logits are positions x vocab floats)
 
@@ -84,7 +87,6 @@ def lm_head_weight(model_path: str) -> np.ndarray:
             with safe_open(str(f), framework="pt") as st:  # numpy has no bf16, the dtype real checkpoints ship in
                 if name in st.keys():
                     return st.get_tensor(name).float().numpy()
-    from sveb.core.errors import UsageError
     raise UsageError(f"probe: no LM head ({' or '.join(names)}) in the safetensors files of {model_path}")
 
 
@@ -107,7 +109,6 @@ class Tracks:
         """hs: the build's hidden-state extractor (the context's `hidden.states(bdir)`); model: the policy whose LM
         head gives the entropies."""
         import torch
-        from sveb.core.models import resolve
         self.hs, self.layer = hs, layer
         self.device = "cuda" if torch.cuda.is_available() else "cpu"
         self._head = torch.from_numpy(lm_head_weight(resolve(model))).to(self.device)

@@ -21,6 +21,8 @@ from sveb.store.hista_json import refusal
 from sveb.evaluate.context import context_for
 from sveb.evaluate.protocols import check_protocol, estimate_all
 from sveb.core.records import BuildData
+from sveb.evaluate.on_ray import estimate_on_ray
+from sveb.store.export import check_weights
 
 
 def own_measurable(est: Estimator, protocol: str) -> bool:
@@ -64,7 +66,6 @@ def evaluate(bdir: Path, name: str, params: dict[str, str] | None = None, protoc
         ident = {"estimator": name, "params_fp": pfp, "params": params_json(est), "protocol": protocol}
         return _write_scores(score_path, sfp, manifest, ident, est_rows, load_build(bdir), seconds)
     if est.needs_hidden or est.needs_training:  # it reads the model: the export's weights, or refused
-        from sveb.store.export import check_weights
         check_weights(bdir, manifest)
     full = load_build(bdir)
     data = full.public()  # what the estimator sees: no reference values (only the evaluator reads them)
@@ -77,7 +78,6 @@ def evaluate(bdir: Path, name: str, params: dict[str, str] | None = None, protoc
         ray = None
     if ray is not None:  # each group's estimate depends on that group alone: the same values
         from functools import partial
-        from sveb.evaluate.on_ray import estimate_on_ray
         factory = partial(HiddenStates, bdir.absolute(), manifest["model"], layer=est.layer,
                           **(hidden_options or {})) if est.needs_hidden else None
         values, shift, seconds = estimate_on_ray(est, data, protocol, own_measurable(est, protocol), factory, ray,
@@ -113,7 +113,7 @@ def _write_scores(score_path: Path, sfp: str, manifest: dict, ident: dict, est_r
     if missing:
         raise EvalError(f"{score_path.parent.parent}: {len(missing)} states have no stored estimate (e.g. "
                         f"{missing[0]}); rerun `sveb eval` with --force")
-    from sveb.score.rows import of_build
+    from sveb.score.rows import of_build  # scipy
     values = np.array([by_id[s["state_id"]]["value"] for s in data.states], dtype=float)
     shift = np.array([by_id[s["state_id"]]["own_shift"] for s in data.states], dtype=float)
     ident = {"model": manifest["model"], "domain": manifest["domain"], "build_fp": manifest["build_fp"], **ident}

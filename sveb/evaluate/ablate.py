@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from sveb.core.errors import UsageError
-from sveb.estimators import grid as registry_grid
+from sveb.estimators import grid as registry_grid, make
 from sveb.evaluate import evaluate
 
 
@@ -42,7 +42,6 @@ def settings(grid: dict[str, list[str]], full: bool) -> list[dict[str, str]]:
 
 def ablate(bdir: Path, name: str, grid: dict[str, list[str]], protocol: str, full: bool,
            console: Console) -> list[tuple[dict, dict]]:
-    from sveb.estimators import make
     todo = settings(grid, full)
     for setting in todo:  # every setting is checked before the first (maybe long) run
         make(name, setting)

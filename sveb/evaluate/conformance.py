@@ -18,6 +18,9 @@ from typing import Callable, Iterator
 import numpy as np
 
 from sveb.core.errors import UsageError
+from sveb.core.records import GroupHidden
+from sveb.estimators.base import ProblemGroup, Rollout, State
+from sveb.estimators.numca import Numca
 
 TOL = 1e-6
 PSI_RTOL = 1e-9
@@ -59,8 +62,6 @@ def _need(case: dict, key: str, path: Path, n: int):
 
 
 def numca_case(case: dict, path: Path, n: int) -> tuple[float, float]:
-    from sveb.estimators.base import ProblemGroup, Rollout, State
-    from sveb.estimators.numca import Numca
     group = _need(case, "group", path, n)
     own, cut = int(_need(case, "own", path, n)), int(_need(case, "cut_chars", path, n))
     rolls = tuple(Rollout(i, (), (), str(g["text"]), float(g["reward"])) for i, g in enumerate(group))
@@ -72,9 +73,7 @@ def numca_case(case: dict, path: Path, n: int) -> tuple[float, float]:
 
 
 def hista_case(case: dict, root: Path, path: Path, n: int, groups: dict) -> tuple[float, float]:
-    from sveb.estimators.base import ProblemGroup, Rollout, State
-    from sveb.estimators.hista import Hista
-    from sveb.core.records import GroupHidden
+    from sveb.estimators.hista import Hista  # torch
     rel = _need(case, "group", path, n)
     npz = root / rel  # relative to the conformance directory (FORMAT.md)
     if rel not in groups:
@@ -99,7 +98,7 @@ def hista_case(case: dict, root: Path, path: Path, n: int, groups: dict) -> tupl
 
 
 def pacs_case(case: dict, path: Path, n: int) -> tuple[bool, str]:
-    from sveb.estimators.pacs_loss import run_case
+    from sveb.estimators.pacs_loss import run_case  # scipy
     got = run_case(case)
     exp = _need(case, "expected", path, n)
     psi, e_psi = np.asarray(got["psi"], float), np.asarray(exp["psi"], float)

@@ -13,6 +13,8 @@ from sveb.core.errors import EvalError
 from sveb.core.records import BuildData
 from sveb.estimators.base import Context, Estimator, TrainBuild, call_prepare
 from sveb.store.builds import disjoint_problems, find_train_build, load_build
+from sveb.lm.checkpoints import build_key
+from sveb.lm.hidden import SharedFeatures, hidden_provider, is_policy
 
 
 class HiddenService:
@@ -24,20 +26,17 @@ class HiddenService:
         self.model, self.console = model, console
 
     def provider(self, est, data: BuildData, options: dict | None = None):
-        from sveb.lm.hidden import hidden_provider
         return hidden_provider(est, data, self.console, options)
 
     def states(self, bdir: Path, layer: int = -1, **options):
-        from sveb.lm.hidden import HiddenStates
+        from sveb.lm.hidden import HiddenStates  # per call: tests patch sveb.lm.hidden.HiddenStates
         return HiddenStates(bdir, self.model, layer=layer, **options)
 
     def shared(self, layer: int):
-        from sveb.lm.hidden import SharedFeatures
         return SharedFeatures(self.model, layer)
 
     def is_policy(self, path: str) -> bool:
         """Whether the model at `path` is the build's policy (whose shared pass a critic can reuse)."""
-        from sveb.lm.hidden import is_policy
         return is_policy(path, self.model)
 
 
@@ -54,7 +53,6 @@ def _memo_load(tb: Path):
 def train_build(est: Estimator, bdir: Path, manifest: dict, console=None) -> TrainBuild | None:
     """The train build the estimator asks for (`train_spec`), found, checked disjoint from the benchmark's
     problems; None when it asks for none, or for an optional one that is not there."""
-    from sveb.lm.checkpoints import build_key
     spec = est.train_spec()
     if spec is None:
         return None

@@ -4,6 +4,8 @@ sveb.sample.distributed (each group's estimate depends on that group alone, so t
 from __future__ import annotations
 
 from sveb.sample.distributed import RayOptions, RayRunner
+from sveb.core.records import BuildData
+from sveb.evaluate.protocols import estimate_all
 
 
 def _nothing():
@@ -13,7 +15,6 @@ def _nothing():
 def eval_group(get, est, data, protocol: str, own: bool):
     """One problem group's estimates on a worker: its hidden states first (extracted and cached unless
     the store has them; memory bounded by the group), then the estimator."""
-    from sveb.evaluate.protocols import estimate_all
     hs = get()
     provider = None
     if hs is not None:
@@ -26,7 +27,6 @@ def eval_group(get, est, data, protocol: str, own: bool):
 def estimate_on_ray(est, data, protocol: str, own: bool, hidden_factory, opts: RayOptions, console=None):
     """protocols.estimate_all's values, shifts and seconds, one job per problem group on Ray actors."""
     import numpy as np
-    from sveb.core.records import BuildData
     runner = RayRunner(opts, hidden_factory or _nothing, console)
     try:
         jobs = []

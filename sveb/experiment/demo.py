@@ -8,12 +8,12 @@ from rich.console import Console
 
 from sveb.experiment.presets import BASE, PRESETS, preset_configs  # noqa: F401  (BASE, PRESETS: read from here too)
 from sveb.experiment.runner import Sampler, estimator_list, evaluate_all, needs_train, write_board
+from sveb.core.errors import UsageError
+from sveb.sample.rules import validate
 
 
 def _validate(domains: list[str], engine: str, preset: str, seeds: list[int] | None) -> None:
     """The demo's builds checked like `sveb build`'s flags (a mistyped domain fails before vLLM starts)."""
-    from sveb.sample.rules import validate
-    from sveb.core.errors import UsageError
     if not domains:
         raise UsageError("--domains: none given")
     for domain in domains:

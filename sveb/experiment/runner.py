@@ -11,12 +11,16 @@ from rich.console import Console
 from sveb import store
 from sveb.core.config import BuildConfig
 from sveb.evaluate.protocols import PROTOCOLS
+from sveb.core import signals
+from sveb.estimators import BASELINE, entry, make, names as registered
+from sveb.evaluate import evaluate
+from sveb.sample.pipeline import dtype_of, locate
+from sveb.core.models import resolve
 
 
 def estimator_list(names: list[str] | None = None) -> list[str]:
     """`names` (default: every registered estimator) with the baseline first, every estimator is paired against it;
     each one is made once so that a typo fails before an hour of sampling."""
-    from sveb.estimators import BASELINE, make, names as registered
     names = [BASELINE] + [n for n in (names or registered()) if n != BASELINE]
     for name in names:
         make(name)
@@ -25,7 +29,6 @@ def estimator_list(names: list[str] | None = None) -> list[str]:
 
 def needs_train(names: list[str]) -> bool:
     """Whether any of the estimators learns on a disjoint `--split train` build."""
-    from sveb.estimators import entry
     return any(entry(n).train_split for n in names)
 
 
@@ -38,18 +41,14 @@ class Sampler:
 
     def ready(self, cfg: BuildConfig, root: Path) -> None:
         """Start the engine now if `cfg`'s build has sampling left (so that a timed build does not time it)."""
-        from sveb.sample.pipeline import locate
         bdir = locate(cfg, root)
         if self.engine is None and not ((bdir / "manifest.json").exists() and store.complete(bdir)):
-            from sveb.core import signals
-            from sveb.core.models import resolve
-            from sveb.engines import make_engine
-            from sveb.sample.pipeline import dtype_of
+            from sveb.engines import make_engine  # per call: tests patch sveb.engines.make_engine
             self.engine = make_engine(self.kind, resolve(cfg.model), cfg.seed, dtype=dtype_of(cfg))
             signals.reinstall()
 
     def build(self, cfg: BuildConfig, root: Path, console: Console) -> Path:
-        from sveb.sample.pipeline import build
+        from sveb.sample.pipeline import build  # per call: tests patch sveb.sample.pipeline.build
         self.ready(cfg, root)
         return build(cfg, root, engine=self.engine, console=console)
 
@@ -63,7 +62,6 @@ def evaluate_all(bdir: Path, names: list[str], console: Console, label: str | No
                  ) -> list[tuple[dict, float]]:
     """Every estimator on the build under both protocols (sveb.evaluate, cached): each score row with the wall
     seconds it took here."""
-    from sveb.evaluate import evaluate
     done = []
     for name in names:
         for protocol in PROTOCOLS:
@@ -77,7 +75,7 @@ def evaluate_all(bdir: Path, names: list[str], console: Console, label: str | No
 
 def write_board(root: Path, results: Path, builds: list[Path], out: Console) -> None:
     """The leaderboard (seeds of one config pooled) and the report of the builds, into `results`."""
-    from sveb.present.leaderboard import print_pivot, rows, write_csv
+    from sveb.present.leaderboard import print_pivot, rows, write_csv  # matplotlib, scipy
     from sveb.present.report import write_report
     fps = {b.name for b in builds}
     board = rows(root, builds=fps)

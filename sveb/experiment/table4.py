@@ -19,6 +19,12 @@ from sveb.experiment.table4_files import (merge_estimates, read_estimates, recor
                                           write_estimates, write_tables)
 from sveb.present.table4 import stage_timer
 from sveb.sample.paper import PRESET as PAPER
+from sveb.core.models import model_slug
+from sveb.estimators import entry
+from sveb.lm.device import describe
+from sveb.store.builds import load_build
+from sveb.store.export import check_weights, export_build, verify
+from sveb.lm.hidden import HiddenStates
 
 
 def configs(domain: str, a, source: str) -> tuple[BuildConfig, BuildConfig]:
@@ -38,7 +44,6 @@ def configs(domain: str, a, source: str) -> tuple[BuildConfig, BuildConfig]:
 def restore(export: Path, root: Path) -> Path:
     """The export as a build under ROOT (a copy: the committed export gets no estimates or hidden states)."""
     m = store.read_manifest(export)
-    from sveb.core.models import model_slug
     bdir = store.build_dir(root, model_slug(m["model"]), m["domain"], m["build_fp"] + ".export")
     if not (bdir / "manifest.json").exists():
         tmp = bdir.with_name(bdir.name + ".tmp")
@@ -51,7 +56,6 @@ def restore(export: Path, root: Path) -> Path:
 def build_domain(domain: str, a, sampler: Sampler, console, model_dir) -> dict | None:
     """Build (timed per stage) and export a domain's benchmark and training builds; None if its export exists,
     {} if this run found it already sampled (no stage timed)."""
-    from sveb.store.export import export_build, verify
     exp = Path(a.exports) / domain
     if (exp / "manifest.json").exists():
         verify(exp)
@@ -75,16 +79,12 @@ def build_domain(domain: str, a, sampler: Sampler, console, model_dir) -> dict |
 def eval_domain(domain: str, a, names: list[str], console) -> tuple[list[dict], dict[str, float]]:
     """Every estimator on a domain's export under both protocols (sveb.evaluate, cached); returns its per-state
     estimates as ESTIMATES records and the seconds of each stage."""
-    from sveb.store.builds import load_build
-    from sveb.estimators import entry
     bdir = restore(Path(a.exports) / domain, Path(a.root))
     if a.train and (Path(a.exports) / f"{domain}-train").exists():
         restore(Path(a.exports) / f"{domain}-train", Path(a.root))
     timing: dict[str, float] = {}
     data = load_build(bdir)
     if any(entry(n).needs_hidden or entry(n).needs_training for n in names):
-        from sveb.store.export import check_weights
-        from sveb.lm.hidden import HiddenStates
         check_weights(bdir, data.manifest)
         hs = HiddenStates(bdir, data.manifest["model"])
         seconds = hidden_pass(hs, data)
@@ -218,6 +218,5 @@ def run(a, engine=None, model_dir=None) -> Path:
         trows += timing_rows(d, timings[d], drows[-1]["states"])
     timing_path.write_text(json.dumps(timings, indent=1))
     write_estimates(out / "estimates.parquet", records)
-    from sveb.lm.device import describe
     write_tables(a, out, domains, names, records, drows, trows, timings, f"CPU flags: {describe()}", console)
     return out

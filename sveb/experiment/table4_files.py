@@ -15,12 +15,13 @@ from sveb.present import table4 as t4
 from sveb.present.report_format import md_table
 from sveb.present.table4 import cost_markdown
 from sveb.score import power
+from sveb.estimators import BASELINE
+from sveb.store.export import TABLES
 
 
 def size_mb(path: Path) -> float:
     """An export's size: its manifest, README and tables, not what scoring it wrote beside them (estimates,
     hidden states, ... which git ignores there)."""
-    from sveb.store.export import TABLES
     keep = [path / "manifest.json", path / "README.md", *(p for t in TABLES for p in (path / t).rglob("*"))]
     return sum(p.stat().st_size for p in keep if p.is_file()) / 1e6
 
@@ -101,7 +102,6 @@ def domain_states(export: Path) -> tuple[list[str], np.ndarray, np.ndarray]:
 def table_cells(a, domains: list[str], names: list[str], records: list[dict], previous: Path) -> list[dict]:
     """Every cell from the stored per-state estimates (sveb.present.table4.cells). A cell without them keeps the
     MAE [CI] of the previous scores.csv, if it has one, and no test."""
-    from sveb.estimators import BASELINE
     old = {(r["domain"], r["estimator"], r["protocol"]): r for r in csv.DictReader(open(previous))} \
         if previous.exists() else {}
     rows = []
@@ -138,7 +138,6 @@ STORED_MAE_ONLY = "MAE only (no per-state estimates stored)"
 def write_tables(a, out: Path, domains: list[str], names: list[str], records: list[dict], drows: list[dict],
                  trows: list[dict], timings: dict, machine: str, console) -> None:
     """scores.csv, interaction.csv, domains.csv, timing.csv and table4.md from the per-state estimates."""
-    from sveb.estimators import BASELINE
     rows = table_cells(a, domains, names, records, out / "scores.csv")
     tested = [r for r in rows if r["estimates"] == "per state" and r["delta_sq_se"] != ""]
     inter = power.interaction(tested)

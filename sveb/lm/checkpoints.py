@@ -10,7 +10,8 @@ import shutil
 from pathlib import Path
 from typing import Callable, TypeVar
 
-from sveb.store import atomic_write_bytes
+from sveb.store import atomic_write_bytes, CONTENT_TABLES, content_hash
+from sveb.lm.device import empty_cache
 
 
 def latest_epoch(ckpt: Path) -> int:
@@ -49,7 +50,6 @@ _CONTENT: dict[tuple, str] = {}
 def build_key(bdir: Path) -> str:
     """A training build's identity for a trained estimator's cache: the hash of its contents
     (`store.content_hash`), never its name or path. Memoised while none of its table files changes."""
-    from sveb.store import CONTENT_TABLES, content_hash
     files = sorted(p for t in CONTENT_TABLES for p in (Path(bdir) / t).rglob("*") if p.is_file())
     memo = (str(Path(bdir).resolve()), tuple((str(p), p.stat().st_mtime_ns, p.stat().st_size) for p in files))
     if memo not in _CONTENT:
@@ -72,6 +72,5 @@ def resident(key: tuple, make: Callable[[], T]) -> T:
 
 
 def release_resident() -> None:
-    from sveb.lm.device import empty_cache
     _RESIDENT.clear()
     empty_cache()

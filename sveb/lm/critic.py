@@ -97,7 +97,7 @@ class Critic:
 
     def __init__(self, cfg: CriticConfig, path: str, device: str | None = None, cache_bytes: int = CACHE_BYTES,
                  dtype: str | None = None):
-        from sveb.lm.device import torch_device
+        from sveb.lm.device import torch_device  # per call: tests patch sveb.lm.device
         self.cfg, self.cache_bytes = cfg, cache_bytes
         self.device = device or torch_device()
         self.dtype = dtype or default_dtype(self.device)   # the frozen body's; trained weights are fp32

@@ -23,6 +23,8 @@ from rich.progress import track
 
 from sveb.core.config import fingerprint
 from sveb.store import atomic_write_bytes
+from sveb.core.records import GroupHidden
+from sveb.lm.device import empty_cache
 
 if TYPE_CHECKING:
     from sveb.core.records import BuildData
@@ -67,7 +69,7 @@ def _load(path: Path) -> dict[int, np.ndarray]:
 class HiddenStates:
     def __init__(self, bdir: Path, model: str, layer: int = -1, batch_tokens: int = MAX_BATCH_TOKENS,
                  dtype: str = "auto"):
-        from sveb.lm.device import pick_dtype
+        from sveb.lm.device import pick_dtype  # per call: tests patch sveb.lm.device
         self.bdir, self.model_spec, self.layer, self.batch_tokens = Path(bdir), model, layer, batch_tokens
         self.dtype = pick_dtype(dtype)  # bf16 where native (GPU, avx512_bf16/AMX), else fp32
         self.dir = self._resp_dir(layer)
@@ -83,7 +85,7 @@ class HiddenStates:
         if self._model is None:
             import torch
             from transformers import AutoModelForCausalLM
-            from sveb.lm.device import torch_device
+            from sveb.lm.device import torch_device  # per call: tests patch sveb.lm.device, sveb.core.models.resolve
             from sveb.core.models import resolve
             self.device = torch_device()
             self._model = AutoModelForCausalLM.from_pretrained(resolve(self.model_spec), dtype=getattr(torch, self.dtype)
@@ -93,7 +95,6 @@ class HiddenStates:
     def release(self) -> None:
         """Drop the model (a policy copy) once its outputs are cached; it is loaded again if one is missing."""
         if self._model is not None:
-            from sveb.lm.device import empty_cache
             self._model = None
             empty_cache()
 
@@ -187,7 +188,7 @@ class HiddenStates:
         if not hasattr(self, "_tok"):
             try:
                 from transformers import AutoTokenizer
-                from sveb.core.models import resolve
+                from sveb.core.models import resolve  # per call: tests patch sveb.core.models.resolve
                 self._tok = AutoTokenizer.from_pretrained(resolve(self.model_spec))
             except Exception:  # noqa: BLE001 (a weights-only folder, e.g. a test's random model)
                 self._tok = None
@@ -200,7 +201,6 @@ class HiddenStates:
     def provider(self, console=None) -> Callable[[str, list[dict]], Callable[[int], np.ndarray]]:
         """pid, rollouts -> hidden_fn(rollout_idx) -> [T, d] float32 (a GroupHidden: also the prompt's states
         and the response start, computed on first use)."""
-        from sveb.core.records import GroupHidden
 
         def for_problem(pid: str, rollouts: list[dict]):
             # converted once per group: held-out asks for every rollout once per state, and the same
@@ -226,7 +226,7 @@ class HiddenStates:
 def is_policy(path: str, model: str) -> bool:
     """Whether the model at `path` is the build's policy `model`, whose shared pass has a critic's
     frozen layers (False for a scripted build's stand-in model, which has no weights to pass)."""
-    from sveb.core.models import ModelError, resolve
+    from sveb.core.models import ModelError, resolve  # per call: tests patch sveb.core.models.resolve
     try:
         return path == resolve(model)
     except ModelError:
@@ -239,7 +239,7 @@ class SharedFeatures:
 
     def __init__(self, model: str, layer: int, group_cache_bytes: int = GROUP_CACHE_BYTES):
         from collections import OrderedDict
-        from sveb.lm.device import pick_dtype
+        from sveb.lm.device import pick_dtype  # per call: tests patch sveb.lm.device
         self.model, self.layer = model, layer
         self.dtype = pick_dtype("auto")  # the passes' dtype: part of a critic checkpoint's fingerprint
         self.builds: dict[str, tuple[Path, dict]] = {}  # build_fp -> (dir, rollouts by pid)

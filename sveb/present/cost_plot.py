@@ -12,6 +12,7 @@ from matplotlib.figure import Figure
 
 from sveb.score import scoring
 from sveb.core.cost import continuation_tokens
+from sveb.present.plots import palette
 
 DPI = 110
 
@@ -41,7 +42,6 @@ def _num(x) -> float:
 def cost_plot(rows: list[dict], curves: dict[str, list[dict]], title: str, path: Path) -> Path:
     """One panel per (build, protocol) of a domain: a point per estimator row, the MCS curve of its build.
     rows: board rows of one domain; curves: content hash -> mcs_curve."""
-    from sveb.present.plots import palette
     panels = sorted({(r["content_hash"], r["protocol"]) for r in rows}, key=lambda p: (p[0], p[1] != "held-out"))
     names = sorted({r["estimator"] for r in rows})
     colour = palette(names)

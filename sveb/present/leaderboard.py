@@ -20,6 +20,9 @@ from sveb.estimators import BASELINE, ROLES, rank
 from sveb.evaluate.protocols import PROTOCOLS
 from sveb.core import metrics
 from sveb.score.pooling import load_view, merge, paired, pools, read_scores
+from sveb.sample.paper import is_ref_row, protocol_of, ref_rows
+from sveb.score import replicates
+from sveb.score.replicates import default_params
 
 HEAD = ["model", "domain", "estimator", "params", "protocol", "kind", "seeds", "n_builds"]
 TAIL = ["build_fp", "params_fp", "build_protocol"]  # sveb | paper (sveb/sample/paper.py): never pooled together
@@ -46,13 +49,11 @@ def _proto(p: str) -> int:
 def _order(name: str) -> tuple:
     """Baseline first, then the estimators, the scale rows (MCS@k) last, each in registry order; the authors'
     MCS@k rows (k of the reference draws, paper-protocol builds) after SVEB's."""
-    from sveb.sample.paper import is_ref_row
     return (len(ROLES), 0, name) if is_ref_row(name) else (*rank(name), name)
 
 
 def build_protocol(view) -> str:
     """The protocol the view's builds were made under (a pool holds one: the pool key includes it)."""
-    from sveb.sample.paper import protocol_of
     return protocol_of(store.read_manifest(view.bdir))
 
 
@@ -68,7 +69,6 @@ def _rows_of(view, kind: str) -> list[dict]:
                    build_protocol=bp)
         out.append(row)
     if bp == "paper":  # the authors' MCS@k rows: k of the same reference draws, exact over subsets
-        from sveb.sample.paper import ref_rows
         out += [{**{col: r.get(col) for col in cols}, "kind": kind, "seeds": seeds, "build_protocol": bp}
                 for r in ref_rows(view, sorted(cmp))]
     return out
@@ -111,7 +111,6 @@ def write_csv(rows_: list[dict], out: str | Path) -> Path:
 
 def _default_params(name: str) -> dict | None:
     """The estimator's default parameters, or None when it cannot be built here."""
-    from sveb.score.replicates import default_params
     pj = default_params(name)
     return None if pj is None else json.loads(pj)
 
@@ -209,7 +208,6 @@ def print_pivot(rows_: list[dict], console: Console, wide: bool = False) -> None
 
 def _print_spread(rows_: list[dict], console: Console) -> None:
     """Trained estimators scored with several training seeds (`-P seed=K`): mean ± sd over those seeds."""
-    from sveb.score import replicates
     found = replicates.of_rows(rows_)
     if not found:
         return

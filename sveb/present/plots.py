@@ -10,6 +10,8 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator
 
+from sveb.estimators import rank, role_of
+
 DPI = 110
 NEAR = 0.05  # |V_est - V_grpo| below this counts as "same as GRPO"
 _TAB = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf", "#bcbd22"]
@@ -18,14 +20,12 @@ _GREYS = ["#b0b0b0", "#8c8c8c", "#686868", "#444444"]
 
 def is_scale(label: str) -> bool:
     """Whether a label (estimator name, maybe with settings) is a reference-scale row of the registry."""
-    from sveb.estimators import role_of
     return role_of(label.split(" ")[0]) == "scale"
 
 
 def palette(labels: list[str]) -> dict[str, str]:
     """Stable colours across every figure: scale rows (MCS@k) in greys, light to dark in registry order;
     the others from tab10."""
-    from sveb.estimators import rank
     out, i = {}, 0
     scale = sorted((lab for lab in labels if is_scale(lab)), key=lambda lab: (rank(lab.split(" ")[0]), lab))
     for lab in labels:

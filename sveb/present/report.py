@@ -12,8 +12,8 @@ from pathlib import Path
 
 import numpy as np
 
-from sveb.present import leaderboard, plots
-from sveb.score import pooling
+from sveb.present import leaderboard, plots, report_by
+from sveb.score import pooling, replicates
 from sveb import store
 from sveb.data_builders import DOMAINS
 from sveb.estimators import BASELINE, CONSTRUCTED, role_of
@@ -22,6 +22,7 @@ from sveb.core import metrics
 from sveb.core.errors import SvebError
 from sveb.score.pooling import View  # noqa: F401  (report.View: the per-state view of a build or pool)
 from sveb.present.report_format import CSS, cell, html_table, img, md_table, ok, spread_html, spread_md
+from sveb.sample.paper import is_ref_row, ref_rows
 
 PAIRED_IDENTITY = ["model", "domain", "build_fp", "kind", "seeds", "protocol", "estimator", "params"]
 
@@ -60,7 +61,6 @@ def _labels(views: list[View]) -> dict[tuple[str, str], str]:
 
 
 def _is_scale(name: str) -> bool:
-    from sveb.sample.paper import is_ref_row
     return role_of(name) == "scale" or is_ref_row(name)
 
 
@@ -154,7 +154,6 @@ def _collect(root: Path, only: set | None = None) -> tuple[list[View], list[list
         raise ReportError(f"{root}: none of the {len(builds)} builds has scores; run `sveb eval` on a build first")
     groups = pooling.pools(views)
     shown = [pooling.merge(g) for g in groups]
-    from sveb.sample.paper import ref_rows
     for v in shown:  # a model with two builds (or pools) of one domain gets one column per build
         twins = sum(w.model == v.model and w.domain == v.domain for w in shown)
         v.col = v.domain if twins == 1 else f"{v.domain} ({v.fp[:8]})"
@@ -227,7 +226,6 @@ def write_report(root: Path, out: Path, all_settings: bool = False, by: tuple = 
     out.mkdir(parents=True, exist_ok=True)
     board = leaderboard.rows(root, builds)
     leaderboard.write_csv(board, out / "leaderboard.csv")
-    from sveb.score import replicates
     spread = replicates.of_rows(board)  # trained estimators' training seeds, when several were scored
     if spread:
         with open(out / "training_seeds.csv", "w", newline="", encoding="utf-8") as f:
@@ -293,7 +291,6 @@ def write_report(root: Path, out: Path, all_settings: bool = False, by: tuple = 
             seed_html += [f"<h3>{html.escape(title)}</h3>", html_table(header, cells)]
 
     for key in by:  # MAE per value of a problem property (meta key), as tables and by_KEY.csv
-        from sveb.present import report_by
         rows_by = report_by.rows(views, key, labels)
         csv_by = report_by.write_csv(rows_by, out / f"by_{report_by.slug(key)}.csv").name
         md.append(f"## MAE by {key}\n\nPer value of the problems' `{key}` (all rows in `{csv_by}`).\n")

@@ -6,6 +6,7 @@ import html
 from pathlib import Path
 
 from sveb.core import metrics
+from sveb.score import replicates
 
 
 ok = metrics.ok
@@ -49,7 +50,6 @@ SPREAD_NOTE = ("A trained estimator scored again with `-P seed=K`: mean ± sd (d
 
 
 def spread_md(spread: list[dict]) -> list[str]:
-    from sveb.score import replicates
     if not spread:
         return []
     return ["## Training seeds of trained estimators\n", md_table(replicates.HEADER, replicates.cells(spread), 3),
@@ -57,7 +57,6 @@ def spread_md(spread: list[dict]) -> list[str]:
 
 
 def spread_html(spread: list[dict]) -> list[str]:
-    from sveb.score import replicates
     if not spread:
         return []
     return ["<h2>Training seeds of trained estimators</h2>", html_table(replicates.HEADER, replicates.cells(spread)),

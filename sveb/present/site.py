@@ -13,6 +13,9 @@ from pathlib import Path
 
 from sveb.core import metrics
 from sveb.core.errors import SvebError
+from sveb import board as boards
+from sveb.estimators import rank
+from sveb.store.builds import load_build
 
 CSS = """body{font:14px/1.4 system-ui,sans-serif;margin:1.5em;color:#222}h2{margin-top:1.6em}
 table{border-collapse:collapse;margin:.6em 0}th,td{padding:3px 8px;border-bottom:1px solid #ddd;text-align:right;
@@ -96,10 +99,7 @@ def _table(rows: list[dict], title: str) -> str:
 
 def write_site(board: Path, out: Path) -> Path:
     """index.html, one cost plot per domain and every bundle as a .tar.gz, in the folder `out`."""
-    from sveb import board as boards
-    from sveb.present.cost_plot import cost_plot, mcs_curve
-    from sveb.store.builds import load_build
-    from sveb.estimators import rank
+    from sveb.present.cost_plot import cost_plot, mcs_curve  # matplotlib, scipy
     board, out = Path(board), Path(out)
     rows = boards.rows(board)
     if not rows:

@@ -18,6 +18,11 @@ import numpy as np
 from sveb.core import metrics
 from sveb.score import scoring
 from sveb.present.report_format import md_table
+from sveb.estimators import BASELINE
+from sveb.estimators.families import ALONE, family_size
+from sveb.sample import jobs as build_jobs
+from sveb.score.pooling import View, paired
+from sveb.score.power import mde
 
 # Build jobs (sveb.sample.jobs) -> the stage they are; a nested job call counts in its caller's stage.
 STAGE_JOBS = {"screen_shard": "screening", "group_shard": "rollouts", "reference_shard": "references"}
@@ -27,7 +32,6 @@ STAGE_JOBS = {"screen_shard": "screening", "group_shard": "rollouts", "reference
 def stage_timer(seconds: dict[str, float]):
     """Adds each build stage's wall seconds to `seconds` while the block runs (the jobs of sveb.sample.jobs timed
     where the runner calls them). Jobs not found (renamed) are not timed and get no key."""
-    from sveb.sample import jobs as build_jobs
     saved = {name: getattr(build_jobs, name) for name in STAGE_JOBS if hasattr(build_jobs, name)}
     depth = [0]
 
@@ -60,10 +64,6 @@ def verdicts(est: dict[str, np.ndarray], base: str, ref: np.ndarray, groups: np.
     so a cell's verdict never depends on which others were scored), the Holm-adjusted interval, the verdict;
     plus the CR1 standard error of Δ, its G - 1 degrees of freedom, the family and its size m, and the minimum
     detectable Δ at 80% power (sveb.score.power.mde at alpha / m: see there why that level)."""
-    from sveb.estimators import BASELINE
-    from sveb.estimators.families import ALONE, family_size
-    from sveb.score.pooling import View, paired
-    from sveb.score.power import mde
     protocol = "table4"
     ref = np.asarray(ref, float)
     groups = np.asarray(groups, dtype=object)

@@ -6,10 +6,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from sveb.rewards.choice import LETTERS, choice_reward, parse_options
+from sveb.rewards.code import code_reward
+from sveb.rewards.math import math_reward
+from sveb.rewards.text import string_reward
+
 def choice_options(problem: dict[str, Any]) -> dict[str, str]:
     """A choice problem's options, letter -> text: meta["options"] (a dict, or a list in letter order),
     else the options listed in the question text; {} if neither has any."""
-    from sveb.rewards.choice import LETTERS, parse_options
     meta = problem.get("meta") or {}
     if isinstance(meta, str):
         try:
@@ -32,16 +36,12 @@ def reward(response: str, problem: dict[str, Any]) -> float:
     """Reward of one response to one problem row (a dict of the problems table)."""
     kind = problem["answer_type"]
     if kind == "math":
-        from sveb.rewards.math import math_reward
         return math_reward(response, problem["answer"])
     if kind == "choice":
-        from sveb.rewards.choice import choice_reward
         return choice_reward(response, problem["answer"], choice_options(problem))
     if kind == "string":
-        from sveb.rewards.text import string_reward
         return string_reward(response, problem["answer"])
     if kind == "code":
-        from sveb.rewards.code import code_reward
         tests = problem["tests"]
         return code_reward(response, json.loads(tests) if isinstance(tests, str) else tests)
     raise ValueError(f"problem {problem.get('problem_id')}: unknown answer_type '{kind}'")

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from sveb.core.errors import SvebError, UsageError
+from sveb.core import signals
 
 
 class RayError(SvebError, RuntimeError):
@@ -89,7 +90,6 @@ def connect(opts: RayOptions) -> bool:
     except Exception as e:  # Ray raises a bare Exception when a local node does not come up in time
         first = str(e).strip().splitlines()[0] if str(e).strip() else e.__class__.__name__
         raise RayError(f"--ray {opts.address or '(local)'}: cannot start or reach a Ray cluster ({first})") from None
-    from sveb.core import signals
     signals.reinstall()  # Ray may have set signal handlers of its own
     return True
 

@@ -15,18 +15,18 @@ from typing import Callable
 
 import pyarrow as pa
 
-from sveb.core import schema
+from sveb.core import schema, signals
 from sveb import store
 from sveb.core.config import BuildConfig, derive_seed
 from sveb.data_builders import domain_module
-from sveb.engines import Engine, Request, make_engine
+from sveb.engines import Engine, Request, make_engine, HFTokenizer
 from sveb.core.models import resolve
 from sveb.rewards import reward
 
 
 def dtype_of(cfg: BuildConfig) -> str:
     """The concrete compute dtype of a build: --dtype, or from the hardware."""
-    from sveb.lm.device import pick_dtype
+    from sveb.lm.device import pick_dtype  # per call: tests patch sveb.lm.device
     return pick_dtype(cfg.dtype)
 
 
@@ -53,7 +53,6 @@ class LazyEngine:
     def get(self) -> Engine:
         if self._engine is None:
             self._engine = EngineSpec(self.cfg, self.max_model_len)()
-            from sveb.core import signals
             signals.reinstall()  # vLLM may have set handlers of its own
         return self._engine
 
@@ -66,7 +65,6 @@ class LazyEngine:
         if self._engine is not None:
             return self._engine.tokenizer
         if self._tok is None:
-            from sveb.engines import HFTokenizer
             self._tok = HFTokenizer(resolve(self.cfg.model))
         return self._tok
 

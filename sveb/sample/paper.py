@@ -26,7 +26,9 @@ from typing import Sequence
 
 import numpy as np
 
-from sveb.core.config import PAPER_MAX_TOKENS
+from sveb.core.config import PAPER_MAX_TOKENS, BuildConfig
+from sveb.core.errors import BuildError
+from sveb.estimators import BASELINE
 
 BUILD_PROTOCOLS = ("sveb", "paper")  # BuildConfig.protocol; not the evaluation protocols (sveb.evaluate.protocols)
 TIERS = ((0.07, 0.17), (0.17, 0.37), (0.37, 0.77))  # (low, high] screening accuracy, equal problems per tier
@@ -42,12 +44,10 @@ REF_SUFFIX = "-ref"
 
 def protocol_of(manifest: dict) -> str:
     """A build's protocol; builds made before protocols were recorded are SVEB's."""
-    from sveb.core.config import BuildConfig
     return BuildConfig.from_manifest(manifest).protocol
 
 
 def validate(cfg) -> None:
-    from sveb.core.errors import BuildError
     if cfg.protocol not in BUILD_PROTOCOLS:
         raise BuildError(f"protocol {cfg.protocol}: must be one of {', '.join(BUILD_PROTOCOLS)}")
     if cfg.protocol == "paper":
@@ -165,7 +165,7 @@ def is_ref_row(name: str) -> bool:
 
 def _draws(view) -> list[list[float]]:
     """Each state's reference draws, in the view's state order (builds concatenated as in a pooled view)."""
-    from sveb.core import schema
+    from sveb.core import schema  # pyarrow
     from sveb import store
     out = []
     for bdir in view.bdirs:
@@ -182,8 +182,7 @@ def ref_rows(view, protocols: Sequence[str], ks: Sequence[int] = REF_KS) -> list
     expectation over the k-subsets of the reference draws, so the row's MAE is E|mean_k - mean_n| averaged over
     states with no subsampling noise; its CI and tests resample problems as every row's. The reference is not
     independent of these estimates (they share draws): that is the authors' definition, shown as such."""
-    from sveb.score import scoring
-    from sveb.estimators import BASELINE
+    from sveb.score import scoring  # scipy
     draws = _draws(view)
     if len(draws) != len(view.ref) or not draws or any(not d for d in draws):
         return []  # no stored draws (an imported build): nothing to compute from

@@ -16,18 +16,22 @@ from pathlib import Path
 import pyarrow as pa
 from rich.console import Console
 
-from sveb.sample import jobs
+from sveb.sample import jobs, paper
 from sveb.core import schema
 from sveb import store
 from sveb.sample.jobs import LazyEngine, dtype_of
 from sveb.sample.rules import context_needed, filter_open, locate, min_novel, screen_size, stage_fps
 from sveb.store.builds import load_rollouts, truncation
 from sveb.core.config import BuildConfig, derive_seed, fingerprint
-from sveb.data_builders import SourceError
+from sveb.data_builders import SourceError, domain_module
 from sveb.data_builders.load import load_problems
 from sveb.engines import Engine
 from sveb.core.errors import BuildError
 from sveb.core.models import canonical, check_model
+from sveb.data_builders.number import passes_milestone_filter
+from sveb.lm.device import describe as cpu
+from sveb.sample.distributed import RayRunner, require_ray
+from sveb.store.export import verify
 
 # Shards are the unit of resume and of the engine's batches: large batches decode faster (docs/timings.md,
 # "Batch size"), so a shard holds about ROLLOUT_BATCH screening rollouts.
@@ -53,7 +57,6 @@ def _frozen(bdir: Path) -> bool:
     m = store.read_manifest(bdir)
     if "export" not in m or m.get("status") != "complete":
         return False
-    from sveb.store.export import verify
     verify(bdir)
     return True
 
@@ -62,12 +65,10 @@ def build(cfg: BuildConfig, root: str | Path, engine: Engine | None = None, cons
           ray=None) -> Path:
     """Run the missing stages and shards. `ray` (sveb.sample.distributed.RayOptions): hand the shards to Ray
     actors, each with its own engine; a passed-in `engine` then serves only as the driver's tokenizer."""
-    from sveb.sample import paper
     paper.validate(cfg)
     cfg = dataclasses.replace(cfg, model=check_model(cfg.model) if engine is None else canonical(cfg.model))
     console = console or Console(stderr=True)
     if ray is not None:
-        from sveb.sample.distributed import require_ray
         require_ray()  # before any work: a missing extra is a one-line error
         root = Path(root).absolute()  # workers may start elsewhere; the root must be a path they all see
     if not filter_open(cfg) and cfg.screen < 2:
@@ -78,7 +79,6 @@ def build(cfg: BuildConfig, root: str | Path, engine: Engine | None = None, cons
     if _frozen(bdir):  # an export restored into the root is data, not a half-made build: never re-sample it
         console.print(f"[dim]{bdir} is a frozen export of this build; its tables are used as they are[/]")
         return bdir
-    from sveb.lm.device import describe as cpu
     base = {"config": dataclasses.asdict(cfg), "fingerprints": fps, "build_fp": fps["references"],
             "model": cfg.model, "domain": cfg.domain, "versions": _versions(), "dtype": dtype_of(cfg),
             "cpu_flags": cpu(),
@@ -100,7 +100,6 @@ def build(cfg: BuildConfig, root: str | Path, engine: Engine | None = None, cons
         if ray is None:
             runner = jobs.LocalRunner(lazy)
         else:
-            from sveb.sample.distributed import RayRunner
             runner = RayRunner(ray, ray.engine_factory or jobs.EngineSpec(cfg, lazy.max_model_len), console)
         kept, accuracy = _stage_rollouts(cfg, bdir, fps["rollouts"], candidates, runner, console)
         states = _stage_states(cfg, bdir, fps["states"], kept, lazy)
@@ -150,12 +149,10 @@ def _stage_candidates(cfg, bdir: Path, fp: str, console) -> tuple[list[dict], di
 def _passes(cfg, p: dict, rows: list[dict]) -> tuple[bool, float]:
     rewards = [r["reward"] for r in rows]
     if cfg.protocol == "paper":  # their tiers and their number rule (sveb/sample/paper.py)
-        from sveb.sample import paper
         return paper.passes(cfg, p, [r["response_text"] for r in rows], rewards, min_novel(cfg))
     acc = sum(rewards) / len(rewards)
     ok = cfg.min_acc <= acc <= cfg.max_acc
     if ok and min_novel(cfg):
-        from sveb.data_builders.number import passes_milestone_filter
         ok = passes_milestone_filter(p, [r["response_text"] for r in rows], rewards, min_novel(cfg))
     return ok, acc
 
@@ -180,7 +177,6 @@ def _stage_rollouts(cfg, bdir, fp, candidates, runner, console) -> tuple[list[di
     writes = []
     tiers = None
     if cfg.protocol == "paper" and n_screen:  # equal problems per screening tier: each tier's room
-        from sveb.sample import paper
         tiers = paper.quotas(cfg.problems)
 
     def screen(k):
@@ -275,7 +271,6 @@ def _stage_states(cfg, bdir, fp, kept, lazy: LazyEngine) -> list[dict]:
         usable = [r for r in rollouts[pid] if len(r["response_token_ids"]) >= 2]
         rng = random.Random(derive_seed(cfg.seed, fp, pid))
         if cfg.protocol == "paper":  # their cut: a space of the group's first rollout (seeded here, not there)
-            from sveb.sample import paper
             r = rollouts[pid][0]
             pos = paper.space_cut(r["response_text"], rng)
             t = paper.token_cut(lazy.tokenizer(), r["response_token_ids"], r["response_text"], pos)
@@ -311,8 +306,6 @@ def _stage_references(cfg, bdir, fp, kept, states, runner, console, lazy: LazyEn
         for s in shard:
             r = rollouts[s["problem_id"]][s["rollout_idx"]]
             if cfg.protocol == "paper":  # rendered prompt + prefix text, re-tokenised; no prefix ids
-                from sveb.sample import paper
-                from sveb.data_builders import domain_module
                 inputs.append((paper.continuation_prompt(lazy.tokenizer(), domain_module(cfg.domain).prompt(
                     problems[s["problem_id"]]), s["prefix_text"]), []))
             else:

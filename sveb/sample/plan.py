@@ -10,6 +10,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from sveb.core.errors import UsageError
+from sveb.core.config import BuildConfig
+from sveb.data_builders import declared
 
 
 # Bytes on disk, measured on the store's own writer (pyarrow defaults, the pipeline's shard sizes) with
@@ -68,7 +70,6 @@ def check(s: Settings) -> None:
 def assumed_lengths(domain: str, max_tokens: int) -> Lengths:
     """Mean (prompt, response) tokens when no build of the model exists: the domain's declared assumption (its
     `Domain.assumed_tokens`: an instruct model answering with a chain of thought, no thinking mode)."""
-    from sveb.data_builders import declared
     prompt, response = declared()[domain].assumed_tokens
     response = min(response, max_tokens)
     # a state is a uniform cut t of a rollout of length T, so a continuation has about T/2 tokens left
@@ -134,8 +135,7 @@ def measured_lengths(root: str | Path, model_slug: str, domain: str) -> Lengths 
     """Mean lengths from the newest complete build of this model and domain under root; None if none."""
     import pyarrow.compute as pc
 
-    from sveb import store
-    from sveb.core.config import BuildConfig
+    from sveb import store  # pyarrow
     builds = [b for b in store.list_builds(root) if b.parent.parent.name == model_slug and b.parent.name == domain
               and store.read_manifest(b).get("status") == "complete"]
     if not builds:

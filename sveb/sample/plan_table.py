@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from sveb.sample.plan import duration
+
 
 def short(n: float | None, unit: str = "") -> str:
     """A count in at most 6 characters, 3 significant digits: 9000 -> '9,000', 120000 -> '120k', 1.52e9 bytes with
@@ -62,7 +64,6 @@ def print_plan(p: dict, out) -> None:
                                                             if src == "assumed" else ""))
     out.print(f"throughput: {p['throughput']}; a forward pass assumed {p['forward_speedup']}x faster per token")
     if p["time"]:
-        from sveb.sample.plan import duration
         tm = p["time"]
         out.print(f"time on {s['gpus']} GPU(s): generation {duration(tm['generation_s'])} + hidden states "
                   f"{duration(tm['hidden_s'])} = [bold]{duration(tm['total_s'])}[/] (shards spread evenly; "

@@ -11,15 +11,16 @@ from sveb.sample.jobs import dtype_of
 from sveb.core.config import BuildConfig, fingerprint
 from sveb.data_builders import DOMAINS, domain_module
 from sveb.engines import ENGINES, model_context
-from sveb.core.errors import BuildError
+from sveb.core.errors import BuildError, did_you_mean
 from sveb.core.models import model_slug, resolve
+from sveb.data_builders.load import resolve as resolve_source
+from sveb.sample.paper import fp_parts
 
 
 def validate(cfg: BuildConfig) -> None:
     """Every build flag checked up front, with a one-line error naming the flag."""
     s = cfg.sampling
     if cfg.domain not in DOMAINS:
-        from sveb.core.errors import did_you_mean
         raise BuildError(f"--domain {cfg.domain}: unknown domain{did_you_mean(cfg.domain, DOMAINS)}")
     checks = [
         (cfg.domain in DOMAINS, "--domain", cfg.domain, f"one of {', '.join(DOMAINS)}"),
@@ -50,7 +51,6 @@ def validate(cfg: BuildConfig) -> None:
         if not ok:
             raise BuildError(f"{flag} {value}: must be {need}")
     if cfg.source != "builtin":  # a mistyped source fails here, before a build folder is made for it
-        from sveb.data_builders.load import resolve as resolve_source
         resolve_source(cfg.source, cfg.domain, tuple(cfg.fields))
 
 
@@ -72,7 +72,6 @@ def stage_fps(cfg: BuildConfig) -> dict[str, str]:
 
 def paper_fp_parts(cfg: BuildConfig) -> list:
     """The paper protocol's marks on the rollouts fingerprint (none for SVEB's: its builds keep their fingerprints)."""
-    from sveb.sample.paper import fp_parts
     return fp_parts(cfg)
 
 

@@ -12,12 +12,12 @@ import numpy as np
 from sveb.core import metrics
 from sveb.core.errors import UsageError
 from sveb.score import scoring
+from sveb.estimators.families import defaults
 
 
 def default_key(view, name: str, protocol: str) -> tuple:
     """The estimate of `name` at its default settings (its only key, or the one whose params are the declared
     default, sveb/estimators/defaults.json); UsageError naming what is there when it has none."""
-    from sveb.estimators.families import defaults
     keys = [k for k in view.est if k[0] == name and k[2] == protocol]
     want = defaults().get(name)
 

@@ -20,6 +20,7 @@ from sveb.score.rows import score_row
 from sveb import store
 from sveb.store.builds import pool_key
 from sveb.estimators import BASELINE
+from sveb.estimators.families import ALONE, family_of, family_size
 
 
 @dataclass
@@ -165,7 +166,6 @@ def merge(views: list[View]) -> View:
 def family(key: tuple[str, str], params_json=None) -> str:
     """The declared Holm family of an (estimator, params_fp) row: main, scale, variant or alone
     (sveb.estimators.families); the same whatever is installed."""
-    from sveb.estimators.families import family_of
     return family_of(key[0], params_json)
 
 
@@ -174,7 +174,6 @@ def paired(v: View, protocol: str) -> dict[tuple[str, str], dict]:
     CR1 t-interval and p, the Holm-adjusted p and interval, the verdict and the family. Holm families are
     declared (sveb.estimators.families): main, scale, variant, each corrected for its declared size; any other
     setting (a non-default, a training-seed replicate, a plugin) is tested alone."""
-    from sveb.estimators.families import ALONE, family_size
     base = sorted(k for k in v.est if k[0] == BASELINE and k[2] == protocol)
     if not base:
         return {}

@@ -13,6 +13,9 @@ import json
 import numpy as np
 
 from sveb.core import metrics
+from sveb.core.errors import SvebError
+from sveb.estimators import make, params_json
+from sveb.estimators.families import defaults
 
 SEED = "seed"
 _defaults: dict[str, str | None] = {}
@@ -23,12 +26,9 @@ def default_params(name: str) -> str | None:
     no import, so the same without torch), any other's by building it; None when it cannot be built here (not
     installed, or its import fails). Any other error is a bug and raises."""
     if name not in _defaults:
-        from sveb.estimators.families import defaults
         if name in defaults():
             _defaults[name] = json.dumps(defaults()[name], sort_keys=True)
             return _defaults[name]
-        from sveb.core.errors import SvebError
-        from sveb.estimators import make, params_json
         try:
             _defaults[name] = params_json(make(name))
         except (SvebError, ImportError):

@@ -17,9 +17,13 @@ from rich.console import Console
 from sveb.core import schema
 from sveb import store
 from sveb.core.config import NOT_IN_FP, BuildConfig
-from sveb.core.errors import EvalError
+from sveb.core.errors import EvalError, UsageError, did_you_mean, path_like
 # group_for lives with the records now (estimators build groups without the store); its old home still exports it
 from sveb.core.records import BuildData, ProblemGroup, Rollout, State, group_for  # noqa: F401
+from sveb.core.models import cache_dir
+from sveb.data_builders import DOMAINS
+from sveb.store.export import is_export, verify
+from sveb.store.hub import import_build, local_name
 
 
 def load_rollouts(bdir: Path, problem_ids: set[str] | None = None) -> dict[str, list[dict]]:
@@ -38,7 +42,6 @@ def find_build(root: str | Path, model_slug: str | None, domain: str | None, bui
                console: Console | None = None) -> Path:
     """The build to evaluate: `--build` if given (a fingerprint prefix under root, a build or export folder, or
     hub:ID), else the newest complete test-split build of the model and domain."""
-    from sveb.core.errors import path_like
     check_domain(domain)
     if build is not None and (build.startswith("hub:") or path_like(build) or "/" in build):
         return open_build(build, root)  # a folder: its own one-line errors (missing, a file, no manifest.json)
@@ -59,15 +62,12 @@ def find_build(root: str | Path, model_slug: str | None, domain: str | None, bui
 
 def check_domain(domain: str | None, flag: str = "--domain") -> None:
     """A domain flag names one of SVEB's domains; a near miss gets a did-you-mean."""
-    from sveb.data_builders import DOMAINS
-    from sveb.core.errors import UsageError, did_you_mean
     if domain is not None and domain not in DOMAINS:
         raise UsageError(f"{flag} {domain}: unknown domain{did_you_mean(domain, DOMAINS)}")
 
 
 def check_root(root: str | Path) -> None:
     """A data root to read must be a folder that exists (an empty listing of a mistyped root misleads)."""
-    from sveb.core.errors import UsageError
     r = Path(root).expanduser()
     if not r.exists():
         raise UsageError(f"--root {root}: no such folder")
@@ -78,9 +78,7 @@ def check_root(root: str | Path) -> None:
 def open_build(spec: str, root: str | Path) -> Path:
     """A build named by a folder (a build made here, or an export: its tables checked against their hashes) or
     by hub:ID (an export published on the Hugging Face hub, imported once under ROOT/hub/)."""
-    from sveb.store.export import is_export, verify
     if spec.startswith("hub:"):
-        from sveb.store.hub import import_build, local_name
         bdir = Path(root) / "hub" / local_name(spec[4:]) / "build"
         if not (bdir / "manifest.json").exists():
             import_build(spec[4:], bdir)
@@ -110,7 +108,6 @@ def check_build(bdir: Path, manifest: dict | None = None) -> dict:
         if not isinstance(m.get(key), str) or not m[key]:
             raise EvalError(f"{bdir}/manifest.json: no {key}; not a build or an export")
     if "export" in m:
-        from sveb.store.export import verify
         return verify(bdir)
     for t in store.CONTENT_TABLES:
         for path in sorted((Path(bdir) / t).glob("part-*.parquet")):
@@ -161,7 +158,6 @@ def results_view(bdir: Path, console: Console | None = None, create: bool = True
     import hashlib
     import shutil
 
-    from sveb.core.models import cache_dir
     bdir = Path(bdir)
     if store.writable(bdir):
         return bdir
@@ -193,7 +189,6 @@ def check_expected(bdirs: list[Path], expect: str | None) -> None:
     """`--expect HASH`: every build scored must have this content hash (a prefix of 8 or more characters)."""
     if expect is None:
         return
-    from sveb.core.errors import UsageError
     e = expect.strip().lower()
     if len(e) < 8 or not all(c in "0123456789abcdef" for c in e):
         raise UsageError(f"--expect {expect}: expected a content hash (8 to 16 hex characters; `sveb export` and "

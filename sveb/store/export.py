@@ -18,6 +18,9 @@ import pyarrow.parquet as pq
 
 from sveb import store
 from sveb.core.errors import SvebError
+from sveb.store.export_card import card
+from sveb.store.hista_json import TOKEN_LEVEL, UNAVAILABLE
+from sveb.core.models import resolve
 
 # The tables an export carries (screens: the filter's screening rollouts, where the build has them; hista_noise: an
 # imported hista-json file's noise MAEs per state, sveb.store.hista_json).
@@ -60,7 +63,6 @@ def _table(bdir: Path, name: str) -> pa.Table:
 
 
 def _model_dir(model: str) -> str:
-    from sveb.core.models import resolve
     return resolve(model)
 
 
@@ -68,7 +70,6 @@ def export_build(bdir: Path, out: Path, model_dir: str | Path | None = None) -> 
     """Write the build `bdir` as a frozen dataset folder `out` (a new folder: nothing there is overwritten).
 
     model_dir: the weights the build was sampled with (default: the build's model, resolved)."""
-    from sveb.store.export_card import card
 
     bdir, out = Path(bdir), Path(out)
     manifest = store.read_manifest(bdir)
@@ -180,7 +181,6 @@ def check_weights(bdir: Path, manifest: dict, model_dir: str | Path | None = Non
     """For an estimator that reads the model: its weights must be those the export was sampled with. An imported
     hista-json build has no token ids to run a model on: refused (sveb.store.hista_json)."""
     if manifest.get("export", {}).get("format") == "hista-json":
-        from sveb.store.hista_json import TOKEN_LEVEL, UNAVAILABLE
         raise ExportError(f"{bdir}: estimators that read token ids, hidden states or train on them ("
                           f"{', '.join(TOKEN_LEVEL)}) are {UNAVAILABLE}: it holds text only and t counts characters")
     want = manifest.get("export", {}).get("model_weights_sha256")

@@ -8,6 +8,7 @@ import pyarrow as pa
 import yaml
 
 from sveb.core.config import BuildConfig
+from sveb.data_builders.load import paper_source, registry
 
 # Licence names as the sources state them -> the hub's licence ids.
 HUB_LICENCES = {"MIT": "mit", "CC BY 4.0": "cc-by-4.0", "CC BY-SA 4.0": "cc-by-sa-4.0", "Apache-2.0": "apache-2.0"}
@@ -23,7 +24,6 @@ ABOUT = {
 
 def source_licence(source: str, domain: str) -> tuple[str, str]:
     """(what the source is, its licence) for a build's --source."""
-    from sveb.data_builders.load import paper_source, registry
     if source == "builtin":
         return "builtin generator of SVEB (procedural problems)", "same as SVEB"
     reg = registry()

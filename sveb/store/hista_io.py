@@ -22,6 +22,10 @@ from sveb.core import schema
 from sveb import store
 from sveb.store.hista_json import (DEFAULT_N_REF, FORMAT, NOISE_TABLE, T_UNIT, TOKEN_LEVEL, UNAVAILABLE, HistaJsonError, check_records,
                              from_tables, to_tables)
+from sveb.data_builders import DOMAINS
+from sveb.data_builders.hista import domain_of_verifier
+from sveb.store.builds import load_build
+from sveb.store.export import _version
 
 SCHEMAS = {"problems": schema.PROBLEMS, "rollouts": schema.ROLLOUTS, "states": schema.STATES,
            "references": schema.REFERENCES,
@@ -50,8 +54,6 @@ def read_records(path: Path) -> tuple[list[dict], str]:
 
 
 def _domain(records: list[dict], domain: str | None) -> str:
-    from sveb.data_builders import DOMAINS
-    from sveb.data_builders.hista import domain_of_verifier
     if domain is not None:
         if domain not in DOMAINS:
             raise HistaJsonError(f"--domain {domain}: unknown (known: {', '.join(DOMAINS)})")
@@ -83,7 +85,6 @@ def _card(manifest: dict) -> str:
 def import_hista_json(path: Path, out: Path, model: str | None = None, domain: str | None = None) -> Path:
     """Read the authors' file `path` into the new folder `out`; every record is checked first, so a malformed
     file writes nothing."""
-    from sveb.store.export import _version
     path, out = Path(path), Path(out)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise HistaJsonError(f"--out {out}: exists and is not empty; pass a new folder")
@@ -115,7 +116,6 @@ def import_hista_json(path: Path, out: Path, model: str | None = None, domain: s
 def export_hista_json(bdir: Path, out: Path) -> tuple[Path, int, int]:
     """Write the build (or export folder) `bdir` as the authors' file `out` (new): one record per state. Returns the
     path, the records written and how many prefixes were cut back to a character boundary."""
-    from sveb.store.builds import load_build
     bdir, out = Path(bdir), Path(out)
     if not store.complete(bdir):
         raise HistaJsonError(f"{bdir}: the build is not complete; rerun its `sveb build` first")

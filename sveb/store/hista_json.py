@@ -21,6 +21,8 @@ import random
 from typing import Any
 
 from sveb.core.errors import SvebError
+from sveb.data_builders import declared, make_problem, problem_id
+from sveb.data_builders.hista import fields
 
 FORMAT = "hista-json"
 KEYS = ("problem", "solution", "verifier", "correct_responses", "wrong_responses", "response", "sampled_response",
@@ -91,8 +93,6 @@ def check_records(doc: Any) -> list[dict]:
 
 def to_tables(records: list[dict], domain: str) -> tuple[dict[str, list[dict]], dict]:
     """(rows of problems, rollouts, states, references; a summary for the manifest) of checked records."""
-    from sveb.data_builders import make_problem, problem_id
-    from sveb.data_builders.hista import fields
     pids: dict[str, str] = {}       # problem string -> problem id
     pools: dict[str, list[list]] = {}  # problem id -> [[text, reward], ...]
     problems, states, refs = [], [], []
@@ -151,7 +151,6 @@ def noise_maes(rewards: list[float], rng: random.Random) -> list[float]:
 
 def verifier_of(problem: dict) -> str | None:
     """A problem's verifier: the one it came with (an import or a hista-json source), else its domain's."""
-    from sveb.data_builders import declared
     meta = json.loads(problem["meta"] or "{}") if isinstance(problem["meta"], str) else problem["meta"] or {}
     return meta["verifier"] if "verifier" in meta else (declared()[problem["domain"]].verifier if problem["domain"] in declared() else "default")
 

@@ -11,6 +11,7 @@ from pathlib import Path
 from sveb.core.config import BuildConfig
 from sveb.store.export import ExportError, verify
 from sveb.store import shard_path, staged_dir
+from sveb.core.errors import path_like
 
 
 def local_name(spec: str) -> str:
@@ -35,7 +36,6 @@ def _fetch(spec: str, filename: str, into: Path) -> Path:
 
 def _check_local(spec: str) -> None:
     """A spec that names a local path is read from disk, never looked up on the hub."""
-    from sveb.core.errors import path_like
     local = Path(spec).expanduser()
     if path_like(spec) and not local.is_dir():
         raise ExportError(f"{spec}: is a file, not an export folder" if local.exists() else
