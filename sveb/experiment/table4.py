@@ -15,12 +15,12 @@ from rich.console import Console
 from sveb import store
 from sveb.core.config import BuildConfig, SamplingConfig
 from sveb.experiment.runner import Sampler, estimator_list, evaluate_all, needs_train
-from sveb.experiment.table4_files import (merge_estimates, read_estimates, recorded_machine, size_mb, shown_source, timing_rows,
-                                          write_estimates, write_tables)
+from sveb.experiment.table4_files import (merge_estimates, read_estimates, recorded_machine, size_mb,
+                                          shown_source, timing_rows, write_estimates, write_tables)
 from sveb.present.table4 import stage_timer
 from sveb.sample.paper import PRESET as PAPER
 from sveb.core.models import model_slug
-from sveb.estimators import entry
+from sveb.estimators import entry, is_variant, names as registered
 from sveb.lm.device import describe
 from sveb.store.builds import load_build
 from sveb.store.export import check_weights, export_build, verify
@@ -167,7 +167,6 @@ def _spent(timing: dict[str, float]) -> float:
 
 def variants() -> list[str]:
     """SVEB's earlier readings (numca-sveb, ...): shown where the stored estimates hold them."""
-    from sveb.estimators import is_variant, names as registered
     return [n for n in registered(variants=True) if is_variant(n)]
 
 
