@@ -114,6 +114,8 @@ def test_a_hand_written_file_imports_and_scores(tmp_path):
            if x["estimator"] == "grpo" and x["protocol"] == "held-out"}
     assert est[states[0]["state_id"]] == pytest.approx(1 / 3)  # wrong, wrong, appended: its own rollout held out
     assert est[states[2]["state_id"]] == pytest.approx(0.0)
+    from sveb.score.pooling import base_view
+    assert base_view(b, [])[0].seeds == [None]  # the authors' file records no seed: none is claimed
 
 
 def test_token_level_estimators_and_mcs_are_refused_on_an_import(tmp_path):

@@ -119,12 +119,13 @@ def base_view(bdir: Path, scores: list[dict]) -> tuple[View, dict[str, int]]:
             ref[index[sid]] = np.nan if v is None else v
     t, T = (np.array(st.column(c).to_pylist(), dtype=float) for c in ("t", "T"))
     pos = np.divide(t, T, out=np.full(n, np.nan), where=T > 0)
-    m = store.read_manifest(bdir)
+    m = store.read_manifest(bdir)  # an imported hista-json build records no seed: None, not BuildConfig's 0
     pid = np.array(st.column("problem_id").to_pylist(), dtype=object)
     view = View(bdir, str(m.get("model", bdir.parent.parent.name)), str(m.get("domain", bdir.parent.name)),
                 str(m.get("status", "?")), scores, pid, ref, pos, pid=pid,
                 rollout=np.array(st.column("rollout_idx").to_pylist()), t=t, bdirs=[bdir], bidx=np.zeros(n, int),
-                seeds=[BuildConfig.from_manifest(m).seed], n_ref=int(n_ref[0]) if n_ref else 20)
+                seeds=[BuildConfig.from_manifest(m).seed if "seed" in (m.get("config") or {}) else None],
+                n_ref=int(n_ref[0]) if n_ref else 20)
     return view, index
 
 
