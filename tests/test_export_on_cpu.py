@@ -1,6 +1,7 @@
 """Frozen builds: export a scripted build, load it with datasets and pandas, score on it, refuse a tampered one."""
 
 import json
+from pathlib import Path
 
 import pandas as pd
 import pyarrow.parquet as pq
@@ -172,3 +173,36 @@ def test_an_export_restored_into_a_root_is_used_not_resampled(exported, small_cf
     (place / "states" / "part-00000.parquet").write_bytes(b"not parquet")  # a tampered export is refused, not rebuilt
     with pytest.raises(ExportError, match="states"):
         build(cfg, root2, engine=NoEngine())
+
+
+def test_a_same_size_edit_in_the_same_timestamp_tick_is_still_caught(exported, monkeypatch):
+    """verify() skips re-hashing while each file's (size, mtime) is unchanged; an edit within the timestamp tick
+    of the last write can leave both unchanged, so files younger than RACY_S are hashed every time."""
+    import sveb.store.export as export
+    root, bdir, ex = exported
+    verify(ex)
+    stamp = export._stamp(Path(ex).resolve(), export.check_export_manifest(Path(ex).resolve(),
+                                                                          store.read_manifest(ex)))
+    monkeypatch.setattr(export, "_stamp", lambda b, names: stamp)  # the edit below leaves the stamp as it was
+    path = next((ex / "references").glob("part-*.parquet"))
+    t = pq.read_table(path).to_pylist()
+    t[0]["value"] = 1.0 - t[0]["value"]
+    pq.write_table(pq.read_table(path).from_pylist(t, schema=pq.read_schema(path)), path)
+    with pytest.raises(ExportError, match="table references does not match"):
+        verify(ex)
+
+
+def test_old_unchanged_files_are_hashed_once(exported, monkeypatch):
+    import os
+    import sveb.store.export as export
+    root, bdir, ex = exported
+    old = 1_000_000_000 * 10**9  # 2001: long past any timestamp tick
+    for p in ex.rglob("part-*.parquet"):
+        os.utime(p, ns=(old, old))
+    calls = []
+    real = store.table_hash
+    monkeypatch.setattr(export.store, "table_hash", lambda d: calls.append(d) or real(d))
+    verify(ex)
+    n = len(calls)
+    verify(ex)
+    assert n > 0 and len(calls) == n
