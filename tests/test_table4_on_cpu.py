@@ -84,7 +84,7 @@ def test_two_domains_resumable_with_exports_and_timings(tmp_path):
     assert (rescored / "scores.csv").read_text() == (out / "scores.csv").read_text()
     assert (rescored / "table4.md").read_text().split("## Domains")[0] == before_md
     # --add: one more estimator scored on the exports, its cells beside the stored ones, nothing else moved
-    added = table4.main([*args, "--add", "numca"])
+    added = table4.main([*args, "--add", "numca, "])  # spaces and a trailing comma as a user types them
     rows = {(r["estimator"], r["protocol"]): r for r in csv.DictReader(open(added / "scores.csv"))}
     assert rows[("numca", "held-out")]["estimates"] == "per state" and rows[("numca", "held-out")]["verdict"]
     assert {k: v for k, v in rows.items() if k[0] != "numca"} == scores

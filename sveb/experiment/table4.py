@@ -183,7 +183,8 @@ def run(a, engine=None, model_dir=None) -> Path:
     if a.from_exports or a.add:
         records = read_estimates(Path(a.estimates or out / "estimates.parquet"))
         if a.add:  # score these on the committed exports and put their cells beside the stored ones
-            add = [n for n in estimator_list([n.strip() for n in a.add.split(",")]) if n in a.add.split(",")]
+            asked = [n.strip() for n in a.add.split(",") if n.strip()]
+            add = [n for n in estimator_list(asked) if n in asked]  # validated; the baseline only if asked
             for d in (a.add_domains.replace(",", " ").split() or domains):
                 records = merge_estimates(records, eval_domain(d, a, add, console)[0])
             names += [n for n in add if n not in names]
