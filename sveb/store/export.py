@@ -142,7 +142,8 @@ def verify(bdir: Path) -> dict:
                               f"(expected {want['sha256'][:16]}, found {got[:16]}): the export was modified")
     # "racy" files (git's word): a same-size edit within the file system's timestamp tick of the last write
     # leaves (size, mtime) unchanged, so a stamp is trusted only once every file is older than RACY_S
-    if all(st[3] < time.time_ns() - RACY_S * 1e9 for st in stamp):
+    settled = time.time_ns() - RACY_S * 10**9
+    if all(mtime < settled for *_, mtime in stamp):
         _verified[bdir] = stamp
     return manifest
 
