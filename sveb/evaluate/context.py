@@ -5,6 +5,7 @@ store themselves; this is the one place that does it for them.
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -41,13 +42,8 @@ class HiddenService:
 
 
 def _memo_load(tb: Path):
-    cache: dict[bool, BuildData] = {}
-
-    def load(references: bool = False) -> BuildData:
-        if references not in cache:
-            cache[references] = load_build(tb, references=references)
-        return cache[references]
-    return load
+    """load_build of the train build, each form (with or without references) read once."""
+    return functools.cache(lambda references=False: load_build(tb, references=references))
 
 
 def train_build(est: Estimator, bdir: Path, manifest: dict, console=None) -> TrainBuild | None:
