@@ -13,7 +13,8 @@ Defaults are their scripts' (docs/estimators.md, "Hista"), each rule a parameter
   the k smallest, weights 1 / d^t, a total weight below 1e-8 gives 0.0;
 - k follows the own rollout's nodes: k_i = max_k - ((max_k - min_k) // n) * i;
 - read-out (`read="snap"`): the value at the node before the first node at or after the cut's last token.
-Ties among equal clamped distances (torch.topk's order is implementation-defined) are broken by pool order:
+Ties among equal clamped distances (torch.topk's order is documented as undefined; on CUDA it was measured to be
+pool order, benchmarks/hista_topk_ties.py) are broken by pool order:
 lower rollout index, then earlier node (a stable sort).
 
 Held-out: the group has no own rollout and the own rollout stops at the cut, so the own nodes are the start
