@@ -59,6 +59,15 @@ def build(
     preset: str = typer.Option("sveb", help="sveb: SVEB's protocol | paper: the Hista/Numca authors' protocol as "
                                "their scripts run it (G 32, one space cut per problem, full-budget continuations, "
                                f"--max-tokens {PAPER_MAX_TOKENS}, 20 screens, equal tiers; docs/data.md); flags given win."),
+    cut: Optional[str] = typer.Option(None, help="token (SVEB's: a token-exact prefix) | space (the paper's: one "
+                                      "state per problem, cut at a space of the first rollout, the prefix text "
+                                      "re-tokenised). Default: the preset's."),
+    continuation: Optional[str] = typer.Option(None, help="remaining (SVEB's: a continuation gets the budget its "
+                                               "rollout had left) | full (the paper's: --max-tokens on top of the "
+                                               "prefix). Default: the preset's."),
+    tiers: Optional[str] = typer.Option(None, help="range (SVEB's: --min-acc..--max-acc) | paper (equal numbers of "
+                                        "problems in the accuracy tiers (0.07, 0.17], (0.17, 0.37], (0.37, 0.77], "
+                                        "and the paper's number rule). Default: the preset's."),
     ctx: typer.Context = None,
 ) -> None:
     """Sample rollouts, cut states, compute Monte-Carlo reference values."""
@@ -81,6 +90,8 @@ def build(
                       gpu_memory_utilization=gpu_memory_utilization,
                       workers=workers if workers is not None and ray is None else 4)
     cfg = _preset(cfg, preset, ctx)
+    # each choice given departs from the preset alone (BuildConfig spells the result: docs/data.md)
+    cfg = replace(cfg, **{k: v for k, v in (("cut", cut), ("continuation", continuation), ("tiers", tiers)) if v})
     from sveb.core import signals
     validate(cfg)  # every flag checked before a model or an engine is touched
     from sveb.sample.paper import validate as validate_protocol

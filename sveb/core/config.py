@@ -12,6 +12,10 @@ from sveb.core.errors import ConfigError
 MAX_TOKENS = 512  # `sveb build`'s default budget per rollout/continuation; also what manifests without one used
 PAPER_MAX_TOKENS = 4096  # the Hista/Numca authors' max_length (`--preset paper`, sveb/sample/paper.py)
 
+# The protocol's separate choices (`sveb build --cut/--continuation/--tiers`, sveb/sample/paper.py): each field's
+# (SVEB's value, the Hista/Numca authors' value). A field left "" takes its protocol's value.
+CHOICES = {"cut": ("token", "space"), "continuation": ("remaining", "full"), "tiers": ("range", "paper")}
+
 # Knobs that do not change results are excluded from fingerprints.
 NOT_IN_FP = {"engine", "batch_size", "tensor_parallel_size", "gpu_memory_utilization", "workers", "root", "eager"}
 
@@ -47,6 +51,9 @@ class BuildConfig:
     dtype: str = "auto"            # compute dtype; auto: from the hardware (see sveb.lm.device). Changes samples.
     protocol: str = "sveb"         # "sveb" | "paper" (the Hista/Numca authors' protocol, sveb/sample/paper.py): in the
     #                                stage fingerprints only when "paper", so SVEB's builds keep theirs
+    cut: str = ""                  # CHOICES: "" = the protocol's; set only where a build departs from it
+    continuation: str = ""
+    tiers: str = ""
     # speed-only knobs
     engine: str = "vllm"
     batch_size: int = 64
@@ -54,6 +61,23 @@ class BuildConfig:
     eager: bool = False            # vLLM without compilation: faster start, slower decoding
     tensor_parallel_size: int = 1  # vLLM: GPUs one engine spans (--tp)
     gpu_memory_utilization: float = 0.9  # vLLM on a GPU: share of its memory the engine takes
+
+    def __post_init__(self):
+        """One spelling per protocol, so equal builds share a manifest config and a pool: "paper" when every
+        choice is the authors', else "sveb" with each choice that departs from SVEB's set (e.g. protocol "paper"
+        with cut "token" is SVEB's with the other two of theirs)."""
+        if self.protocol not in ("sveb", "paper"):
+            return  # an unknown protocol is a BuildError in sveb.sample.paper.validate
+        theirs = self.protocol == "paper"
+        picked = {k: getattr(self, k) or CHOICES[k][theirs] for k in CHOICES}
+        paper = all(picked[k] == CHOICES[k][1] for k in CHOICES)
+        object.__setattr__(self, "protocol", "paper" if paper else "sveb")
+        for k in CHOICES:
+            object.__setattr__(self, k, "" if paper or picked[k] == CHOICES[k][0] else picked[k])
+
+    def choice(self, name: str) -> str:
+        """The value a build uses for one of CHOICES."""
+        return getattr(self, name) or CHOICES[name][self.protocol == "paper"]
 
     @classmethod
     def from_manifest(cls, manifest: dict) -> "BuildConfig":

@@ -162,12 +162,12 @@ def reference_shard(engine, cfg: BuildConfig, path: Path, states: list[dict], in
     reqs, meta = [], []
     for s, (prompt, prefix) in zip(states, inputs):
         # SVEB: ends where the rollout itself would have ended; the paper's protocol: the full budget on top
-        budget = cfg.sampling.max_tokens - (0 if cfg.protocol == "paper" else s["t"])
+        budget = cfg.sampling.max_tokens - (0 if cfg.choice("continuation") == "full" else s["t"])
         for j in range(n):
             reqs.append(Request(tuple(prompt) + tuple(prefix), derive_seed(cfg.seed, fp, s["state_id"], j), budget))
             meta.append((s, prefix))
     outs = eng.generate(reqs, cfg.sampling, desc="references")
-    if cfg.protocol == "paper":  # the prefix text (no prefix ids: it was re-tokenised into the prompt)
+    if cfg.choice("cut") == "space":  # the prefix text (no prefix ids: it was re-tokenised into the prompt)
         texts = [s["prefix_text"] + eng.tokenizer.decode(list(o.token_ids)) for (s, _), o in zip(meta, outs)]
     else:
         texts = [eng.tokenizer.decode(list(prefix) + list(o.token_ids)) for (s, prefix), o in zip(meta, outs)]

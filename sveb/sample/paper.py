@@ -26,7 +26,7 @@ from typing import Sequence
 
 import numpy as np
 
-from sveb.core.config import PAPER_MAX_TOKENS, BuildConfig
+from sveb.core.config import CHOICES, PAPER_MAX_TOKENS, BuildConfig
 from sveb.core.errors import BuildError
 from sveb.estimators import BASELINE
 
@@ -43,19 +43,27 @@ REF_SUFFIX = "-ref"
 
 
 def protocol_of(manifest: dict) -> str:
-    """A build's protocol; builds made before protocols were recorded are SVEB's."""
-    return BuildConfig.from_manifest(manifest).protocol
+    """A build's protocol; builds made before protocols were recorded are SVEB's. A build of SVEB's protocol with
+    some of the paper's choices says which: "sveb+cut=space"."""
+    cfg = BuildConfig.from_manifest(manifest)
+    return "+".join([cfg.protocol] + [f"{k}={getattr(cfg, k)}" for k in CHOICES if getattr(cfg, k)])
 
 
 def validate(cfg) -> None:
+    """The protocol and its choices, each a one-line BuildError naming its flag."""
     if cfg.protocol not in BUILD_PROTOCOLS:
         raise BuildError(f"protocol {cfg.protocol}: must be one of {', '.join(BUILD_PROTOCOLS)}")
-    if cfg.protocol == "paper":
-        if cfg.states_per_problem != 1 or cfg.step_pairs:
-            raise BuildError(f"--states-per-problem {cfg.states_per_problem}: the paper's protocol cuts one state per "
-                             f"problem, in the group's first rollout (and no --step-pairs)")
-        if cfg.screen < 1:
-            raise BuildError(f"--screen {cfg.screen}: the paper's protocol screens on {SCREEN} separate samples")
+    for name, values in CHOICES.items():
+        if cfg.choice(name) not in values:
+            raise BuildError(f"--{name} {cfg.choice(name)}: must be {' or '.join(values)}")
+    who = "the paper's protocol" if cfg.protocol == "paper" else "--cut space"
+    if cfg.choice("cut") == "space" and (cfg.states_per_problem != 1 or cfg.step_pairs):
+        raise BuildError(f"--states-per-problem {cfg.states_per_problem}: {who} cuts one state per problem, in the "
+                         f"group's first rollout (and no --step-pairs)")
+    if cfg.choice("tiers") == "paper" and cfg.screen < 1:
+        raise BuildError(f"--screen {cfg.screen}: the paper's protocol screens on {SCREEN} separate samples"
+                         if cfg.protocol == "paper" else f"--screen {cfg.screen}: --tiers paper screens on samples "
+                         f"of their own (at least 1; the paper's {SCREEN})")
 
 
 def fp_parts(cfg) -> list:
@@ -64,6 +72,19 @@ def fp_parts(cfg) -> list:
         return []
     return [{"protocol": cfg.protocol, "tiers": [list(t) for t in TIERS], "number": "union-integers-before-boxed",
              "cut": "space-in-first-rollout", "continuation": "retokenised-full-budget"}]
+
+
+def choice_parts(cfg, stage: str) -> list:
+    """A single choice switched from SVEB's (protocol "sveb"), marked on the first stage it changes: tiers and the
+    cut on the states (the screens and the group keep SVEB's seeds, so the two builds share their draws), the
+    continuation on the references (the states stay SVEB's too). The paper protocol, every choice its, is marked
+    on the rollouts as before (`fp_parts`); a build of SVEB's choices gets no mark."""
+    if cfg.protocol == "paper":
+        return []
+    marks = {"states": {"tiers": {"tiers": [list(t) for t in TIERS], "number": "union-integers-before-boxed"},
+                        "cut": {"cut": "space-in-first-rollout", "prefix": "retokenised-text"}},
+             "references": {"continuation": {"continuation": "full-budget"}}}[stage]
+    return [mark for k, mark in marks.items() if cfg.choice(k) != CHOICES[k][0]]
 
 
 # --- screening -----------------------------------------------------------------------------------------------

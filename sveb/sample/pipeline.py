@@ -148,7 +148,7 @@ def _stage_candidates(cfg, bdir: Path, fp: str, console) -> tuple[list[dict], di
 
 def _passes(cfg, p: dict, rows: list[dict]) -> tuple[bool, float]:
     rewards = [r["reward"] for r in rows]
-    if cfg.protocol == "paper":  # their tiers and their number rule (sveb/sample/paper.py)
+    if cfg.choice("tiers") == "paper":  # their tiers and their number rule (sveb/sample/paper.py)
         return paper.passes(cfg, p, [r["response_text"] for r in rows], rewards, min_novel(cfg))
     acc = sum(rewards) / len(rewards)
     ok = cfg.min_acc <= acc <= cfg.max_acc
@@ -176,7 +176,7 @@ def _stage_rollouts(cfg, bdir, fp, candidates, runner, console) -> tuple[list[di
     screens: dict[int, int] = {}
     writes = []
     tiers = None
-    if cfg.protocol == "paper" and n_screen:  # equal problems per screening tier: each tier's room
+    if cfg.choice("tiers") == "paper" and n_screen:  # equal problems per screening tier: each tier's room
         tiers = paper.quotas(cfg.problems)
 
     def screen(k):
@@ -270,7 +270,7 @@ def _stage_states(cfg, bdir, fp, kept, lazy: LazyEngine) -> list[dict]:
         pid = p["problem_id"]
         usable = [r for r in rollouts[pid] if len(r["response_token_ids"]) >= 2]
         rng = random.Random(derive_seed(cfg.seed, fp, pid))
-        if cfg.protocol == "paper":  # their cut: a space of the group's first rollout (seeded here, not there)
+        if cfg.choice("cut") == "space":  # their cut: a space of the group's first rollout (seeded here, not there)
             r = rollouts[pid][0]
             pos = paper.space_cut(r["response_text"], rng)
             t = paper.token_cut(lazy.tokenizer(), r["response_token_ids"], r["response_text"], pos)
@@ -305,7 +305,7 @@ def _stage_references(cfg, bdir, fp, kept, states, runner, console, lazy: LazyEn
         inputs = []
         for s in shard:
             r = rollouts[s["problem_id"]][s["rollout_idx"]]
-            if cfg.protocol == "paper":  # rendered prompt + prefix text, re-tokenised; no prefix ids
+            if cfg.choice("cut") == "space":  # rendered prompt + prefix text, re-tokenised; no prefix ids
                 inputs.append((paper.continuation_prompt(lazy.tokenizer(), domain_module(cfg.domain).prompt(
                     problems[s["problem_id"]]), s["prefix_text"]), []))
             else:

@@ -14,7 +14,7 @@ from sveb.engines import ENGINES, model_context
 from sveb.core.errors import BuildError, did_you_mean
 from sveb.core.models import model_slug, resolve
 from sveb.data_builders.load import resolve as resolve_source
-from sveb.sample.paper import fp_parts
+from sveb.sample.paper import choice_parts, fp_parts
 
 
 def validate(cfg: BuildConfig) -> None:
@@ -65,8 +65,9 @@ def stage_fps(cfg: BuildConfig) -> dict[str, str]:
     rollouts = fingerprint("rollouts", problems, cfg.model, cfg.sampling, cfg.rollouts, cfg.seed, dtype_of(cfg), v,
                            "fresh groups after a separate screen", engine_key(cfg), *paper_fp_parts(cfg))
     states = fingerprint("states", rollouts, cfg.problems, cfg.min_acc, cfg.max_acc, min_novel(cfg),
-                         cfg.states_per_problem, screen_size(cfg), v, *(["step pairs"] if cfg.step_pairs else []))
-    references = fingerprint("references", states, cfg.mc, cfg.mc_extra, v)
+                         cfg.states_per_problem, screen_size(cfg), v, *(["step pairs"] if cfg.step_pairs else []),
+                         *choice_parts(cfg, "states"))
+    references = fingerprint("references", states, cfg.mc, cfg.mc_extra, v, *choice_parts(cfg, "references"))
     return {"problems": problems, "rollouts": rollouts, "states": states, "references": references}
 
 
@@ -102,8 +103,10 @@ def context_needed(cfg: BuildConfig, candidates: list[dict], tokenizer) -> int:
     mod = domain_module(cfg.domain)
     longest, pid = max((len(tokenizer.encode_chat(mod.prompt(p))), p["problem_id"]) for p in candidates)
     need = longest + cfg.sampling.max_tokens
-    if cfg.protocol == "paper":  # a continuation: the prefix re-tokenised (a little slack) + the full budget again
-        need += cfg.sampling.max_tokens + 16
+    if cfg.choice("continuation") == "full":  # a continuation: the prefix + the full budget again
+        need += cfg.sampling.max_tokens
+    if cfg.choice("cut") == "space":  # the prefix re-tokenised: a little slack
+        need += 16
     limit = model_context(resolve(cfg.model))
     if limit is not None and need > limit:
         raise BuildError(f"problem {pid}: its prompt of {longest} tokens + --max-tokens {cfg.sampling.max_tokens} "
