@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.sveb-installed
 DOMAINS ?= number
 
-.PHONY: setup model demo powered table4 test test-fast docs clean
+.PHONY: setup model demo powered table4 protocols test test-fast docs clean
 
 # One torch for both sides. vllm $(VLLM) is the CUDA vLLM that pins torch==$(TORCH) (0.33.0 pins 2.14.0
 # and would replace it); tools/cuda_resolution.py checks this with `pip install --dry-run --report`.
@@ -48,6 +48,12 @@ powered: model
 # Hours on 2 cores; resumable domain by domain: a domain whose export is in results/table4/exports is not re-sampled.
 table4: model
 	$(PY) benchmarks/table4.py $(if $(PRESET),--preset $(PRESET))
+
+# Protocol sensitivity (issue 31, docs/protocols.md): SVEB's preset vs the paper's on number and programming, and on
+# number one of the paper's choices at a time -> results/protocols/. Resumable build by build (exports in
+# results/protocols/exports are not re-sampled). ARGS: extra flags, e.g. ARGS="--settings number-cut".
+protocols: model
+	$(PY) benchmarks/protocols.py $(ARGS)
 
 test: model
 	$(PY) -m pytest -q -ra

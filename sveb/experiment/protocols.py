@@ -1,0 +1,196 @@
+"""The protocol sensitivity study (benchmarks/protocols.py, `make protocols`, issue 31; docs/protocols.md): per
+domain, SVEB's preset and the paper's preset; on the choice domains, SVEB's preset with one of the paper's choices
+switched at a time. Each build is sampled, exported as soon as it is done and scored from its export with
+every estimator under both evaluation protocols, as Table 4 does (sveb.experiment.table4); the tables are
+sveb.experiment.protocols_files'. `a` is benchmarks/protocols.py's parsed flags.
+
+Pairing: the single-choice builds draw from SVEB's candidates with SVEB's seeds. Tiers and the cut are marked on
+the states fingerprint and the continuation on the references (sveb.sample.paper.choice_parts), so a build
+starts from SVEB's shards and keeps every one whose fingerprint matches (`share`): the continuation setting has
+SVEB's very states, the cut and tiers settings SVEB's groups on every problem both keep. G changes the rollout
+seeds: it shares problems, not draws."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from sveb import store
+from sveb.core.config import BuildConfig, SamplingConfig
+from sveb.experiment.runner import Sampler
+from sveb.experiment.table4 import eval_domain, restore
+from sveb.present.table4 import stage_timer
+from sveb.sample import paper
+from sveb.sample.rules import locate
+from sveb.store.export import export_build, verify
+
+
+@dataclass(frozen=True)
+class Setting:
+    key: str     # its export's folder name and its column: number-sveb, number-cut, ...
+    domain: str
+    group: str   # "sveb" or "paper": the root its builds share (one train build per domain and root)
+    label: str   # what departs from SVEB's preset
+    change: dict = field(default_factory=dict)  # the BuildConfig fields it switches
+    scored_as: str = ""  # "ref": no build of its own, SVEB's scored with the authors' MCS@k rows
+
+    @property
+    def base(self) -> str:
+        """The setting it is compared with: SVEB's preset of its domain."""
+        return f"{self.domain}-sveb"
+
+
+CHOICES = ("cut", "continuation", "G", "mcs", "tiers")  # the single-choice settings, in the tables' order
+
+
+def settings(a) -> list[Setting]:
+    """Every setting of the study, SVEB's preset of each domain first."""
+    out = []
+    for d in a.domains:
+        out += [Setting(f"{d}-sveb", d, "sveb", "SVEB's preset"),
+                Setting(f"{d}-paper", d, "paper", "the paper's preset (every choice theirs)",
+                        {**paper.PRESET, "rollouts": a.paper_rollouts, "problems": a.paper_problems})]
+        if d not in a.choice_domains:
+            continue
+        one = {"cut": ("cut at a space of the first rollout, re-tokenised; one state per problem",
+                       {"cut": "space", "states_per_problem": 1, "step_pairs": False, "problems": a.choice_problems}),
+               "continuation": ("continuations get the full budget on top of the prefix", {"continuation": "full"}),
+               "G": (f"G = {a.paper_rollouts}", {"rollouts": a.paper_rollouts}),
+               "mcs": ("MCS@k: k of the same reference draws (exact over subsets)", {}),
+               "tiers": (f"screening: {paper.SCREEN} samples, equal tiers, the paper's number rule",
+                         {"tiers": "paper", "screen": paper.SCREEN, "min_acc": paper.TIERS[0][0],
+                          "max_acc": paper.TIERS[-1][1]})}
+        out += [Setting(f"{d}-{c}", d, "sveb", one[c][0], one[c][1], "ref" if c == "mcs" else "")
+                for c in CHOICES if c in a.choices]
+    if not a.settings:
+        return out
+    asked = [s for s in out if s.key in a.settings]  # with SVEB's preset of their domain: the comparisons' base
+    return [s for s in out if s in asked or any(t.base == s.key for t in asked)]
+
+
+def configs(s: Setting, a) -> tuple[BuildConfig, BuildConfig | None]:
+    """A setting's benchmark build and, for a preset, its train build (the single choices train on SVEB's, so a
+    choice changes the benchmark build alone). Every build of a domain draws from its `candidates`."""
+    base = dict(domain=s.domain, model=a.model, source=a.source.get(s.domain, "builtin"), problems=a.problems,
+                rollouts=a.rollouts, states_per_problem=a.states, step_pairs=a.step_pairs, mc=a.mc,
+                mc_extra=a.mc_extra, min_acc=a.min_acc, max_acc=a.max_acc, min_novel_numbers=a.min_novel_numbers,
+                seed=a.seed, engine=a.engine, sampling=SamplingConfig(max_tokens=a.max_tokens))
+    test = BuildConfig(**{**base, **s.change})
+    test = replace(test, oversample=max(1, a.candidates[s.domain] // test.problems))
+    if s.key != f"{s.domain}-{s.group}":
+        return test, None
+    return test, replace(test, split="train", problems=a.train_problems, mc=a.train_mc, mc_extra=0,
+                         states_per_problem=1 if test.choice("cut") == "space" else a.train_states,
+                         oversample=a.train_oversample)
+
+
+def root_of(s: Setting, a) -> Path:
+    return Path(a.root) / f"{s.domain}-{s.group}"
+
+
+def share(src: Path, dst: Path) -> None:
+    """Start a new build from another's shards: the pipeline keeps those whose fingerprint is the one it would
+    write and samples the rest, so the stages two builds share hold the same draws (never a second sample that
+    a GPU's batch numerics could make differ)."""
+    if (dst / "manifest.json").exists() or not (src / "manifest.json").exists() or not store.complete(src):
+        return
+    for table in ("candidates", "screens", "rollouts", "states"):
+        for part in sorted((src / table).glob("part-*.parquet")):
+            (dst / table).mkdir(parents=True, exist_ok=True)
+            shutil.copy2(part, dst / table / part.name)
+
+
+def build_setting(s: Setting, a, sampler: Sampler, console, model_dir) -> dict | None:
+    """Sample and export a setting's builds; None if its export exists (or it has no build), else the seconds of
+    each build stage this run spent ({} when every shard was found done)."""
+    exp = Path(a.exports) / s.key
+    if s.scored_as:
+        return None
+    if (exp / "manifest.json").exists():
+        verify(exp)
+        console.print(f"{s.key}: export {exp} exists; not sampled again")
+        return None
+    test, train = configs(s, a)
+    root = root_of(s, a)
+    if s.group == "sveb" and s.key != s.base:
+        share(locate(configs(Setting(s.base, s.domain, "sveb", ""), a)[0], root), locate(test, root))
+    timing: dict[str, float] = {}
+    sampler.ready(test, root)
+    t0 = time.perf_counter()
+    with stage_timer(timing):
+        bdir = sampler.build(test, root, console)
+    timing["build wall"] = time.perf_counter() - t0
+    if not set(timing) & {"screening", "rollouts", "references"}:
+        timing = {}
+    if train is not None and a.train and not (Path(a.exports) / f"{s.key}-train" / "manifest.json").exists():
+        export_build(sampler.build(train, root, console), Path(a.exports) / f"{s.key}-train", model_dir)
+    export_build(bdir, exp, model_dir)
+    return timing
+
+
+def eval_setting(s: Setting, a, names: list[str], console) -> list[dict]:
+    """Every estimator on a setting's export under both protocols (cached by sveb.evaluate): its per-state
+    estimates, each record's `domain` the setting's key. The single choices find SVEB's train build in their root."""
+    if s.scored_as:
+        return []
+    ns = argparse.Namespace(exports=a.exports, root=str(root_of(s, a)), train=a.train)
+    train = Path(a.exports) / f"{s.base}-train"
+    if a.train and s.group == "sveb" and (train / "manifest.json").exists():
+        restore(train, root_of(s, a))
+    return eval_domain(s.key, ns, names, console)[0]
+
+
+def weights_for(a, model_dir):
+    """The weights an export hashes: the model's own, or a placeholder for the scripted engine (it has none)."""
+    if model_dir is not None or a.engine != "scripted":
+        return model_dir
+    path = Path(a.root) / "scripted-weights"
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "scripted.safetensors").write_bytes(b"no weights: the scripted engine (sveb/engines/scripted.py)\n")
+    return path
+
+
+def run(a, engine=None, model_dir=None) -> Path:
+    """The study into `a.out`: every setting's builds sampled and exported (skipped where the export exists),
+    scored (cached), then the tables. With `a.from_exports`: the tables from the stored per-state estimates
+    (OUT/estimates.parquet) and the exports alone, no engine, no estimator."""
+    from rich.console import Console
+    from sveb.experiment.runner import estimator_list, needs_train
+    from sveb.experiment.table4_files import merge_estimates, read_estimates, write_estimates
+    from sveb.experiment.protocols_files import write_tables
+    console = Console(stderr=True)
+    names = estimator_list(a.estimators)
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    todo = settings(a)
+    path = out / "estimates.parquet"
+    if a.from_exports:
+        write_tables(out, todo, Path(a.exports), names, read_estimates(path), console)
+        return out
+    a.train = a.train and needs_train(names)
+    if engine is None and a.engine == "scripted":
+        from sveb.engines.scripted import ScriptedEngine
+        engine = ScriptedEngine()
+    model_dir = weights_for(a, model_dir)
+    timings_path = out / "timing.json"
+    timings = json.loads(timings_path.read_text()) if timings_path.exists() else {}
+    sampler = Sampler(a.engine, engine)  # one engine for every build
+    try:
+        for s in todo:
+            spent = build_setting(s, a, sampler, console, model_dir)
+            if spent:
+                timings[s.key] = spent
+                timings_path.write_text(json.dumps(timings, indent=1))
+    finally:
+        sampler.close()
+    records = []
+    for s in todo:
+        records += eval_setting(s, a, names, console)
+    records = merge_estimates(read_estimates(path) if path.exists() else [], records)
+    write_estimates(path, records)
+    write_tables(out, todo, Path(a.exports), names, records, console)
+    return out
