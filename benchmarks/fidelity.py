@@ -62,6 +62,25 @@ SETTINGS = {
         ("1/d kNN read-out (not the base rate)", "shear", {"readout": "knn"}),
         ("shear-sveb (SVEB's earlier construction)", "shear-sveb", {}),
     ],
+    "pacs": [  # final_baseline is left out: no benchmark state holds its whole response (t <= T - 1)
+        ("the authors' loss and temperature (default)", "pacs", {}),
+        ("unweighted BCE (not class-balanced)", "pacs", {"weight": "none"}),
+        ("log-probs at T = 1 (not the sampling temperature)", "pacs", {"logprob_temperature": "1.0"}),
+        ("pacs-sveb (SVEB's earlier variant: both, and the truncated final baseline)", "pacs-sveb", {}),
+    ],
+    "hidden-align": [  # the paper defines no value: every row is SVEB's read-out, the default first
+        ("similarity + base rate, fitted on the train build (default)", "hidden-align", {}),
+        ("no similarity term: the calibrated base rate", "hidden-align", {"similarity": "false"}),
+        ("fixed weights (0, 4, 1), not fitted", "hidden-align", {"calibration": "fixed"}),
+    ],
+}
+
+TITLES = {
+    "numca": "each rule of the authors' code against SVEB's earlier choice",
+    "shear": "the paper's signal and each of SVEB's earlier rules, under SVEB's read-outs",
+    "pacs": "each rule of the authors' code (loss weights, log-prob temperature) against SVEB's earlier choice",
+    "hidden-align": "SVEB's read-out of the paper's observation, one piece removed at a time (the paper defines no "
+                    "value)",
 }
 
 
@@ -97,7 +116,7 @@ def write(rows: list[dict], out: Path, builds: list[Path], which: str) -> None:
         w = csv.DictWriter(f, fieldnames=list(rows[0]))
         w.writeheader()
         w.writerows(rows)
-    lines = [f"# {which}: each rule of the authors' code against SVEB's earlier choice", "",
+    lines = [f"# {which}: {TITLES.get(which, TITLES['numca'])}", "",
              f"Builds: {', '.join(b.name for b in builds)} (pooled, clusters by problem identity); "
              f"{rows[0]['states']} states. Δ = paired difference of squared error to grpo (< 0: closer); "
              "p: cluster-robust t (CR1); Holm over this table's settings within a protocol (an ablation family "
