@@ -116,6 +116,10 @@ def test_a_hand_written_file_imports_and_scores(tmp_path):
     assert est[states[2]["state_id"]] == pytest.approx(0.0)
     from sveb.score.pooling import base_view
     assert base_view(b, [])[0].seeds == [None]  # the authors' file records no seed: none is claimed
+    m = store.read_manifest(b)
+    for config in ({**(m.get("config") or {}), "seed": None}, {**(m.get("config") or {}), "seed": 3}):
+        store.write_manifest(b, {**m, "config": config})
+        assert base_view(b, [])[0].seeds == [config["seed"]]  # a null seed is unknown, not seed 0
 
 
 def test_token_level_estimators_and_mcs_are_refused_on_an_import(tmp_path):

@@ -124,9 +124,15 @@ def base_view(bdir: Path, scores: list[dict]) -> tuple[View, dict[str, int]]:
     view = View(bdir, str(m.get("model", bdir.parent.parent.name)), str(m.get("domain", bdir.parent.name)),
                 str(m.get("status", "?")), scores, pid, ref, pos, pid=pid,
                 rollout=np.array(st.column("rollout_idx").to_pylist()), t=t, bdirs=[bdir], bidx=np.zeros(n, int),
-                seeds=[BuildConfig.from_manifest(m).seed if "seed" in (m.get("config") or {}) else None],
+                seeds=[BuildConfig.from_manifest(m).seed if _records_seed(m) else None],
                 n_ref=int(n_ref[0]) if n_ref else 20)
     return view, index
+
+
+def _records_seed(manifest: dict) -> bool:
+    """Whether a manifest states its build's seed (a null or missing one, as imported builds have, is unknown)."""
+    cfg = manifest.get("config")
+    return isinstance(cfg, dict) and cfg.get("seed") is not None
 
 
 def pools(views: list[View]) -> list[list[View]]:
