@@ -25,7 +25,7 @@ def test_domain_work_by_hand():
     assert w["hidden_tokens"] == 80 * (20 + 60) == 6400              # kept rollouts only, prompt + response
     assert w["rollouts_bytes"] == pytest.approx(140 * (41 + 2.85 * 60))
     assert w["states_references_bytes"] == pytest.approx(20 * (4.8 * 35 + 290))  # prefix t = 60 - 25
-    assert w["hidden_bytes"] == pytest.approx(80 * (2 * 60 + 20) * 4 * 2 * 0.93)  # last layer + critic input
+    assert w["hidden_bytes"] == pytest.approx(80 * (2 * 60 + 20) * 4 * 2)  # last layer + critic input, uncompressed
     assert domain_work(S, L, None)["hidden_bytes"] is None
 
 

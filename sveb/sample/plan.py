@@ -17,13 +17,13 @@ from sveb.data_builders import declared
 # Bytes on disk, measured on the store's own writer (pyarrow defaults, the pipeline's shard sizes) with
 # MATH-500 solutions as responses and the SmolLM2 tokenizer: a rollout row costs ~41 B plus ~2.85 B per
 # response token (its prompt ids repeat within the group and compress to almost nothing); a state ~4.8 B per
-# prefix token (its text); a reference row ~290 B (24 rewards). Hidden states: float16 per response token,
-# np.savez_compressed keeps ~93% of that (measured on SmolLM2-135M's last layer over MATH-500 texts).
+# prefix token (its text); a reference row ~290 B (24 rewards). Hidden states: 2 bytes (bf16) per value per
+# response token, stored uncompressed since 2026-11-26 (zlib kept ~93%, and cost most of a GPU pass).
 ROLLOUT_ROW_BYTES = 41
 ROLLOUT_TOKEN_BYTES = 2.85
 STATE_PREFIX_BYTES = 4.8
 REFERENCE_ROW_BYTES = 290
-HIDDEN_KEPT = 0.93
+HIDDEN_KEPT = 1.0
 
 # Assumed generated tokens/s of one 80 GB GPU running vLLM with large batches, by parameters (billions);
 # measure yours with a short build and pass --tok-per-s. A forward pass (hidden states) is assumed
