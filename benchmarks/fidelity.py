@@ -84,8 +84,8 @@ TITLES = {
 }
 
 
-def run(builds: list[Path], which: str, console: Console) -> list[dict]:
-    settings = SETTINGS[which]
+def run(builds: list[Path], which: str, console: Console, only: list[int] | None = None) -> list[dict]:
+    settings = [x for i, x in enumerate(SETTINGS[which]) if only is None or i in only]
     for b in builds:
         for proto in PROTOCOLS:
             evaluate(b, "grpo", {}, proto, console=console)
@@ -136,8 +136,11 @@ def main(argv=None) -> None:
     ap.add_argument("builds", nargs="+", type=Path)
     ap.add_argument("--estimator", choices=sorted(SETTINGS), required=True)
     ap.add_argument("--out", type=Path, required=True, help="path stem: writes STEM.md and STEM.csv")
+    ap.add_argument("--settings", help="only these rows of the estimator's list, by index (0 = the default), e.g. "
+                    "0,1: Holm then runs over them alone")
     a = ap.parse_args(argv)
-    rows = run(a.builds, a.estimator, Console(stderr=True))
+    only = [int(x) for x in a.settings.split(",")] if a.settings else None
+    rows = run(a.builds, a.estimator, Console(stderr=True), only)
     write(rows, a.out, a.builds, a.estimator)
     print(a.out.with_suffix(".md").read_text())
 
