@@ -12,11 +12,12 @@ from sveb import store
 from sveb.core import schema
 from sveb.core.config import BuildConfig, SamplingConfig
 from sveb.core.errors import BuildError
-from sveb.engines.scripted import CharTokenizer, ScriptedEngine
+from sveb.engines.scripted import CharTokenizer
 from sveb.sample import paper
 from sveb.sample.pipeline import build
 from sveb.sample.rules import stage_fps
 from sveb.store.builds import pool_key
+from tests.test_paper_preset import Recording
 
 F32 = dict(dtype="float32")  # a concrete dtype: the fingerprints do not depend on this machine's
 POWERED = dict(problems=50, rollouts=16, states_per_problem=4, step_pairs=True, oversample=3,
@@ -112,16 +113,6 @@ def test_invalid_combinations_are_one_line_errors_naming_the_flag(change, match)
     with pytest.raises(BuildError, match=match) as e:
         paper.validate(BuildConfig(**change))
     assert "\n" not in str(e.value)
-
-
-class Recording(ScriptedEngine):
-    def __init__(self):
-        super().__init__()
-        self.requests: dict[str, list] = {}
-
-    def generate(self, requests, params, desc=""):
-        self.requests.setdefault(desc, []).extend(requests)
-        return super().generate(requests, params, desc)
 
 
 @pytest.fixture(scope="module")

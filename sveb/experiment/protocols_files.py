@@ -18,7 +18,7 @@ from sveb import store
 from sveb.core import metrics
 from sveb.estimators import BASELINE
 from sveb.evaluate.protocols import PROTOCOLS
-from sveb.experiment.table4_files import domain_states, write_csv
+from sveb.experiment.table4_files import export_estimates, write_csv
 from sveb.present import table4 as t4
 from sveb.present.report_format import md_table
 from sveb.sample import paper
@@ -32,26 +32,12 @@ COLUMNS = ["setting", "domain", "choice", "estimator", "protocol", "n_states", "
 VERDICTS = ("better", "worse", "no difference")
 
 
-def _estimates(key: str, export: Path, names: list[str], records: list[dict]):
-    """A setting's state ids, references, problems and est[protocol][estimator] (NaN where none)."""
-    ids, ref, groups = domain_states(export)
-    fp = store.read_manifest(export)["build_fp"]
-    index = {sid: i for i, sid in enumerate(ids)}
-    est: dict[str, dict[str, np.ndarray]] = {p: {} for p in PROTOCOLS}
-    for r in records:
-        if r["domain"] == key and r["build_fp"] == fp and r["estimator"] in names and r["protocol"] in est \
-                and r["state_id"] in index:
-            arr = est[r["protocol"]].setdefault(r["estimator"], np.full(len(ids), np.nan))
-            arr[index[r["state_id"]]] = np.nan if r["value"] is None else r["value"]
-    return ids, ref, groups, {p: {n: est[p][n] for n in names if n in est[p]} for p in PROTOCOLS}
-
-
 def setting_cells(s, exports: Path, names: list[str], records: list[dict]) -> tuple[list[dict], dict]:
     """A setting's rows (COLUMNS up to `verdict`) and its per-state errors: (key, estimator, protocol) ->
     (problem, |error|, squared error minus grpo's). The MCS@k setting has the authors' rows alone (its other
     rows are SVEB's preset's); the paper's preset has them beside SVEB's independent-draw rows."""
     export = exports / (s.base if s.scored_as else s.key)
-    ids, ref, groups, est = _estimates(s.base if s.scored_as else s.key, export, names, records)
+    ids, ref, groups, est = export_estimates(s.base if s.scored_as else s.key, export, names, records)
     ident = {"setting": s.key, "domain": s.domain, "choice": s.label}
     rows, errs = [], {}
     if not s.scored_as:

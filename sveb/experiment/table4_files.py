@@ -99,6 +99,21 @@ def domain_states(export: Path) -> tuple[list[str], np.ndarray, np.ndarray]:
     return ids, ref, np.array([s["problem_id"] for s in states], dtype=object)
 
 
+def export_estimates(key: str, export: Path, names: list[str], records: list[dict]):
+    """An export's state ids, references, problems and est[protocol][estimator] (NaN where none), from the
+    ESTIMATES records of `key` (a domain, or a protocol study's setting) on that export's build."""
+    ids, ref, groups = domain_states(export)
+    fp = store.read_manifest(export)["build_fp"]
+    index = {sid: i for i, sid in enumerate(ids)}
+    est: dict[str, dict[str, np.ndarray]] = {p: {} for p in PROTOCOLS}
+    for r in records:
+        if r["domain"] == key and r["build_fp"] == fp and r["estimator"] in names and r["protocol"] in est \
+                and r["state_id"] in index:
+            arr = est[r["protocol"]].setdefault(r["estimator"], np.full(len(ids), np.nan))
+            arr[index[r["state_id"]]] = np.nan if r["value"] is None else r["value"]
+    return ids, ref, groups, {p: {n: est[p][n] for n in names if n in est[p]} for p in PROTOCOLS}
+
+
 def table_cells(a, domains: list[str], names: list[str], records: list[dict], previous: Path) -> list[dict]:
     """Every cell from the stored per-state estimates (sveb.present.table4.cells). A cell without them keeps the
     MAE [CI] of the previous scores.csv, if it has one, and no test."""
@@ -106,18 +121,7 @@ def table_cells(a, domains: list[str], names: list[str], records: list[dict], pr
         if previous.exists() else {}
     rows = []
     for d in domains:
-        export = Path(a.exports) / d
-        fp = store.read_manifest(export)["build_fp"]
-        ids, ref, groups = domain_states(export)
-        index = {sid: i for i, sid in enumerate(ids)}
-        est: dict[str, dict[str, np.ndarray]] = {p: {} for p in PROTOCOLS}
-        for r in records:
-            if r["domain"] == d and r["build_fp"] == fp and r["estimator"] in names and r["protocol"] in est \
-                    and r["state_id"] in index:
-                arr = est[r["protocol"]].setdefault(r["estimator"], np.full(len(ids), np.nan))
-                arr[index[r["state_id"]]] = np.nan if r["value"] is None else r["value"]
-        for p in PROTOCOLS:
-            est[p] = {n: est[p][n] for n in names if n in est[p]}
+        ids, ref, groups, est = export_estimates(d, Path(a.exports) / d, names, records)
         got = {(r["estimator"], r["protocol"]): r
                for r in t4.cells(d, est, BASELINE, ref, groups)}
         for n in names:
