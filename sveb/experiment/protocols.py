@@ -15,18 +15,16 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from sveb import store
 from sveb.core.config import BuildConfig, SamplingConfig
 from sveb.experiment.runner import Sampler
-from sveb.experiment.table4 import eval_domain, restore
-from sveb.present.table4 import stage_timer
+from sveb.experiment.table4 import eval_domain, exported, restore, timed_build
 from sveb.sample import paper
 from sveb.sample.rules import locate
-from sveb.store.export import export_build, verify
+from sveb.store.export import export_build
 
 
 @dataclass(frozen=True)
@@ -110,22 +108,13 @@ def build_setting(s: Setting, a, sampler: Sampler, console, model_dir) -> dict |
     exp = Path(a.exports) / s.key
     if s.scored_as:
         return None
-    if (exp / "manifest.json").exists():
-        verify(exp)
-        console.print(f"{s.key}: export {exp} exists; not sampled again")
+    if exported(exp, s.key, console):
         return None
     test, train = configs(s, a)
     root = root_of(s, a)
     if s.group == "sveb" and s.key != s.base:
         share(locate(configs(Setting(s.base, s.domain, "sveb", ""), a)[0], root), locate(test, root))
-    timing: dict[str, float] = {}
-    sampler.ready(test, root)
-    t0 = time.perf_counter()
-    with stage_timer(timing):
-        bdir = sampler.build(test, root, console)
-    timing["build wall"] = time.perf_counter() - t0
-    if not set(timing) & {"screening", "rollouts", "references"}:
-        timing = {}
+    bdir, timing = timed_build(sampler, test, root, console)
     if train is not None and a.train and not (Path(a.exports) / f"{s.key}-train" / "manifest.json").exists():
         export_build(sampler.build(train, root, console), Path(a.exports) / f"{s.key}-train", model_dir)
     export_build(bdir, exp, model_dir)

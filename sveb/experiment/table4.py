@@ -53,23 +53,36 @@ def restore(export: Path, root: Path) -> Path:
     return bdir
 
 
+def exported(exp: Path, key: str, console) -> bool:
+    """Whether an export is already there (verified: a damaged one is an error, not a reason to resample)."""
+    if not (exp / "manifest.json").exists():
+        return False
+    verify(exp)
+    console.print(f"{key}: export {exp} exists; not sampled again")
+    return True
+
+
+def timed_build(sampler: Sampler, cfg, root: Path, console) -> tuple[Path, dict[str, float]]:
+    """A build and the seconds of each stage this run spent sampling it ({} when every shard was found done)."""
+    timing: dict[str, float] = {}
+    sampler.ready(cfg, root)  # the engine's start is not the build's cost
+    t0 = time.perf_counter()
+    with stage_timer(timing):
+        bdir = sampler.build(cfg, root, console)
+    timing["build wall"] = time.perf_counter() - t0
+    if not set(timing) & {"screening", "rollouts", "references"}:
+        timing = {}  # every shard was already sampled by an earlier run: this run's clock says nothing of its cost
+    return bdir, timing
+
+
 def build_domain(domain: str, a, sampler: Sampler, console, model_dir) -> dict | None:
     """Build (timed per stage) and export a domain's benchmark and training builds; None if its export exists,
     {} if this run found it already sampled (no stage timed)."""
     exp = Path(a.exports) / domain
-    if (exp / "manifest.json").exists():
-        verify(exp)
-        console.print(f"{domain}: export {exp} exists; not sampled again")
+    if exported(exp, domain, console):
         return None
     test, train = configs(domain, a, a.source.get(domain, "builtin"))
-    timing: dict[str, float] = {}
-    sampler.ready(test, a.root)  # the engine's start is not the build's cost
-    t0 = time.perf_counter()
-    with stage_timer(timing):
-        bdir = sampler.build(test, a.root, console)
-    timing["build wall"] = time.perf_counter() - t0
-    if not set(timing) & {"screening", "rollouts", "references"}:
-        timing = {}  # every shard was already sampled by an earlier run: this run's clock says nothing of its cost
+    bdir, timing = timed_build(sampler, test, Path(a.root), console)
     if a.train:
         export_build(sampler.build(train, a.root, console), Path(a.exports) / f"{domain}-train", model_dir)
     export_build(bdir, exp, model_dir)

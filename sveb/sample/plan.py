@@ -23,7 +23,6 @@ ROLLOUT_ROW_BYTES = 41
 ROLLOUT_TOKEN_BYTES = 2.85
 STATE_PREFIX_BYTES = 4.8
 REFERENCE_ROW_BYTES = 290
-HIDDEN_KEPT = 1.0
 
 # Assumed generated tokens/s of one 80 GB GPU running vLLM with large batches, by parameters (billions);
 # measure yours with a short build and pass --tok-per-s. A forward pass (hidden states) is assumed
@@ -104,7 +103,7 @@ def domain_work(s: Settings, L: Lengths, hidden_size: int | None) -> dict:
         # the shared pass (sveb.lm.hidden) keeps the last layer at the response positions and the critics'
         # input layer at every position, of the kept problems' rollouts
         "hidden_bytes": None if hidden_size is None
-        else kept_rollouts * (L.prompt + 2 * L.response) * hidden_size * 2 * HIDDEN_KEPT,
+        else kept_rollouts * (L.prompt + 2 * L.response) * hidden_size * 2,  # 2 B a value, uncompressed
     }
 
 
