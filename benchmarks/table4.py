@@ -27,10 +27,13 @@ the scoring code:
 
 Each domain's builds are the powered preset's (50 problems x 4 states in step pairs, G = 16, MCS@20 + 4 extras,
 seed 0; a train build of 60 problems x 2 states, MC@4), so the number column is the powered run's seed-0 build.
+More seeds (--seeds 1,2) add builds of disjoint problems beside it (EXPORTS/DOMAIN-seedK); each domain's cells pool
+every seed's export present (clusters: problems), and all seeds share one train build and what trains on it.
 
     python benchmarks/table4.py                       # the five domains (hours on 2 cores; rerun to resume)
     python benchmarks/table4.py --domains number --problems 8 --states 2
     python benchmarks/table4.py --from-exports        # rescore the committed estimates: seconds, no engine
+    python benchmarks/table4.py --domains general --seeds 1,2   # two more seeds of a domain, pooled with seed 0
     python benchmarks/table4.py --preset paper        # the Hista/Numca authors' protocol (sveb/sample/paper.py): G = 32,
                                                       # one state per problem, equal tiers -> results/table4-paper/
 """
@@ -69,8 +72,13 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
                  ("mc", BASE["mc"]), ("mc-extra", BASE["mc_extra"]), ("oversample", BASE["oversample"]),
                  ("max-tokens", BASE["sampling"].max_tokens), ("train-problems", train["problems"]),
                  ("train-states", train["states_per_problem"]), ("train-mc", train["mc"]),
-                 ("seed", BASE["seed"]), ("min-novel-numbers", -1)):
+                 ("seed", BASE["seed"]), ("train-seed", BASE["seed"]), ("min-novel-numbers", -1)):
         p.add_argument(f"--{k}", type=int, default=v)
+    p.add_argument("--seeds", default="", metavar="S,S,...",
+                   help="benchmark seeds to sample and score, e.g. 0,1,2 (default: --seed); seeds of one config draw "
+                        "disjoint problems; seed 0's export is EXPORTS/DOMAIN, seed k's EXPORTS/DOMAIN-seedk, and "
+                        "every table pools each domain's exports found there; all seeds share the train build of "
+                        "--train-seed (so ppo-1, probe and pacs train once)")
     p.add_argument("--min-acc", type=float, default=BASE["min_acc"])
     p.add_argument("--max-acc", type=float, default=BASE["max_acc"])
     p.add_argument("--no-step-pairs", dest="step_pairs", action="store_false",

@@ -8,6 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from dataclasses import dataclass
+
+from sveb.estimators.base import Estimator
 from sveb.estimators.families import family_size
 
 from sveb.present.table4 import stage_timer, verdicts
@@ -57,7 +60,7 @@ def test_two_domains_resumable_with_exports_and_timings(tmp_path):
             "--problems", "4", "--states", "2", "--rollouts", "8", "--mc", "10", "--mc-extra", "4",
             "--oversample", "3", "--max-tokens", "200", "--min-novel-numbers", "0", "--max-acc", "0.9", "--seed", "3"]
     out = table4.main(args, engine=ScriptedEngine(), model_dir=weights)
-    exp = tmp_path / "exports" / "number"
+    exp = tmp_path / "exports" / "number-seed3"  # seed k > 0: its own export beside seed 0's
     verify(exp)
     md = (out / "table4.md").read_text()
     assert md.index("held-out") < md.index("in-group") and "| mcs-2 |" in md and "| number |" in md
@@ -112,7 +115,7 @@ def test_two_domains_resumable_with_exports_and_timings(tmp_path):
     shutil.rmtree(exp)
     table4.main(args, engine=ScriptedEngine(), model_dir=weights)
     verify(exp)
-    assert not {"screening", "rollouts", "references", "build wall"} & set(json.loads((out / "timing.json").read_text())["number"])
+    assert not {"screening", "rollouts", "references", "build wall"} & set(json.loads((out / "timing.json").read_text())["number-seed3"])
     dom = next(csv.DictReader(open(out / "domains.csv")))
     assert float(dom["build s"]) == json.loads((exp / "manifest.json").read_text())["seconds"] > 0
 
@@ -270,7 +273,86 @@ def test_an_estimate_scored_under_a_name_renamed_since_carries_todays_name():
     assert current_name({"estimator": "hista", "provenance": "board bundle x (the table's hista: the reading "
                                                               "registered as hista-sveb since)"}) == "hista-sveb"
     assert current_name({"estimator": "grpo", "provenance": "board bundle results/powered/board/bundles/07"}) == "grpo"
-    old = [{"domain": "a", "estimator": "e", "protocol": "p", "v": 1}, {"domain": "b", "estimator": "e",
-                                                                         "protocol": "p", "v": 2}]
-    assert merge_estimates(old, [{"domain": "a", "estimator": "e", "protocol": "p", "v": 3}]) == [
-        old[1], {"domain": "a", "estimator": "e", "protocol": "p", "v": 3}]
+    cell = {"estimator": "e", "protocol": "p"}
+    old = [cell | {"domain": "a", "build_fp": "s0", "v": 1}, cell | {"domain": "b", "build_fp": "s0", "v": 2},
+           cell | {"domain": "a", "build_fp": "s1", "v": 4}]  # another seed's build of domain a
+    new = cell | {"domain": "a", "build_fp": "s0", "v": 3}
+    assert merge_estimates(old, [new]) == [old[1], old[2], new]  # seed s1's rows of the cell stay
+
+
+TRAINED_ON: list = []
+
+
+@dataclass
+class TrainSeen(Estimator):
+    """a stand-in for ppo-1, probe, pacs: learns on the train build it is handed (the states valued at its mean
+    reward) and records which build that was"""
+    train_split = True
+    train_build: str = ""
+
+    def cache_key(self, bdir, manifest, ctx=None) -> str:
+        return ctx.train.key
+
+    def prepare(self, build, ctx=None) -> None:
+        TRAINED_ON.append(ctx.train.build_fp)
+        rows = ctx.train.data().rollouts
+        self._mean = float(np.mean([r["reward"] for rs in rows.values() for r in rs]))
+
+    def estimate(self, group, states):
+        return np.full(len(states), self._mean)
+
+
+def test_seeds_are_disjoint_builds_pooled_per_domain_with_one_train_build(tmp_path):
+    """--seeds: each seed its own export of disjoint problems, one train build for all of them, a later run that
+    adds a seed keeps the others' estimates, and a domain's cells pool every seed's states (clusters: problems)."""
+    from sveb.engines.scripted import ScriptedEngine
+    from sveb.experiment.table4 import domain_exports
+    from sveb import store
+    import numpy as np
+    import pyarrow.parquet as pq
+    number = _files(tmp_path)
+    weights = tmp_path / "w"
+    weights.mkdir()
+    (weights / "model.safetensors").write_bytes(b"w")
+    args = ["--domains", "number", "--source", f"number={number}",
+            "--estimators", "grpo,mcs-2,test_table4_on_cpu:TrainSeen",
+            "--root", str(tmp_path / "root"), "--exports", str(tmp_path / "exports"), "--out", str(tmp_path / "out"),
+            "--problems", "3", "--states", "2", "--rollouts", "8", "--mc", "10", "--mc-extra", "4",
+            "--train-problems", "3", "--train-states", "1", "--train-mc", "2",
+            "--oversample", "2", "--max-tokens", "200", "--min-novel-numbers", "0", "--max-acc", "0.9"]
+    TRAINED_ON.clear()
+    table4.main([*args, "--seeds", "0,1"], engine=ScriptedEngine(), model_dir=weights)
+    exports = tmp_path / "exports"
+    assert domain_exports(exports, "number") == ["number", "number-seed1"]
+    assert sorted(p.name for p in exports.iterdir()) == ["number", "number-seed1", "number-train"]
+    probs = [set(store.read_table(exports / n / "problems").column("problem_id").to_pylist())
+             for n in ("number", "number-seed1")]
+    assert probs[0] and probs[1] and not probs[0] & probs[1]
+    assert len(set(TRAINED_ON)) == 1 and len(TRAINED_ON) == 4  # both seeds' trainer got the one train build
+    rows = {(r["estimator"], r["protocol"]): r for r in csv.DictReader(open(tmp_path / "out" / "scores.csv"))}
+    states = [store.read_table(exports / n / "states").num_rows for n in ("number", "number-seed1")]
+    assert int(rows[("grpo", "held-out")]["n_states"]) == sum(states)
+    # the pooled MAE is the mean over both seeds' states of |estimate - reference|
+    est = pq.read_table(tmp_path / "out" / "estimates.parquet").to_pylist()
+    refs = {}
+    for n in ("number", "number-seed1"):
+        refs |= {r["state_id"]: r["value"] for r in store.read_table(exports / n / "references").to_pylist()}
+    mcs = [abs(r["value"] - refs[r["state_id"]]) for r in est
+           if r["estimator"] == "mcs-2" and r["protocol"] == "held-out"]
+    assert len(mcs) == sum(states)
+    assert float(rows[("mcs-2", "held-out")]["mae"]) == pytest.approx(np.mean(mcs), abs=1e-6)
+    dom = list(csv.DictReader(open(tmp_path / "out" / "domains.csv")))
+    assert [(d["domain"], d["seed"]) for d in dom] == [("number", "0"), ("number", "1")]
+    # a later run adds seed 2: seeds 0 and 1 keep their estimates, the cells pool three builds
+    before = len(est)
+    table4.main([*args, "--seeds", "2"], engine=ScriptedEngine(), model_dir=weights)
+    est2 = pq.read_table(tmp_path / "out" / "estimates.parquet").to_pylist()
+    assert len({r["build_fp"] for r in est2}) == 3 and len(est2) > before
+    rows = {(r["estimator"], r["protocol"]): r for r in csv.DictReader(open(tmp_path / "out" / "scores.csv"))}
+    n3 = sum(store.read_table(exports / n / "states").num_rows for n in domain_exports(exports, "number"))
+    assert int(rows[("mcs-2", "in-group")]["n_states"]) == n3
+    assert len(set(TRAINED_ON)) == 1 and not (exports / "number-seed2-train").exists()
+    # --from-exports with the estimates alone gives the same table
+    saved = (tmp_path / "out" / "scores.csv").read_text()
+    table4.main([*args, "--from-exports"])
+    assert (tmp_path / "out" / "scores.csv").read_text() == saved

@@ -5,6 +5,7 @@ tables written (sveb.experiment.table4_files). `a` is benchmarks/table4.py's par
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import time
 from pathlib import Path
@@ -27,18 +28,39 @@ from sveb.store.export import check_weights, export_build, verify
 from sveb.lm.hidden import HiddenStates
 
 
-def configs(domain: str, a, source: str) -> tuple[BuildConfig, BuildConfig]:
+def configs(domain: str, a, source: str, seed: int | None = None) -> tuple[BuildConfig, BuildConfig]:
     """The powered preset's benchmark and train builds (sveb.experiment.presets), so the number column is the
-    powered run's seed-0 build: the same fingerprint, never sampled twice."""
+    powered run's seed-0 build: the same fingerprint, never sampled twice. The benchmark build takes `seed`
+    (default a.seed); the train build takes a.train_seed whatever the benchmark's seed, so every seed of a
+    domain shares one train build and what was trained on it (its problems are another split: disjoint)."""
     base = dict(domain=domain, model=a.model, source=source, oversample=a.oversample, rollouts=a.rollouts,
-                min_acc=a.min_acc, max_acc=a.max_acc, min_novel_numbers=a.min_novel_numbers, seed=a.seed,
+                min_acc=a.min_acc, max_acc=a.max_acc, min_novel_numbers=a.min_novel_numbers,
                 engine=a.engine, sampling=SamplingConfig(max_tokens=a.max_tokens),
                 **({"protocol": "paper", "screen": PAPER["screen"]} if a.preset == "paper" else {}))
     test = BuildConfig(problems=a.problems, states_per_problem=a.states, mc=a.mc, mc_extra=a.mc_extra,
-                       step_pairs=a.step_pairs, **base)
+                       step_pairs=a.step_pairs, seed=a.seed if seed is None else seed, **base)
     train = BuildConfig(split="train", problems=a.train_problems, states_per_problem=a.train_states, mc=a.train_mc,
-                        mc_extra=0, step_pairs=a.step_pairs, **base)
+                        mc_extra=0, step_pairs=a.step_pairs, seed=getattr(a, "train_seed", a.seed), **base)
     return test, train
+
+
+def export_name(domain: str, seed: int) -> str:
+    """A benchmark build's export under EXPORTS: the domain for seed 0 (the single-seed table's name), else
+    `<domain>-seed<k>`."""
+    return domain if seed == 0 else f"{domain}-seed{seed}"
+
+
+def seed_of(name: str) -> int:
+    """The seed of an export name (export_name's inverse)."""
+    return int(name.rsplit("-seed", 1)[1]) if "-seed" in name else 0
+
+
+def domain_exports(exports: Path, domain: str) -> list[str]:
+    """The export names of a domain's benchmark builds present under EXPORTS, seed 0 first: the builds its
+    pooled cells cover."""
+    found = [p.parent.name for p in Path(exports).glob(f"{domain}*/manifest.json")
+             if p.parent.name == domain or re.fullmatch(rf"{re.escape(domain)}-seed\d+", p.parent.name)]
+    return sorted(found, key=seed_of)
 
 
 def restore(export: Path, root: Path) -> Path:
@@ -75,24 +97,28 @@ def timed_build(sampler: Sampler, cfg, root: Path, console) -> tuple[Path, dict[
     return bdir, timing
 
 
-def build_domain(domain: str, a, sampler: Sampler, console, model_dir) -> dict | None:
-    """Build (timed per stage) and export a domain's benchmark and training builds; None if its export exists,
-    {} if this run found it already sampled (no stage timed)."""
-    exp = Path(a.exports) / domain
-    if exported(exp, domain, console):
+def build_domain(domain: str, a, sampler: Sampler, console, model_dir, seed: int | None = None) -> dict | None:
+    """Build (timed per stage) and export a domain's benchmark build of `seed` (default a.seed), and its train
+    build unless exported already (one for every seed); None if the benchmark export exists, {} if this run
+    found it already sampled (no stage timed)."""
+    seed = a.seed if seed is None else seed
+    exp = Path(a.exports) / export_name(domain, seed)
+    if exported(exp, exp.name, console):
         return None
-    test, train = configs(domain, a, a.source.get(domain, "builtin"))
+    test, train = configs(domain, a, a.source.get(domain, "builtin"), seed)
     bdir, timing = timed_build(sampler, test, Path(a.root), console)
-    if a.train:
-        export_build(sampler.build(train, a.root, console), Path(a.exports) / f"{domain}-train", model_dir)
+    texp = Path(a.exports) / f"{domain}-train"
+    if a.train and not (texp / "manifest.json").exists():
+        export_build(sampler.build(train, a.root, console), texp, model_dir)
     export_build(bdir, exp, model_dir)
     return timing
 
 
-def eval_domain(domain: str, a, names: list[str], console) -> tuple[list[dict], dict[str, float]]:
-    """Every estimator on a domain's export under both protocols (sveb.evaluate, cached); returns its per-state
-    estimates as ESTIMATES records and the seconds of each stage."""
-    bdir = restore(Path(a.exports) / domain, Path(a.root))
+def eval_domain(domain: str, a, names: list[str], console, name: str | None = None
+                ) -> tuple[list[dict], dict[str, float]]:
+    """Every estimator on a domain's export `name` (default: the domain's, seed 0) under both protocols
+    (sveb.evaluate, cached); returns its per-state estimates as ESTIMATES records and the seconds of each stage."""
+    bdir = restore(Path(a.exports) / (name or domain), Path(a.root))
     if a.train and (Path(a.exports) / f"{domain}-train").exists():
         restore(Path(a.exports) / f"{domain}-train", Path(a.root))
     timing: dict[str, float] = {}
@@ -149,8 +175,9 @@ def cached_pass_seconds(cache: Path) -> float | None:
     return (times[-1] - times[0]) * len(times) / (len(times) - 1)
 
 
-def domain_row(domain: str, a, timing: dict, eval_s: float) -> dict:
-    exp = Path(a.exports) / domain
+def domain_row(domain: str, a, timing: dict, eval_s: float, name: str | None = None) -> dict:
+    """One build's row of domains.csv: `name` is its export (default the domain's seed-0 export)."""
+    exp = Path(a.exports) / (name or domain)
     m = store.read_manifest(exp)
     acc = m.get("candidate_accuracy") or {}
     cfg = BuildConfig.from_manifest(m)
@@ -159,14 +186,14 @@ def domain_row(domain: str, a, timing: dict, eval_s: float) -> dict:
     kept = set(store.read_table(exp / "problems").column("problem_id").to_pylist())
     rewards = [r["reward"] for r in rolls if r["problem_id"] in kept]
     tr = m.get("truncated") or {}
-    return {"domain": domain, "source": shown_source(cfg.source), "problems": m.get("n_problems"), "states": m.get("n_states"),
+    return {"domain": domain, "seed": cfg.seed, "build": m["build_fp"], "source": shown_source(cfg.source), "problems": m.get("n_problems"), "states": m.get("n_states"),
             "accuracy": round(float(np.mean(rewards)), 4) if rewards else None,
             "band share": round(len(band) / len(acc), 4) if acc else None,
             "rollouts cut off": tr.get("rollouts"), "references cut off": tr.get("references"),
             # the builds' own records (a resumed build's manifest keeps the run that sampled it; this run's wall
             # clock would be the seconds it took to find every shard done)
             "build s": m.get("seconds"), "train build s": _seconds(Path(a.exports) / f"{domain}-train"),
-            "eval s": round(eval_s, 1), "export MB": round(size_mb(exp), 2)}
+            "eval s": round(eval_s, 1) if eval_s else None, "export MB": round(size_mb(exp), 2)}
 
 
 def _seconds(export: Path):
@@ -183,9 +210,30 @@ def variants() -> list[str]:
     return [n for n in registered(variants=True) if is_variant(n)]
 
 
+def seeds_of(a) -> list[int]:
+    """The benchmark seeds a run samples and scores: --seeds, else --seed."""
+    return [int(x) for x in str(getattr(a, "seeds", "") or "").replace(",", " ").split()] or [a.seed]
+
+
+def tables(a, out: Path, domains: list[str], names: list[str], records: list[dict], timings: dict,
+           machine: str, console) -> None:
+    """Every table from the per-state estimates: a domain's cells pool every seed's export found under EXPORTS
+    (domain_exports); domains.csv and the cost table have a row or column per export."""
+    drows, trows, shown = [], [], []
+    for d in domains:
+        for name in domain_exports(Path(a.exports), d) or [d]:
+            t = timings.get(name, {})
+            drows.append(domain_row(d, a, t, _spent(t), name))
+            trows += timing_rows(name, t, drows[-1]["states"])
+            shown.append(name)
+    write_tables(a, out, domains, names, records, drows, trows, timings, machine, console, shown)
+
+
 def run(a, engine=None, model_dir=None) -> Path:
     """Table 4 into `a.out`; `engine`, `model_dir`: a passed-in engine (tests: the scripted one) and the weights
-    to hash. With `a.from_exports`, scored again from the stored per-state estimates: no sampling, no estimator."""
+    to hash. With `a.from_exports`, scored again from the stored per-state estimates: no sampling, no estimator.
+    A sampling run scores the seeds it is given and keeps every other stored estimate, so seeds can be added
+    one run at a time."""
     console = Console(stderr=True)
     names = estimator_list([n.strip() for n in a.estimators.split(",") if n.strip()])
     out = Path(a.out)
@@ -193,43 +241,48 @@ def run(a, engine=None, model_dir=None) -> Path:
     domains = a.domains.replace(",", " ").split()
     timing_path = out / "timing.json"
     timings = json.loads(timing_path.read_text()) if timing_path.exists() else {}
+    est_path = Path(a.estimates or out / "estimates.parquet")
     if a.from_exports or a.add:
-        records = read_estimates(Path(a.estimates or out / "estimates.parquet"))
+        records = read_estimates(est_path)
         if a.add:  # score these on the committed exports and put their cells beside the stored ones
             asked = [n.strip() for n in a.add.split(",") if n.strip()]
             add = [n for n in estimator_list(asked) if n in asked]  # validated; the baseline only if asked
             for d in (a.add_domains.replace(",", " ").split() or domains):
-                records = merge_estimates(records, eval_domain(d, a, add, console)[0])
+                for name in _add_exports(a, d):
+                    records = merge_estimates(records, eval_domain(d, a, add, console, name)[0])
             names += [n for n in add if n not in names]
             write_estimates(out / "estimates.parquet", records)
         names += [n for n in variants() if n not in names and any(r["estimator"] == n for r in records)]
-        machine = recorded_machine(out / "table4.md")
-        drows, trows = [], []
-        for d in domains:
-            drows.append(domain_row(d, a, timings.get(d, {}), _spent(timings.get(d, {}))))
-            trows += timing_rows(d, timings.get(d, {}), drows[-1]["states"])
-        write_tables(a, out, domains, names, records, drows, trows, timings, machine, console)
+        tables(a, out, domains, names, records, timings, recorded_machine(out / "table4.md"), console)
         return out
     a.train = a.train and needs_train(names)
     sampler = Sampler(a.engine, engine)  # one engine for every domain
-    records, drows, trows = [], [], []
+    seeds = seeds_of(a)
     for d in domains:
-        built = build_domain(d, a, sampler, console, model_dir)
-        if built is not None:
-            timings[d] = built
-            timing_path.write_text(json.dumps(timings, indent=1))
+        for seed in seeds:
+            built = build_domain(d, a, sampler, console, model_dir, seed)
+            if built is not None:
+                timings[export_name(d, seed)] = built
+                timing_path.write_text(json.dumps(timings, indent=1))
     sampler.close()
+    records = read_estimates(est_path) if est_path.exists() else []
     for d in domains:
-        t0 = time.perf_counter()
-        recs, ev = eval_domain(d, a, names, console)
-        records += recs
-        timings.setdefault(d, {}).update(ev)
-        if "hidden pass" in timings[d]:  # a recorded time beats the cache files' estimate
-            timings[d].pop("hidden pass (from cache file times)", None)
-        timing_path.write_text(json.dumps(timings, indent=1))  # each domain's as soon as it is scored
-        drows.append(domain_row(d, a, timings[d], _spent(timings[d]) or time.perf_counter() - t0))
-        trows += timing_rows(d, timings[d], drows[-1]["states"])
-    timing_path.write_text(json.dumps(timings, indent=1))
-    write_estimates(out / "estimates.parquet", records)
-    write_tables(a, out, domains, names, records, drows, trows, timings, f"CPU flags: {describe()}", console)
+        for seed in seeds:
+            name = export_name(d, seed)
+            recs, ev = eval_domain(d, a, names, console, name)
+            records = merge_estimates(records, recs)
+            timings.setdefault(name, {}).update(ev)
+            if "hidden pass" in timings[name]:  # a recorded time beats the cache files' estimate
+                timings[name].pop("hidden pass (from cache file times)", None)
+            timing_path.write_text(json.dumps(timings, indent=1))  # each build's as soon as it is scored
+            write_estimates(out / "estimates.parquet", records)
+    names += [n for n in variants() if n not in names and any(r["estimator"] == n for r in records)]
+    tables(a, out, domains, names, records, timings, f"CPU flags: {describe()}", console)
     return out
+
+
+def _add_exports(a, domain: str) -> list[str]:
+    """The exports --add scores on a domain: --seeds's, if given, else every one present."""
+    if getattr(a, "seeds", ""):
+        return [export_name(domain, s) for s in seeds_of(a)]
+    return domain_exports(Path(a.exports), domain) or [domain]

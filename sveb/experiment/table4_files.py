@@ -48,7 +48,8 @@ def write_estimates(path: Path, records: list[dict]) -> None:
     """Every cell's per-state estimates (ESTIMATE_FIELDS), sorted, so that --from-exports can score them again."""
     import pyarrow as pa
     import pyarrow.parquet as pq
-    key = {(r["domain"], r["estimator"], r["protocol"], r["state_id"]): r for r in records}  # one per cell x state
+    key = {(r["domain"], r["estimator"], r["protocol"], r["build_fp"], r["state_id"]): r
+           for r in records}  # one per cell x build x state
     rows = [key[k] for k in sorted(key)]
     table = pa.table({f: [r[f] for r in rows] for f in ESTIMATE_FIELDS})
     pq.write_table(table, path, compression="zstd")
@@ -73,9 +74,12 @@ def current_name(record: dict) -> str:
 
 
 def merge_estimates(old: list[dict], new: list[dict]) -> list[dict]:
-    """`old` with every (domain, estimator, protocol) cell that `new` holds replaced by new's rows."""
-    cells = {(r["domain"], r["estimator"], r["protocol"]) for r in new}
-    return [r for r in old if (r["domain"], r["estimator"], r["protocol"]) not in cells] + list(new)
+    """`old` with every (domain, estimator, protocol) cell that `new` holds on a build replaced by new's rows
+    there; the cell's rows on the domain's other builds (seeds) stay."""
+    def cell(r):
+        return r["domain"], r["estimator"], r["protocol"], r["build_fp"]
+    cells = {cell(r) for r in new}
+    return [r for r in old if cell(r) not in cells] + list(new)
 
 
 def recorded_machine(md: Path) -> str:
@@ -114,6 +118,22 @@ def export_estimates(key: str, export: Path, names: list[str], records: list[dic
     return ids, ref, groups, {p: {n: est[p][n] for n in names if n in est[p]} for p in PROTOCOLS}
 
 
+def pooled_estimates(domain: str, exports: Path, names: list[str], records: list[dict]):
+    """A domain's references, problems (the clusters: a problem two seeds share is one cluster) and
+    est[protocol][estimator], over every seed's export of the domain (sveb.experiment.table4.domain_exports),
+    states in export order, NaN where an estimator has no estimate for a state (say, a seed not scored)."""
+    from sveb.experiment.table4 import domain_exports  # the export layout lives there
+    parts = [export_estimates(domain, exports / n, names, records) for n in domain_exports(exports, domain) or [domain]]
+    ref = np.concatenate([p[1] for p in parts])
+    groups = np.concatenate([p[2] for p in parts])
+    est = {pr: {} for pr in PROTOCOLS}
+    for pr in PROTOCOLS:
+        for n in names:
+            if any(n in p[3][pr] for p in parts):
+                est[pr][n] = np.concatenate([p[3][pr].get(n, np.full(len(p[0]), np.nan)) for p in parts])
+    return ref, groups, est
+
+
 def table_cells(a, domains: list[str], names: list[str], records: list[dict], previous: Path) -> list[dict]:
     """Every cell from the stored per-state estimates (sveb.present.table4.cells). A cell without them keeps the
     MAE [CI] of the previous scores.csv, if it has one, and no test."""
@@ -121,7 +141,7 @@ def table_cells(a, domains: list[str], names: list[str], records: list[dict], pr
         if previous.exists() else {}
     rows = []
     for d in domains:
-        ids, ref, groups, est = export_estimates(d, Path(a.exports) / d, names, records)
+        ref, groups, est = pooled_estimates(d, Path(a.exports), names, records)
         got = {(r["estimator"], r["protocol"]): r
                for r in t4.cells(d, est, BASELINE, ref, groups)}
         for n in names:
@@ -139,9 +159,18 @@ def table_cells(a, domains: list[str], names: list[str], records: list[dict], pr
 STORED_MAE_ONLY = "MAE only (no per-state estimates stored)"
 
 
+def pooled_line(domain: str, drows: list[dict]) -> str:
+    """"number: seeds 0, 1, 2 (600 states)" from domains.csv's rows of the domain."""
+    rows = [r for r in drows if r["domain"] == domain]
+    seeds = ", ".join(str(r.get("seed", 0)) for r in rows)
+    return f"{domain}: seed{'s' if len(rows) > 1 else ''} {seeds} ({sum(int(r['states'] or 0) for r in rows)} states)"
+
+
 def write_tables(a, out: Path, domains: list[str], names: list[str], records: list[dict], drows: list[dict],
-                 trows: list[dict], timings: dict, machine: str, console) -> None:
-    """scores.csv, interaction.csv, domains.csv, timing.csv and table4.md from the per-state estimates."""
+                 trows: list[dict], timings: dict, machine: str, console, builds: list[str] | None = None) -> None:
+    """scores.csv, interaction.csv, domains.csv, timing.csv and table4.md from the per-state estimates;
+    `builds`: the export names whose stage costs the cost table shows (default: the domains)."""
+    builds = builds or domains
     rows = table_cells(a, domains, names, records, out / "scores.csv")
     tested = [r for r in rows if r["estimates"] == "per state" and r["delta_sq_se"] != ""]
     inter = power.interaction(tested)
@@ -155,6 +184,8 @@ def write_tables(a, out: Path, domains: list[str], names: list[str], records: li
           f"same states, its cluster-robust (CR1, problems as clusters) t-test, Holm over each estimator family "
           f"(main, MCS@k scale) of one domain and protocol (sveb.score.pooling.paired). The numbers behind every mark "
           f"are below each table and in scores.csv. Timings: {machine}.", ""]
+    md += ["Builds pooled in each domain's cells (seeds of one config; a problem two seeds share is one cluster): "
+           + "; ".join(pooled_line(d, drows) for d in domains) + ".", ""]
     if untested:
         md += [f"† no per-state estimates stored for this cell: its MAE [CI] is the run's score (its CI as computed "
                f"then), not tested "
@@ -176,11 +207,11 @@ def write_tables(a, out: Path, domains: list[str], names: list[str], records: li
            f"estimators of one protocol (a family of its own). Domains: those with per-state estimates. "
            f"interaction.csv holds the same (sveb.score.power.interaction).", "",
            t4.interaction_markdown(inter), ""]
-    md += ["## Domains", "", md_table(list(drows[0]), [list(r.values()) for r in drows], right_from=2), "",
+    md += ["## Domains", "", md_table(list(drows[0]), [list(r.values()) for r in drows], right_from=4), "",
            "## Seconds per state of each stage", "",
            "Build stages from the run that sampled the domain (none for a build resumed or sampled before per-stage "
            "timing); estimators: estimation plus their recorded training, from the run that computed them.", "",
-           cost_markdown({d: timings.get(d, {}) for d in domains}, {r["domain"]: r["states"] for r in drows},
-                         domains), ""]
+           cost_markdown({b: timings.get(b, {}) for b in builds},
+                         {b: r["states"] for b, r in zip(builds, drows)}, builds), ""]
     (out / "table4.md").write_text("\n".join(md))
     console.print(f"wrote {out / 'table4.md'}")
