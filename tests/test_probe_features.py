@@ -85,3 +85,34 @@ def test_tracks_equal_a_plain_forward(tiny, tmp_path, monkeypatch, layer):
         np.testing.assert_allclose(tr.prefix(t).H, cut.hidden_states[layer][0, P - 1:].numpy(), atol=3e-3)
     # one pass stored both layers; a second read loads them instead of recomputing
     assert len(list((tmp_path / "b" / "features").rglob("*.npz"))) == len({layer, -1})
+
+
+def test_a_final_layer_probe_runs_no_pass_of_its_own_and_caches_its_entropies(tiny, tmp_path, monkeypatch):
+    """A group sharing one prompt (every real build's): the tracks come from the shared pass plus the prompt's
+    short pass, equal a plain forward, write no every-position features, and a second read of the group
+    (probe-mc, the other protocol) takes the entropies from their cache instead of the LM head."""
+    import sveb.estimators.probe_features as pf
+    monkeypatch.setattr(device, "pick_dtype", lambda spec="auto": "float32")
+    prompt = rollouts(1)[0]["prompt_token_ids"]
+    rows = [r | {"prompt_token_ids": prompt} for r in rollouts(4)]
+    calls = []
+    real = pf.entropies
+    monkeypatch.setattr(pf, "entropies", lambda *a, **k: calls.append(1) or real(*a, **k))
+    hs = HiddenStates(tmp_path / "b", tiny)
+    tracks = Tracks(hs, tiny, -1).group("p0", rows)
+    model = AutoModelForCausalLM.from_pretrained(tiny).eval()
+    P = len(prompt)
+    for r in rows:
+        ids = torch.tensor([prompt + r["response_token_ids"]])
+        with torch.no_grad():
+            out = model(ids, output_hidden_states=True)
+        logp = torch.log_softmax(out.logits[0, P - 1:], -1)
+        np.testing.assert_allclose(tracks[r["rollout_idx"]].H, out.hidden_states[-1][0, P - 1:].numpy(), atol=1e-4)
+        np.testing.assert_allclose(tracks[r["rollout_idx"]].ent, -(logp.exp() * logp).sum(-1).numpy(), atol=1e-4)
+    assert not hs._full_dir(-1).exists()  # no pass of the final layer at every position: the shared one serves
+    assert len(calls) == len(rows)
+    again = Tracks(HiddenStates(tmp_path / "b", tiny), tiny, -1).group("p0", rows)
+    assert len(calls) == len(rows)  # read from the cache
+    for i, tr in tracks.items():
+        np.testing.assert_array_equal(again[i].ent, tr.ent)
+        np.testing.assert_array_equal(again[i].H, tr.H)

@@ -118,11 +118,34 @@ class Tracks:
         return self.hs.dtype  # the pass's dtype changes the features
 
     def group(self, pid: str, rows: list[dict]) -> dict[int, Track]:
-        arrays = self.hs.fulls(pid, rows, sorted({self.layer, -1}))
-        out = {}
-        for r in rows:
-            P, T, i = len(r["prompt_token_ids"]), len(r["response_token_ids"]), r["rollout_idx"]
-            final = arrays[-1][i][P - 1: P + T].astype(np.float32)
-            H = arrays[self.layer][i][P - 1: P + T].astype(np.float32)
-            out[i] = Track(H, entropies(final, self._head, self.device))
-        return out
+        """Every rollout's track. The final layer comes from the build's shared pass (its response positions)
+        and the prompt's own short pass (the last prompt token: the same for every rollout of the group, by
+        causal attention), so a probe on the final layer runs no forward pass of its own; another layer
+        still needs one pass at every position. The entropies are cached beside the pass: probe and probe-mc
+        under both protocols read them, and the LM head over every position is the dear part."""
+        final = self._final(pid, rows)
+        H = final if self.layer == -1 else self._layer(pid, rows, self.layer)
+        ent = self._entropies(pid, final)
+        return {i: Track(H[i], ent[i]) for i in final}
+
+    def _final(self, pid: str, rows: list[dict]) -> dict[int, np.ndarray]:
+        """{rollout_idx: [T + 1, d]}: the final layer at the last prompt token and every response token."""
+        if len({tuple(r["prompt_token_ids"]) for r in rows}) != 1:  # not one group's prompt: a pass of its own
+            return self._layer(pid, rows, -1)
+        resp = self.hs.group(pid, rows)  # the shared pass's tap (sveb.lm.hidden.SHARED_RESP)
+        last = self.hs.prompt_states(pid, rows)[-1:].astype(np.float32)
+        return {r["rollout_idx"]: np.concatenate([last, resp[r["rollout_idx"]].astype(np.float32)]) for r in rows}
+
+    def _layer(self, pid: str, rows: list[dict], layer: int) -> dict[int, np.ndarray]:
+        """{rollout_idx: [T + 1, d]}: `layer` from the last prompt token on, from a pass at every position."""
+        full = self.hs.fulls(pid, rows, [layer])[layer]
+        return {r["rollout_idx"]: full[r["rollout_idx"]][len(r["prompt_token_ids"]) - 1:].astype(np.float32)
+                for r in rows}
+
+    def _entropies(self, pid: str, final: dict[int, np.ndarray]) -> dict[int, np.ndarray]:
+        def compute():
+            return {i: entropies(h, self._head, self.device) for i, h in final.items()}
+        got = self.hs.derived(pid, "entropy", compute)
+        if set(got) == set(final) and all(len(got[i]) == len(final[i]) for i in final):
+            return got
+        return compute()  # a cache that does not fit the rollouts (never written by this code): not trusted
