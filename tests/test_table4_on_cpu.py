@@ -356,3 +356,16 @@ def test_seeds_are_disjoint_builds_pooled_per_domain_with_one_train_build(tmp_pa
     saved = (tmp_path / "out" / "scores.csv").read_text()
     table4.main([*args, "--from-exports"])
     assert (tmp_path / "out" / "scores.csv").read_text() == saved
+
+
+def test_scoring_against_sampling_sums_the_pass_and_every_estimator():
+    from sveb.present.table4 import scoring_vs_sampling
+    timing = {"a": {"screening": 10.0, "rollouts": 20.0, "references": 70.0, "build wall": 101.0,
+                    "hidden pass": 5.0, "eval grpo (held-out)": 1.0, "eval ppo-n (in-group)": 24.0},
+              "a-seed1": {"hidden pass (from cache file times)": 3.0, "eval grpo (held-out)": 2.0},
+              "b": {"screening": 1.0}}
+    rows = {r["build"]: r for r in scoring_vs_sampling(timing, ["a", "a-seed1", "b", "c"])}
+    assert rows["a"]["sampling s"] == 100.0 and rows["a"]["scoring s"] == 30.0 and rows["a"]["ratio"] == 0.3
+    assert rows["a"]["dearest"].startswith("ppo-n (in-group) 24 s")
+    assert rows["a-seed1"]["sampling s"] is None and rows["a-seed1"]["scoring s"] == 5.0
+    assert rows["a-seed1"]["ratio"] is None and rows["b"]["scoring s"] is None and rows["c"]["ratio"] is None
