@@ -369,3 +369,42 @@ def test_scoring_against_sampling_sums_the_pass_and_every_estimator():
     assert rows["a"]["dearest"].startswith("ppo-n (in-group) 24 s")
     assert rows["a-seed1"]["sampling s"] is None and rows["a-seed1"]["scoring s"] == 5.0
     assert rows["a-seed1"]["ratio"] is None and rows["b"]["scoring s"] is None and rows["c"]["ratio"] is None
+
+
+def test_a_cell_scored_on_some_seeds_only_is_named_with_its_share(tmp_path):
+    """A domain pooled over two seeds whose estimator has estimates on one: its cell covers that seed's states,
+    and table4.md says so beside the pooled-builds line."""
+    from types import SimpleNamespace
+    from rich.console import Console
+    from sveb.experiment.table4_files import write_tables
+    rng = np.random.default_rng(0)
+    exports = tmp_path / "exports"
+    records = []
+    for name, fp, pids in (("number", "b0", ["p0", "p1", "p2"]), ("number-seed1", "b1", ["p3", "p4", "p5"])):
+        write_export(exports / name, fp, pids, rng)
+        for e in ("grpo", "mcs-2") if name == "number" else ("grpo",):
+            for pid in pids:
+                for k in range(2):
+                    records.append({"domain": "number", "build_fp": fp, "state_id": f"{pid}-{k}", "estimator": e,
+                                    "params_fp": "x", "protocol": "held-out", "value": float(rng.random()),
+                                    "provenance": ""})
+    a = SimpleNamespace(exports=str(exports), mc=20)
+    drows = [{"domain": "number", "seed": 0, "states": 6}, {"domain": "number", "seed": 1, "states": 6}]
+    write_tables(a, tmp_path, ["number"], ["grpo", "mcs-2"], records, drows, [], {}, "CPU flags: x",
+                 Console(file=open(tmp_path / "log", "w")), ["number", "number-seed1"])
+    md = (tmp_path / "table4.md").read_text()
+    assert "number: seeds 0, 1 (12 states)" in md and "number mcs-2 (6 of 12)" in md and "number grpo (" not in md
+    rows = {(r["estimator"], r["protocol"]): r for r in csv.DictReader(open(tmp_path / "scores.csv"))}
+    assert rows[("grpo", "held-out")]["n_states"] == "12" and rows[("mcs-2", "held-out")]["n_states"] == "6"
+
+
+def write_export(path, fp, pids, rng):
+    """A minimal export: manifest, problems, states and references tables (what the tables read)."""
+    from sveb import store
+    import pyarrow as pa
+    path.mkdir(parents=True)
+    (path / "manifest.json").write_text(json.dumps({"build_fp": fp, "domain": "number"}))
+    states = [{"state_id": f"{p}-{k}", "problem_id": p} for p in pids for k in range(2)]
+    store.write_shard(store.shard_path(path / "states", 0), pa.Table.from_pylist(states), "t")
+    store.write_shard(store.shard_path(path / "references", 0), pa.Table.from_pylist(
+        [{"state_id": s["state_id"], "value": float(rng.random())} for s in states]), "t")

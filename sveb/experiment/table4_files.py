@@ -34,9 +34,10 @@ def shown_source(source: str | None) -> str | None:
     return f"{name}=" + "/".join(Path(path).parts[-2:])
 
 
-def write_csv(path: Path, rows: list[dict]) -> None:
+def write_csv(path: Path, rows: list[dict], fields: tuple[str, ...] = ()) -> None:
+    """`rows` as CSV; with none, the header of `fields` alone (a table whose runs recorded no timing)."""
     with open(path, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w = csv.DictWriter(f, fieldnames=list(rows[0]) if rows else list(fields))
         w.writeheader()
         w.writerows(rows)
 
@@ -90,7 +91,7 @@ def recorded_machine(md: Path) -> str:
 
 def timing_rows(domain: str, timing: dict[str, float], states) -> list[dict]:
     n = states or 1
-    return [{"domain": domain, "stage": k, "seconds": round(s, 2), "seconds per state": round(s / n, 4)}
+    return [{"build": domain, "stage": k, "seconds": round(s, 2), "seconds per state": round(s / n, 4)}
             for k, s in timing.items()]
 
 
@@ -180,7 +181,7 @@ def write_tables(a, out: Path, domains: list[str], names: list[str], records: li
     write_csv(out / "scores.csv", rows)
     write_csv(out / "interaction.csv", inter or [{"protocol": ""}])
     write_csv(out / "domains.csv", drows)
-    write_csv(out / "timing.csv", trows)
+    write_csv(out / "timing.csv", trows, ("build", "stage", "seconds", "seconds per state"))
     cost = t4.scoring_vs_sampling(timings, builds)
     write_csv(out / "cost.csv", cost)
     untested = sorted({(r["domain"], r["estimator"]) for r in rows if r["estimates"] == STORED_MAE_ONLY})
@@ -196,6 +197,12 @@ def write_tables(a, out: Path, domains: list[str], names: list[str], records: li
                f"then), not tested "
                f"({len(untested)} domain x estimator pairs: "
                + ", ".join(f"{d} {n}" for d, n in untested) + ").", ""]
+    total = {d: sum(int(r["states"] or 0) for r in drows if r["domain"] == d) for d in domains}
+    partial = sorted({(r["domain"], r["estimator"], r["n_states"]) for r in rows if r["estimates"] == "per state"
+                      and int(r["n_states"]) < total.get(r["domain"], 0)})
+    if partial:
+        md += ["Cells on part of their domain's states (an estimator not yet scored on every seed): "
+               + ", ".join(f"{d} {n} ({k} of {total[d]})" for d, n, k in partial) + ".", ""]
     for protocol in PROTOCOLS:
         label = "held-out (the headline)" if protocol == "held-out" else "in-group (the paper's protocol)"
         md += [f"## {label}", "", t4.markdown(rows, domains, protocol, names), "",
