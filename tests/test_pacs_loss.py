@@ -206,6 +206,17 @@ def test_log_probs_at_the_temperature_and_the_reference_per_temperature(tiny):
     assert not torch.allclose(ref1[0], ref07[0])
 
 
+def test_a_batchs_log_probs_equal_each_rollouts_own(tiny):
+    """The head runs once over a batch's response positions: each rollout's log-probs are those it gets alone."""
+    scorer, seqs = _scorer(tiny, temperature=0.7), _seqs()
+    with torch.no_grad():
+        together = scorer._logprobs(seqs)
+        alone = [scorer._logprobs([s])[0] for s in seqs]
+    for s, a, b in zip(seqs, together, alone):
+        assert a.shape == (s.T,)
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+
+
 def test_the_former_loss_keeps_its_checkpoint_fingerprint():
     """weight=none at temperature 1 (the pacs-sveb preset) trains in the checkpoints and group order of before."""
     from sveb.estimators.pacs import PacsConfig, PacsScorer

@@ -119,11 +119,14 @@ class PacsScorer(Critic):
         for batch in _token_batches(seqs, LOGIT_TOKENS):
             with self._amp():
                 h = self.model.top(_pad(self.features(batch)))
-            for i, s in enumerate(batch):
-                logits = nn.functional.linear(h[i, s.prompt_len - 1: s.prompt_len - 1 + s.T].float(),
-                                              self.head_weight, self.head_bias) / self.cfg.temperature
-                tgt = torch.tensor(s.targets, device=logits.device)[:, None]
-                out[s.key] = torch.log_softmax(logits, -1).gather(1, tgt)[:, 0]
+            # the batch's response positions through the head in one product: per rollout, ~30-row products
+            # ran the head at a fifth of the speed (docs/timings.md)
+            rows = torch.cat([h[i, s.prompt_len - 1: s.prompt_len - 1 + s.T] for i, s in enumerate(batch)]).float()
+            logits = nn.functional.linear(rows, self.head_weight, self.head_bias) / self.cfg.temperature
+            tgt = torch.tensor([t for s in batch for t in s.targets], device=logits.device)[:, None]
+            lp = torch.log_softmax(logits, -1).gather(1, tgt)[:, 0]
+            for s, part in zip(batch, torch.split(lp, [s.T for s in batch])):
+                out[s.key] = part
         return [out[s.key] for s in seqs]
 
     @contextlib.contextmanager
