@@ -68,7 +68,7 @@ def _keeps_its_own_order(new: list[str], old: list[str], earlier: set[str]) -> N
 
 @pytest.mark.parametrize("domain", DOMAINS)
 def test_builtin_seeds_are_pairwise_disjoint_and_seed_0_is_the_old_draw(domain):
-    n, warned = 30, []  # 6 x 30 fits every generator's test half (programming's, the smallest, holds ~230)
+    n, warned = 30, []  # 6 x 30 fits every generator's test half
     draws = {s: _ids(domain_module(domain).builtin(n, s, "test", warn=warned.append)) for s in SEEDS}
     assert not warned and all(len(d) == len(set(d)) == n for d in draws.values())
     _pairwise_disjoint(draws)

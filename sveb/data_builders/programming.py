@@ -43,84 +43,122 @@ def _word(r, alphabet=string.ascii_lowercase):
 
 
 def _nums(r):
-    return [r.randint(-10, 30) for _ in range(r.randint(1, 6))]
+    return [r.randint(-20, 60) for _ in range(r.randint(1, 6))]
 
 
 def _function_task(level: int, rng: random.Random):
     """(what it returns, fn_name, parameters, reference body, function, one generator per argument)."""
-    if level == 1:
-        k, op = rng.randint(2, 50), rng.choice(["add", "sub", "mul", "mult", "two"])
-        if op == "add":
-            return f"returns x + {k}", "add_k", "x", f"return x + {k}", lambda x: x + k, [_ints()]
-        if op == "sub":
-            return f"returns x - {k}", "sub_k", "x", f"return x - {k}", lambda x: x - k, [_ints()]
-        if op == "mul":
-            k = k % 19 + 2
-            return f"returns x multiplied by {k}", "times_k", "x", f"return x * {k}", lambda x: x * k, [_ints()]
-        if op == "mult":
-            k = k % 19 + 2
-            return (f"returns True if x is divisible by {k} and False otherwise", "is_multiple", "x",
-                    f"return x % {k} == 0", lambda x: x % k == 0, [_ints(0, 100)])
-        what, name, expr, f = rng.choice([
+    if level == 1:  # k: an offset, m: a small factor or divisor, t: a threshold
+        k, m, t = rng.randint(2, 120), rng.randint(2, 30), rng.randint(20, 80)
+        two = rng.choice([
             ("returns the sum of a and b", "add", "a + b", lambda a, b: a + b),
             ("returns the product of a and b", "multiply", "a * b", lambda a, b: a * b),
             ("returns a minus b", "subtract", "a - b", lambda a, b: a - b),
-            ("returns the larger of a and b", "bigger", "max(a, b)", max)])
-        return what, name, "a, b", f"return {expr}", f, [_ints(), _ints()]
-    c, k, t = rng.choice(string.ascii_lowercase), rng.randint(2, 9), rng.randint(0, 30)
+            ("returns the larger of a and b", "bigger", "max(a, b)", max),
+            ("returns the smaller of a and b", "smaller", "min(a, b)", min),
+            ("returns the absolute difference of a and b", "distance", "abs(a - b)", lambda a, b: abs(a - b))])
+        return rng.choice([
+            (f"returns x + {k}", "add_k", "x", f"return x + {k}", lambda x: x + k, [_ints()]),
+            (f"returns x - {k}", "sub_k", "x", f"return x - {k}", lambda x: x - k, [_ints()]),
+            (f"returns {k} - x", "k_minus", "x", f"return {k} - x", lambda x: k - x, [_ints()]),
+            (f"returns x multiplied by {m}", "times_k", "x", f"return x * {m}", lambda x: x * m, [_ints()]),
+            (f"returns True if x is divisible by {m} and False otherwise", "is_multiple", "x",
+             f"return x % {m} == 0", lambda x: x % m == 0, [_ints(0, 100)]),
+            (f"returns the remainder of x divided by {m}", "remainder", "x", f"return x % {m}", lambda x: x % m,
+             [_ints(0, 100)]),
+            (f"returns x divided by {m}, rounded down", "divide", "x", f"return x // {m}", lambda x: x // m,
+             [_ints(0, 100)]),
+            (f"returns True if x is greater than {t} and False otherwise", "is_above", "x", f"return x > {t}",
+             lambda x: x > t, [_ints(0, 100)]),
+            (two[0], two[1], "a, b", f"return {two[2]}", two[3], [_ints(), _ints()])])
+    c, k, t, d = rng.choice(string.ascii_lowercase), rng.randint(2, 9), rng.randint(-15, 55), rng.randint(1, 60)
+    letters = [lambda r: _word(r, c + "abcde")]
     tasks = [
         (f"returns how many times the letter '{c}' appears in the string s", "count_char", "s",
-         f"return s.count('{c}')", lambda s: s.count(c), [lambda r: _word(r, c + "abcde")]),
+         f"return s.count('{c}')", lambda s: s.count(c), letters),
+        (f"returns the string s with every letter '{c}' removed", "remove_char", "s",
+         f"return s.replace('{c}', '')", lambda s: s.replace(c, ""), letters),
+        (f"returns True if the string s starts with the letter '{c}' and False otherwise", "starts_with", "s",
+         f"return s.startswith('{c}')", lambda s: s.startswith(c), letters),
+        (f"returns True if the string s ends with the letter '{c}' and False otherwise", "ends_with", "s",
+         f"return s.endswith('{c}')", lambda s: s.endswith(c), letters),
+        (f"returns the index of the first letter '{c}' in the string s, or -1 if it does not appear", "find_char",
+         "s", f"return s.find('{c}')", lambda s: s.find(c), letters),
         (f"returns the string s repeated {k} times", "repeat", "s", f"return s * {k}", lambda s: s * k, [_word]),
         (f"returns the first {k} characters of the string s (all of s if it is shorter)", "first_k", "s",
          f"return s[:{k}]", lambda s: s[:k], [_word]),
-        (f"returns the sum of the numbers in the list nums that are greater than {t}", "sum_above", "nums",
-         f"return sum(x for x in nums if x > {t})", lambda ns: sum(x for x in ns if x > t), [_nums]),
         (f"returns the last {k} characters of the string s (all of s if it is shorter)", "last_k", "s",
          f"return s[-{k}:]", lambda s: s[-k:], [_word]),
+        (f"returns a new list with each number in the list nums multiplied by {k}", "scale", "nums",
+         f"return [x * {k} for x in nums]", lambda ns: [x * k for x in ns], [_nums]),
+        (f"returns a new list with {d} added to each number in the list nums", "shift", "nums",
+         f"return [x + {d} for x in nums]", lambda ns: [x + d for x in ns], [_nums]),
+        (f"returns how many numbers in the list nums are divisible by {k}", "count_multiples", "nums",
+         f"return sum(1 for x in nums if x % {k} == 0)", lambda ns: sum(1 for x in ns if x % k == 0), [_nums]),
+        (f"returns the sum of the numbers in the list nums that are greater than {t}", "sum_above", "nums",
+         f"return sum(x for x in nums if x > {t})", lambda ns: sum(x for x in ns if x > t), [_nums]),
         (f"returns how many numbers in the list nums are greater than {t}", "count_above", "nums",
          f"return sum(1 for x in nums if x > {t})", lambda ns: sum(1 for x in ns if x > t), [_nums]),
+        (f"returns the sum of the numbers in the list nums that are less than {t}", "sum_below", "nums",
+         f"return sum(x for x in nums if x < {t})", lambda ns: sum(x for x in ns if x < t), [_nums]),
+        (f"returns how many numbers in the list nums are less than {t}", "count_below", "nums",
+         f"return sum(1 for x in nums if x < {t})", lambda ns: sum(1 for x in ns if x < t), [_nums]),
+        (f"returns a new list of the numbers in the list nums that are greater than {t}", "keep_above", "nums",
+         f"return [x for x in nums if x > {t}]", lambda ns: [x for x in ns if x > t], [_nums]),
         ("returns the string s reversed", "reverse", "s", "return s[::-1]", lambda s: s[::-1], [_word]),
         ("returns the number of vowels (a, e, i, o, u) in the lowercase string s", "count_vowels", "s",
          "return sum(ch in 'aeiou' for ch in s)", lambda s: sum(ch in "aeiou" for ch in s), [_word]),
         ("returns the largest number in the non-empty list nums", "largest", "nums", "return max(nums)", max, [_nums]),
         ("returns the smallest number in the non-empty list nums", "smallest", "nums", "return min(nums)", min,
          [_nums]),
+        ("returns the sum of the numbers in the list nums", "total", "nums", "return sum(nums)", sum, [_nums]),
     ]
     return rng.choice(tasks)
 
 
 def _stdin_task(rng: random.Random):
     """(statement, reference source, function from input text to output text, input generator)."""
-    k, t = rng.randint(2, 50), rng.randint(0, 30)
+    k, m, t, c = rng.randint(2, 120), rng.randint(2, 30), rng.randint(-15, 55), rng.choice(string.ascii_lowercase)
     two = lambda r: f"{r.randint(-20, 50)} {r.randint(-20, 50)}\n"  # noqa: E731
     one = lambda r: f"{r.randint(-20, 50)}\n"  # noqa: E731
+    word = lambda r: _word(r) + "\n"  # noqa: E731
+    line = lambda r: " ".join(map(str, _nums(r))) + "\n"  # noqa: E731
     ab = lambda s: tuple(map(int, s.split()))  # noqa: E731
+    read2 = "a, b = map(int, input().split())\nprint("
     tasks = [
-        ("Read two integers a and b from one line and print a + b.", "a, b = map(int, input().split())\nprint(a + b)",
+        ("Read two integers a and b from one line and print a + b.", read2 + "a + b)",
          lambda s: f"{sum(ab(s))}\n", two),
-        ("Read two integers a and b from one line and print a * b.", "a, b = map(int, input().split())\nprint(a * b)",
+        ("Read two integers a and b from one line and print a * b.", read2 + "a * b)",
          lambda s: f"{ab(s)[0] * ab(s)[1]}\n", two),
-        ("Read two integers a and b from one line and print the larger one.",
-         "a, b = map(int, input().split())\nprint(max(a, b))", lambda s: f"{max(ab(s))}\n", two),
-        (f"Read two integers a and b from one line and print (a + b) * {k % 19 + 2}.",
-         f"a, b = map(int, input().split())\nprint((a + b) * {k % 19 + 2})",
-         lambda s: f"{sum(ab(s)) * (k % 19 + 2)}\n", two),
+        ("Read two integers a and b from one line and print a - b.", read2 + "a - b)",
+         lambda s: f"{ab(s)[0] - ab(s)[1]}\n", two),
+        ("Read two integers a and b from one line and print the larger one.", read2 + "max(a, b))",
+         lambda s: f"{max(ab(s))}\n", two),
+        ("Read two integers a and b from one line and print the smaller one.", read2 + "min(a, b))",
+         lambda s: f"{min(ab(s))}\n", two),
+        (f"Read two integers a and b from one line and print (a + b) * {m}.", read2 + f"(a + b) * {m})",
+         lambda s: f"{sum(ab(s)) * m}\n", two),
         (f"Read an integer n and print n + {k}.", f"print(int(input()) + {k})", lambda s: f"{int(s) + k}\n", one),
         (f"Read an integer n and print n - {k}.", f"print(int(input()) - {k})", lambda s: f"{int(s) - k}\n", one),
-        (f"Read a word and print it {k % 4 + 2} times, separated by single spaces.",
-         f"w = input().strip()\nprint(' '.join([w] * {k % 4 + 2}))",
-         lambda s: " ".join([s.strip()] * (k % 4 + 2)) + "\n", lambda r: _word(r) + "\n"),
+        (f"Read an integer n and print {k} - n.", f"print({k} - int(input()))", lambda s: f"{k - int(s)}\n", one),
+        (f"Read an integer n and print n * {m}.", f"print(int(input()) * {m})", lambda s: f"{int(s) * m}\n", one),
+        (f"Read a non-negative integer n and print the remainder of n divided by {m}.",
+         f"print(int(input()) % {m})", lambda s: f"{int(s) % m}\n", lambda r: f"{r.randint(0, 100)}\n"),
+        (f"Read a word and print it {m % 8 + 2} times, separated by single spaces.",
+         f"w = input().strip()\nprint(' '.join([w] * {m % 8 + 2}))",
+         lambda s: " ".join([s.strip()] * (m % 8 + 2)) + "\n", word),
+        (f"Read a word and print how many times the letter '{c}' appears in it.",
+         f"print(input().strip().count('{c}'))", lambda s: f"{s.strip().count(c)}\n",
+         lambda r: _word(r, c + "abcde") + "\n"),
         (f"Read a line of integers separated by spaces and print the sum of those greater than {t}.",
          f"print(sum(x for x in map(int, input().split()) if x > {t}))",
-         lambda s: f"{sum(x for x in map(int, s.split()) if x > t)}\n", lambda r: " ".join(map(str, _nums(r))) + "\n"),
+         lambda s: f"{sum(x for x in map(int, s.split()) if x > t)}\n", line),
         (f"Read a line of integers separated by spaces and print how many of them are greater than {t}.",
          f"print(sum(1 for x in map(int, input().split()) if x > {t}))",
-         lambda s: f"{sum(1 for x in map(int, s.split()) if x > t)}\n", lambda r: " ".join(map(str, _nums(r))) + "\n"),
-        (f"Read an integer n and print n * {k % 19 + 2}.", f"print(int(input()) * {k % 19 + 2})",
-         lambda s: f"{int(s) * (k % 19 + 2)}\n", one),
-        ("Read a word and print its length.", "print(len(input().strip()))",
-         lambda s: f"{len(s.strip())}\n", lambda r: _word(r) + "\n"),
+         lambda s: f"{sum(1 for x in map(int, s.split()) if x > t)}\n", line),
+        ("Read a word and print its length.", "print(len(input().strip()))", lambda s: f"{len(s.strip())}\n", word),
+        ("Read a word and print it reversed.", "print(input().strip()[::-1])", lambda s: s.strip()[::-1] + "\n",
+         word),
     ]
     return rng.choice(tasks)
 
@@ -161,7 +199,7 @@ def builtin(n: int, seed: int, split: str, **kw) -> list[dict]:  # kw: warn, ask
         q, tests, ref = generate(level, rng)
         return make_problem("programming", "builtin", q, "", "code", tests=tests,
                             meta={"level": level, "reference_solution": ref})
-    return sample_builtin("programming", n, seed, split, LEVELS, make, **kw)  # ~500 tasks in all
+    return sample_builtin("programming", n, seed, split, LEVELS, make, **kw)  # ~1,760 tasks in all
 
 
 def read_test_case(tc) -> dict:
