@@ -104,6 +104,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
                        min_acc=PAPER["min_acc"], max_acc=PAPER["max_acc"], step_pairs=False,
                        exports="results/table4-paper/exports", out="results/table4-paper")
     a = p.parse_args(argv)
+    if not all(x.isdigit() for x in a.seeds.replace(",", " ").split()):
+        p.error(f"--seeds {a.seeds}: expected comma-separated seeds (non-negative integers), e.g. 0,1,2")
     a.source = SOURCES | dict(s.split("=", 1) for s in a.source)
     return a
 

@@ -408,3 +408,10 @@ def write_export(path, fp, pids, rng):
     store.write_shard(store.shard_path(path / "states", 0), pa.Table.from_pylist(states), "t")
     store.write_shard(store.shard_path(path / "references", 0), pa.Table.from_pylist(
         [{"state_id": s["state_id"], "value": float(rng.random())} for s in states]), "t")
+
+
+def test_a_bad_seeds_list_is_a_one_line_usage_error(capsys):
+    with pytest.raises(SystemExit) as e:
+        table4.parse(["--seeds", "1,x"])
+    assert e.value.code == 2 and "--seeds 1,x: expected comma-separated seeds" in capsys.readouterr().err
+    assert table4.parse(["--seeds", "0, 1,2"]).seeds == "0, 1,2"

@@ -186,7 +186,8 @@ def domain_row(domain: str, a, timing: dict, eval_s: float, name: str | None = N
     kept = set(store.read_table(exp / "problems").column("problem_id").to_pylist())
     rewards = [r["reward"] for r in rolls if r["problem_id"] in kept]
     tr = m.get("truncated") or {}
-    return {"domain": domain, "seed": cfg.seed, "build": m["build_fp"], "source": shown_source(cfg.source), "problems": m.get("n_problems"), "states": m.get("n_states"),
+    return {"domain": domain, "seed": cfg.seed, "build": m["build_fp"], "source": shown_source(cfg.source),
+            "problems": m.get("n_problems"), "states": m.get("n_states"),
             "accuracy": round(float(np.mean(rewards)), 4) if rewards else None,
             "band share": round(len(band) / len(acc), 4) if acc else None,
             "rollouts cut off": tr.get("rollouts"), "references cut off": tr.get("references"),
