@@ -306,7 +306,7 @@ def test_seeds_are_disjoint_builds_pooled_per_domain_with_one_train_build(tmp_pa
     """--seeds: each seed its own export of disjoint problems, one train build for all of them, a later run that
     adds a seed keeps the others' estimates, and a domain's cells pool every seed's states (clusters: problems)."""
     from sveb.engines.scripted import ScriptedEngine
-    from sveb.experiment.table4 import domain_exports
+    from sveb.experiment.table4_files import domain_exports
     from sveb import store
     import numpy as np
     import pyarrow.parquet as pq

@@ -5,7 +5,6 @@ tables written (sveb.experiment.table4_files). `a` is benchmarks/table4.py's par
 from __future__ import annotations
 
 import json
-import re
 import shutil
 import time
 from pathlib import Path
@@ -16,8 +15,9 @@ from rich.console import Console
 from sveb import store
 from sveb.core.config import BuildConfig, SamplingConfig
 from sveb.experiment.runner import Sampler, estimator_list, evaluate_all, needs_train
-from sveb.experiment.table4_files import (merge_estimates, read_estimates, recorded_machine, size_mb,
-                                          shown_source, timing_rows, write_estimates, write_tables)
+from sveb.experiment.table4_files import (domain_exports, export_name, merge_estimates, read_estimates,
+                                          recorded_machine, shown_source, size_mb, timing_rows,
+                                          write_estimates, write_tables)
 from sveb.present.table4 import stage_timer
 from sveb.sample.paper import PRESET as PAPER
 from sveb.core.models import model_slug
@@ -42,25 +42,6 @@ def configs(domain: str, a, source: str, seed: int | None = None) -> tuple[Build
     train = BuildConfig(split="train", problems=a.train_problems, states_per_problem=a.train_states, mc=a.train_mc,
                         mc_extra=0, step_pairs=a.step_pairs, seed=getattr(a, "train_seed", a.seed), **base)
     return test, train
-
-
-def export_name(domain: str, seed: int) -> str:
-    """A benchmark build's export under EXPORTS: the domain for seed 0 (the single-seed table's name), else
-    `<domain>-seed<k>`."""
-    return domain if seed == 0 else f"{domain}-seed{seed}"
-
-
-def seed_of(name: str) -> int:
-    """The seed of an export name (export_name's inverse)."""
-    return int(name.rsplit("-seed", 1)[1]) if "-seed" in name else 0
-
-
-def domain_exports(exports: Path, domain: str) -> list[str]:
-    """The export names of a domain's benchmark builds present under EXPORTS, seed 0 first: the builds its
-    pooled cells cover."""
-    found = [p.parent.name for p in Path(exports).glob(f"{domain}*/manifest.json")
-             if p.parent.name == domain or re.fullmatch(rf"{re.escape(domain)}-seed\d+", p.parent.name)]
-    return sorted(found, key=seed_of)
 
 
 def restore(export: Path, root: Path) -> Path:

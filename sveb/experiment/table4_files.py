@@ -119,11 +119,29 @@ def export_estimates(key: str, export: Path, names: list[str], records: list[dic
     return ids, ref, groups, {p: {n: est[p][n] for n in names if n in est[p]} for p in PROTOCOLS}
 
 
+def export_name(domain: str, seed: int) -> str:
+    """A benchmark build's export under EXPORTS: the domain for seed 0 (the single-seed table's name), else
+    `<domain>-seed<k>`."""
+    return domain if seed == 0 else f"{domain}-seed{seed}"
+
+
+def seed_of(name: str) -> int:
+    """The seed of an export name (export_name's inverse)."""
+    return int(name.rsplit("-seed", 1)[1]) if "-seed" in name else 0
+
+
+def domain_exports(exports: Path, domain: str) -> list[str]:
+    """The export names of a domain's benchmark builds present under EXPORTS, seed 0 first: the builds its
+    pooled cells cover."""
+    found = [p.parent.name for p in Path(exports).glob(f"{domain}*/manifest.json")
+             if p.parent.name == domain or re.fullmatch(rf"{re.escape(domain)}-seed\d+", p.parent.name)]
+    return sorted(found, key=seed_of)
+
+
 def pooled_estimates(domain: str, exports: Path, names: list[str], records: list[dict]):
     """A domain's references, problems (the clusters: a problem two seeds share is one cluster) and
     est[protocol][estimator], over every seed's export of the domain (sveb.experiment.table4.domain_exports),
     states in export order, NaN where an estimator has no estimate for a state (say, a seed not scored)."""
-    from sveb.experiment.table4 import domain_exports  # the export layout lives there
     parts = [export_estimates(domain, exports / n, names, records) for n in domain_exports(exports, domain) or [domain]]
     ref = np.concatenate([p[1] for p in parts])
     groups = np.concatenate([p[2] for p in parts])
