@@ -18,7 +18,7 @@ from sveb.experiment.runner import Sampler, estimator_list, evaluate_all, needs_
 from sveb.experiment.table4_files import (domain_exports, export_name, merge_estimates, read_estimates,
                                           recorded_machine, shown_source, size_mb, timing_rows,
                                           write_estimates, write_tables)
-from sveb.present.table4 import stage_timer
+from sveb.present.table4 import scoring_seconds, stage_timer
 from sveb.sample.paper import PRESET as PAPER
 from sveb.core.models import model_slug
 from sveb.estimators import entry, is_variant, names as registered
@@ -182,11 +182,6 @@ def _seconds(export: Path):
     return store.read_manifest(export).get("seconds") if (export / "manifest.json").exists() else None
 
 
-def _spent(timing: dict[str, float]) -> float:
-    """Seconds of scoring: the hidden pass and every estimator."""
-    return sum(v for k, v in timing.items() if k.startswith(("eval ", "hidden pass")))
-
-
 def variants() -> list[str]:
     """SVEB's earlier readings (numca-sveb, ...): shown where the stored estimates hold them."""
     return [n for n in registered(variants=True) if is_variant(n)]
@@ -200,12 +195,14 @@ def seeds_of(a) -> list[int]:
 def tables(a, out: Path, domains: list[str], names: list[str], records: list[dict], timings: dict,
            machine: str, console) -> None:
     """Every table from the per-state estimates: a domain's cells pool every seed's export found under EXPORTS
-    (domain_exports); domains.csv and the cost table have a row or column per export."""
+    (domain_exports); domains.csv and the cost table have a row or column per export. SVEB's earlier readings
+    (variants) are shown where the estimates hold them."""
+    names = names + [n for n in variants() if n not in names and any(r["estimator"] == n for r in records)]
     drows, trows, shown = [], [], []
     for d in domains:
         for name in domain_exports(Path(a.exports), d) or [d]:
             t = timings.get(name, {})
-            drows.append(domain_row(d, a, t, _spent(t), name))
+            drows.append(domain_row(d, a, t, scoring_seconds(t), name))
             trows += timing_rows(name, t, drows[-1]["states"])
             shown.append(name)
     write_tables(a, out, domains, names, records, drows, trows, timings, machine, console, shown)
@@ -234,7 +231,6 @@ def run(a, engine=None, model_dir=None) -> Path:
                     records = merge_estimates(records, eval_domain(d, a, add, console, name)[0])
             names += [n for n in add if n not in names]
             write_estimates(out / "estimates.parquet", records)
-        names += [n for n in variants() if n not in names and any(r["estimator"] == n for r in records)]
         tables(a, out, domains, names, records, timings, recorded_machine(out / "table4.md"), console)
         return out
     a.train = a.train and needs_train(names)
@@ -258,7 +254,6 @@ def run(a, engine=None, model_dir=None) -> Path:
                 timings[name].pop("hidden pass (from cache file times)", None)
             timing_path.write_text(json.dumps(timings, indent=1))  # each build's as soon as it is scored
             write_estimates(out / "estimates.parquet", records)
-    names += [n for n in variants() if n not in names and any(r["estimator"] == n for r in records)]
     tables(a, out, domains, names, records, timings, f"CPU flags: {describe()}", console)
     return out
 

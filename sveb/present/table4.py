@@ -203,25 +203,34 @@ def cost_markdown(timing: dict[str, dict[str, float]], states: dict[str, int], d
                            for d in domains)] for k in stages])
 
 
-SAMPLING = ("screening", "rollouts", "references")
+SAMPLING = tuple(dict.fromkeys(STAGE_JOBS.values()))  # screening, rollouts, references
+
+
+def hidden_seconds(timing: dict[str, float]) -> float | None:
+    """The shared hidden-state pass: as recorded, else as estimated from its cache files' write times."""
+    return timing.get("hidden pass", timing.get("hidden pass (from cache file times)"))
+
+
+def scoring_seconds(timing: dict[str, float]) -> float:
+    """Seconds of scoring: the hidden pass and every estimator under both protocols."""
+    return (hidden_seconds(timing) or 0.0) + sum(v for k, v in timing.items() if k.startswith("eval "))
 
 
 def scoring_vs_sampling(timing: dict[str, dict[str, float]], builds: list[str]) -> list[dict]:
     """Per build: the seconds its sampling took (screening + rollouts + references, as timed by the run that
-    sampled it), the seconds its scoring took (the shared hidden-state pass plus every estimator under both
-    protocols, as recorded by the run that computed each; a build scored after the domain's first also
-    reuses what was trained on the shared train build), and their ratio. None where either is not recorded."""
+    sampled it), the seconds its scoring took (scoring_seconds, as recorded by the run that computed each part;
+    a build scored after the domain's first also reuses what was trained on the shared train build), and their
+    ratio. None where either is not recorded."""
     rows = []
     for b in builds:
         t = timing.get(b, {})
         sampled = sum(t[k] for k in SAMPLING if k in t) if any(k in t for k in SAMPLING) else None
-        evals = [v for k, v in t.items() if k.startswith("eval ")]
-        hidden = t.get("hidden pass", t.get("hidden pass (from cache file times)"))
-        scored = (sum(evals) + (hidden or 0.0)) if evals else None
-        top = sorted(((v, k[5:]) for k, v in t.items() if k.startswith("eval ")), reverse=True)[:3]
+        evals = sorted(((v, k[5:]) for k, v in t.items() if k.startswith("eval ")), reverse=True)
+        scored = scoring_seconds(t) if evals else None
+        hidden = hidden_seconds(t)
         rows.append({"build": b, "sampling s": None if sampled is None else round(sampled, 1),
                      "scoring s": None if scored is None else round(scored, 1),
                      "hidden pass s": None if hidden is None else round(hidden, 1),
                      "ratio": round(scored / sampled, 3) if sampled and scored is not None else None,
-                     "dearest": ", ".join(f"{k} {v:.0f} s" for v, k in top)})
+                     "dearest": ", ".join(f"{k} {v:.0f} s" for v, k in evals[:3])})
     return rows
