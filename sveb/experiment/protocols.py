@@ -21,7 +21,7 @@ from pathlib import Path
 from sveb import store
 from sveb.core.config import BuildConfig, SamplingConfig
 from sveb.experiment.runner import Sampler
-from sveb.experiment.table4 import eval_domain, exported, restore, timed_build
+from sveb.experiment.table4 import eval_domain, export_train, exported, restore, timed_build
 from sveb.sample import paper
 from sveb.sample.rules import locate
 from sveb.store.export import export_build
@@ -115,8 +115,8 @@ def build_setting(s: Setting, a, sampler: Sampler, console, model_dir) -> dict |
     if s.group == "sveb" and s.key != s.base:
         share(locate(configs(Setting(s.base, s.domain, "sveb", ""), a)[0], root), locate(test, root))
     bdir, timing = timed_build(sampler, test, root, console)
-    if train is not None and a.train and not (Path(a.exports) / f"{s.key}-train" / "manifest.json").exists():
-        export_build(sampler.build(train, root, console), Path(a.exports) / f"{s.key}-train", model_dir)
+    if train is not None and a.train:
+        export_train(sampler, train, root, Path(a.exports) / f"{s.key}-train", console, model_dir)
     export_build(bdir, exp, model_dir)
     return timing
 

@@ -78,6 +78,13 @@ def timed_build(sampler: Sampler, cfg, root: Path, console) -> tuple[Path, dict[
     return bdir, timing
 
 
+def export_train(sampler: Sampler, cfg, root: Path, exp: Path, console, model_dir) -> None:
+    """The train build sampled and exported to `exp` unless exported already: one for every seed (and setting)
+    that shares it."""
+    if not (exp / "manifest.json").exists():
+        export_build(sampler.build(cfg, root, console), exp, model_dir)
+
+
 def build_domain(domain: str, a, sampler: Sampler, console, model_dir, seed: int | None = None) -> dict | None:
     """Build (timed per stage) and export a domain's benchmark build of `seed` (default a.seed), and its train
     build unless exported already (one for every seed); None if the benchmark export exists, {} if this run
@@ -88,9 +95,8 @@ def build_domain(domain: str, a, sampler: Sampler, console, model_dir, seed: int
         return None
     test, train = configs(domain, a, a.source.get(domain, "builtin"), seed)
     bdir, timing = timed_build(sampler, test, Path(a.root), console)
-    texp = Path(a.exports) / f"{domain}-train"
-    if a.train and not (texp / "manifest.json").exists():
-        export_build(sampler.build(train, a.root, console), texp, model_dir)
+    if a.train:
+        export_train(sampler, train, Path(a.root), Path(a.exports) / f"{domain}-train", console, model_dir)
     export_build(bdir, exp, model_dir)
     return timing
 
