@@ -101,41 +101,19 @@ class HiddenStates:
             empty_cache()
 
     def _forward(self, rollouts: list[dict], resp: list[int], full: list[int]) -> dict[tuple, dict[int, np.ndarray]]:
-        """One batched pass: {("resp", layer) | ("full", layer): {rollout_idx: stored array (`to_store`)}}."""
-        import torch
+        """One pass: {("resp", layer) | ("full", layer): {rollout_idx: stored array (`to_store`)}}; rollouts that
+        share a prompt pass it once (sveb.lm.hidden_pass)."""
+        from sveb.lm.hidden_pass import group_pass
         model = self._load_model()
-        order = sorted(rollouts, key=lambda r: len(r["prompt_token_ids"]) + len(r["response_token_ids"]))
-        out: dict[tuple, dict[int, np.ndarray]] = {("resp", k): {} for k in resp} | {("full", k): {} for k in full}
-        batch: list[dict] = []
-
-        def flush():
-            width = max(len(r["prompt_token_ids"]) + len(r["response_token_ids"]) for r in batch)
-            ids = torch.zeros((len(batch), width), dtype=torch.long)
-            mask = torch.zeros_like(ids)
-            for i, r in enumerate(batch):  # right padding: causal attention keeps real positions exact
-                seq = list(r["prompt_token_ids"]) + list(r["response_token_ids"])
-                ids[i, :len(seq)] = torch.tensor(seq)
-                mask[i, :len(seq)] = 1
-            with torch.no_grad():
-                # the body only: the LM head's logits would cost tokens x vocab floats for nothing
-                res = model.base_model(input_ids=ids.to(self.device), attention_mask=mask.to(self.device),
-                                       output_hidden_states=any(k != -1 for k in resp) or bool(full))
-                layer_of = lambda k: res.last_hidden_state if k == -1 else res.hidden_states[k]  # noqa: E731
-                for (kind, k), dest in out.items():
-                    hs = layer_of(k)
-                    for i, r in enumerate(batch):
-                        p, t = len(r["prompt_token_ids"]), len(r["response_token_ids"])
-                        lo = p if kind == "resp" else 0
-                        dest[r["rollout_idx"]] = to_store(hs[i, lo:p + t])
-            batch.clear()
-
-        for r in order:
-            width = len(r["prompt_token_ids"]) + len(r["response_token_ids"])
-            if batch and width * (len(batch) + 1) > self.batch_tokens:
-                flush()
-            batch.append(r)
-        if batch:
-            flush()
+        taps = [("resp", k) for k in resp] + [("full", k) for k in full]
+        out: dict[tuple, dict[int, np.ndarray]] = {tap: {} for tap in taps}
+        by_prompt: dict[tuple, list[dict]] = {}
+        for r in rollouts:
+            by_prompt.setdefault(tuple(r["prompt_token_ids"]), []).append(r)
+        for prompt, rows in by_prompt.items():
+            for tap, arrays in group_pass(model, self.device, list(prompt), rows, taps, self.batch_tokens,
+                                          to_store).items():
+                out[tap].update(arrays)
         return out
 
     def compute(self, rollouts: list[dict]) -> dict[int, np.ndarray]:
