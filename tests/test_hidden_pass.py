@@ -94,3 +94,36 @@ def test_plan_batches_known_answers():
     # one long response among short ones goes alone once a call costs less than its padding
     assert plan_batches([2, 2, 2, 100], 0, 10**6, 32) == [[0, 1, 2], [3]]
     assert plan_batches([0, 0], 5, 100, 32) == []
+
+
+def test_critic_values_and_gradient_split_by_length_equal_one_padded_batch(monkeypatch):
+    """The critic runs a micro-batch in parts of similar length: values and the summed loss's gradient are
+    those of the whole batch padded to its longest rollout (CALL_TOKENS huge: one part, the earlier way)."""
+    import tempfile
+    from pathlib import Path
+    from sveb.lm import hidden_pass
+    from sveb.lm.critic import Critic, CriticConfig, make_seq
+    path = tiny_llama(Path(tempfile.mkdtemp()) / "llama", layers=3)
+    rng = np.random.default_rng(1)
+    seqs = [make_seq(("b", "p", i), rng.integers(1, 200, 6).tolist(), rng.integers(1, 200, n).tolist(), float(i % 2))
+            for i, n in enumerate([1, 40, 3, 2, 37, 5, 1, 4])]
+    critic = Critic(CriticConfig(model=path, train_layers=2), path, device="cpu")
+    critic.model.head.weight.data.normal_(0, 0.1)
+    runs = {}
+    for name, call in (("split", 32), ("one", 10**9)):
+        monkeypatch.setitem(hidden_pass.CALL_TOKENS, "cpu", call)
+        critic.model.zero_grad(set_to_none=True)
+        loss = critic._loss_sum(seqs)
+        loss.backward()
+        grads = [p.grad.clone() for p in critic.model.trainable().parameters() if p.grad is not None]
+        runs[name] = ([v.detach().clone() for v in critic._values_batch(seqs)], loss.item(), grads)
+        if name == "split":  # the parts really differ from one batch
+            parts = hidden_pass.plan_batches([len(s.ids) for s in seqs], 0, 1 << 62, call)
+            assert len(parts) > 1
+    (va, la, ga), (vb, lb, gb) = runs["split"], runs["one"]
+    assert len(ga) == len(gb) > 0
+    for a, b in zip(va, vb):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), atol=1e-5)
+    assert abs(la - lb) < 1e-4 * max(1.0, abs(lb))
+    for a, b in zip(ga, gb):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), atol=1e-5, rtol=1e-4)
