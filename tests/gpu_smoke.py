@@ -43,9 +43,9 @@ def make_model(shape: str, dtype: str, path: Path, device: str) -> str:
 def make_rollouts(n: int, tokens: int, vocab: int, seed: int = 0) -> list[dict]:
     import numpy as np
     rng = np.random.default_rng(seed)
-    prompt = max(4, tokens // 16)
-    return [{"rollout_idx": i, "prompt_token_ids": rng.integers(1, vocab, prompt).tolist(),
-             "response_token_ids": rng.integers(1, vocab, int(tokens - prompt - rng.integers(0, tokens // 8 + 1))).tolist(),
+    prompt = rng.integers(1, vocab, max(4, tokens // 16)).tolist()  # one problem group: one prompt
+    return [{"rollout_idx": i, "prompt_token_ids": prompt,
+             "response_token_ids": rng.integers(1, vocab, int(tokens - len(prompt) - rng.integers(0, tokens // 8 + 1))).tolist(),
              "reward": float(i % 2)} for i in range(n)]
 
 
@@ -89,7 +89,7 @@ def run(args) -> list[dict]:
     from sveb.lm.critic import Critic, CriticConfig, make_seq
     from sveb.estimators.pacs import PacsConfig, PacsScorer, make_pseq
     from sveb.lm.device import device, empty_cache
-    from sveb.lm.hidden import HiddenStates, SharedFeatures
+    from sveb.lm.hidden import HiddenStates, SharedFeatures, from_store
     dev = device()
     print(f"device: {dev.describe()}; torch {torch.__version__} (CUDA {torch.version.cuda}); "
           f"{torch.cuda.get_device_name(0) if dev.torch == 'cuda' else 'cpu'}", flush=True)
@@ -108,6 +108,13 @@ def run(args) -> list[dict]:
             arrays = hs.group(pid, rows)
             row["finite"] = finite(arrays.values())
             row["tokens"] = sum(len(r["prompt_token_ids"]) + len(r["response_token_ids"]) for r in rows)
+            # the shared-prompt pass against a plain pass over prompt + response (two rollouts, same dtype)
+            plain = hs._forward([{**r, "prompt_token_ids": [], "response_token_ids": r["prompt_token_ids"]
+                                  + r["response_token_ids"]} for r in rows[:2]], [-1], [])[("resp", -1)]
+            gap = max(float(abs(from_store(plain[r["rollout_idx"]])[len(r["prompt_token_ids"]):]
+                                - arrays[r["rollout_idx"]]).max()) for r in rows[:2])
+            row["shared_vs_plain_max_abs"] = gap
+            row["state_max_abs"] = max(float(abs(arrays[r["rollout_idx"]]).max()) for r in rows[:2])
             hs.release()
         shared = SharedFeatures(path, -3)
         shared.dtype = dtype
