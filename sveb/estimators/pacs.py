@@ -116,7 +116,7 @@ class PacsScorer(Critic):
         """log pi(o_t | q, o_<t) at the config's temperature of each response token, [T] per rollout (with grad
         where enabled)."""
         out = {}
-        for batch in _token_batches(seqs, LOGIT_TOKENS):
+        for batch in _token_batches(seqs, LOGIT_TOKENS, self.device):
             with self._amp():
                 h = self.model.top(_pad(self.features(batch)))
             # the batch's response positions through the head in one product: per rollout, ~30-row products

@@ -82,14 +82,12 @@ def _pad(rows: list[torch.Tensor]) -> torch.Tensor:
     return nn.utils.rnn.pad_sequence(rows, batch_first=True)  # right padding: causal => exact
 
 
-def _token_batches(seqs: Sequence[Seq], budget: int) -> list[list[Seq]]:
-    out: list[list[Seq]] = []
-    for s in sorted(seqs, key=lambda s: len(s.ids)):
-        if out and len(s.ids) * (len(out[-1]) + 1) <= budget:
-            out[-1].append(s)
-        else:
-            out.append([s])
-    return out
+def _token_batches(seqs: Sequence[Seq], budget: int, device: str = "cpu") -> list[list[Seq]]:
+    """Batches of similar length within `budget` padded tokens (a longer rollout alone), by the planner the
+    hidden pass uses: it weighs padding against a call's cost on `device`."""
+    from sveb.lm.hidden_pass import CALL_TOKENS, plan_batches
+    call = CALL_TOKENS.get(torch.device(device).type, 32)
+    return [[seqs[i] for i in part] for part in plan_batches([len(s.ids) for s in seqs], 0, budget, call)]
 
 
 class Critic:
@@ -157,7 +155,7 @@ class Critic:
             for s in missing:
                 self._remember(s.key, fresh[s.key])
             missing = []
-        for batch in _token_batches(missing, BATCH_TOKENS):
+        for batch in _token_batches(missing, BATCH_TOKENS, self.device):
             bad = max(max(s.ids) for s in batch)
             if bad >= self.vocab:
                 raise UsageError(f"token id {bad} >= critic vocab {self.vocab}: the critic must share the policy's tokenizer")
@@ -179,22 +177,20 @@ class Critic:
         """Each rollout's values, the micro-batch run in parts of similar length: a random micro-batch padded
         to its longest rollout computed 1.5-2.2x its real positions on Table 4's builds. Rollouts do not mix
         (causal, per-row), so the values and the summed loss's gradient are the whole batch's."""
-        from sveb.lm.hidden_pass import CALL_TOKENS, plan_batches
-        feats = self.features(seqs)
-        out: list[torch.Tensor | None] = [None] * len(seqs)
-        call = CALL_TOKENS.get(torch.device(self.device).type, 32)
-        for part in plan_batches([len(f) for f in feats], 0, 1 << 62, call):
+        feats = dict(zip((s.key for s in seqs), self.features(seqs)))
+        out = {}
+        for part in _token_batches(seqs, 1 << 62, self.device):
             with self._amp():
-                o = self.model(_pad([feats[i] for i in part]))
-            for b, i in enumerate(part):
-                out[i] = o[b, seqs[i].prompt_len - 1: seqs[i].prompt_len - 1 + seqs[i].T]
-        return out
+                o = self.model(_pad([feats[s.key] for s in part]))
+            for b, s in enumerate(part):
+                out[s.key] = o[b, s.prompt_len - 1: s.prompt_len - 1 + s.T]
+        return [out[s.key] for s in seqs]
 
     @torch.no_grad()
     def values(self, seqs: Sequence[Seq]) -> dict[tuple, np.ndarray]:
         """{key: [V(s_0), ..., V(s_{T-1})]} for each rollout."""
         out = {}
-        for batch in _token_batches(seqs, BATCH_TOKENS):
+        for batch in _token_batches(seqs, BATCH_TOKENS, self.device):
             for s, v in zip(batch, self._values_batch(batch)):
                 out[s.key] = v.double().cpu().numpy()
         self.release_features()
