@@ -38,8 +38,15 @@ def ray_build(root, workers):
     return {t: store.read_table(bdir / t).to_pylist() for t in TABLES}
 
 
-def test_two_workers_equal_one_worker_row_for_row(tmp_path):
-    one = ray_build(tmp_path / "one", 1)
+@pytest.fixture(scope="module")
+def one_worker(tmp_path_factory):
+    """The one-actor build both tests compare with, built once (each build starts a cluster and an engine)."""
+    root = tmp_path_factory.mktemp("one")
+    return root, ray_build(root, 1)
+
+
+def test_two_workers_equal_one_worker_row_for_row(one_worker, tmp_path):
+    _, one = one_worker
     two = ray_build(tmp_path / "two", 2)
     assert len(one["problems"]) == 5 and len(one["rollouts"]) == 20
     # every state has its reference row, and there are two reference shards to share between the workers
@@ -50,13 +57,13 @@ def test_two_workers_equal_one_worker_row_for_row(tmp_path):
             assert a == b, (t, a, b)
 
 
-def test_another_layout_draws_the_same_distribution(tmp_path):
+def test_another_layout_draws_the_same_distribution(one_worker, tmp_path):
     from sveb.evaluate import evaluate
-    one = ray_build(tmp_path / "one", 1)
+    one_root, one = one_worker
     local = ray_build(tmp_path / "local", 0)
     same = sum(a["response_token_ids"] == b["response_token_ids"] for a, b in zip(one["rollouts"], local["rollouts"]))
     print(f"local (2 threads) vs 1 Ray actor (1 core): {same} of {len(one['rollouts'])} rollouts token-identical")
-    rows = [evaluate(store.list_builds(tmp_path / d)[0], "grpo", {}, "held-out") for d in ("one", "local")]
+    rows = [evaluate(store.list_builds(root)[0], "grpo", {}, "held-out") for root in (one_root, tmp_path / "local")]
     a, b = rows
     # two draws of one distribution: their MAE CIs overlap (the claim the README makes for other layouts)
     assert a["mae_ci_low"] <= b["mae_ci_high"] and b["mae_ci_low"] <= a["mae_ci_high"], (a, b)
