@@ -23,8 +23,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from sveb import store  # noqa: E402
-from sveb.experiment.table4_files import domain_exports, seed_of  # noqa: E402
-from sveb.experiment.table4_files import merge_estimates, read_estimates, write_estimates  # noqa: E402
+from sveb.experiment.table4_files import (domain_exports, merge_estimates, read_estimates, seed_of,  # noqa: E402
+                                          write_estimates)
 
 
 def readings(records: list[dict], domain: str, build_fp: str) -> dict[tuple[str, str], str]:

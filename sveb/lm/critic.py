@@ -27,6 +27,7 @@ from scipy.signal import lfilter
 from torch import nn
 
 from sveb.lm.checkpoints import latest_epoch, load_epoch, save_epoch
+from sveb.lm.hidden_pass import call_tokens, plan_batches
 from sveb.core.config import derive_seed, fingerprint
 from sveb.core.errors import UsageError
 from sveb.store import atomic_write_bytes
@@ -85,9 +86,8 @@ def _pad(rows: list[torch.Tensor]) -> torch.Tensor:
 def _token_batches(seqs: Sequence[Seq], budget: int, device: str = "cpu") -> list[list[Seq]]:
     """Batches of similar length within `budget` padded tokens (a longer rollout alone), by the planner the
     hidden pass uses: it weighs padding against a call's cost on `device`."""
-    from sveb.lm.hidden_pass import CALL_TOKENS, plan_batches
-    call = CALL_TOKENS.get(torch.device(device).type, 32)
-    return [[seqs[i] for i in part] for part in plan_batches([len(s.ids) for s in seqs], 0, budget, call)]
+    lengths = [len(s.ids) for s in seqs]
+    return [[seqs[i] for i in part] for part in plan_batches(lengths, 0, budget, call_tokens(device))]
 
 
 class Critic:

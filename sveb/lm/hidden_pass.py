@@ -15,9 +15,15 @@ import numpy as np
 CALL_TOKENS = {"cpu": 32, "cuda": 4096}
 
 
-def plan_batches(lengths: list[int], prompt: int, budget: int, call_tokens: int) -> list[list[int]]:
+def call_tokens(device) -> int:
+    """CALL_TOKENS for a torch device (or its name); other device types are priced as a CPU."""
+    import torch
+    return CALL_TOKENS.get(torch.device(device).type, CALL_TOKENS["cpu"])
+
+
+def plan_batches(lengths: list[int], prompt: int, budget: int, per_call: int) -> list[list[int]]:
     """Indices of `lengths` (responses of one prompt) in batches, each sorted by length: the partition of the
-    sorted lengths that minimises padded positions (n x the batch's longest) plus `call_tokens` per batch, with
+    sorted lengths that minimises padded positions (n x the batch's longest) plus `per_call` per batch, with
     n x (prompt + longest) <= budget where possible (a single longer row goes alone). Zero lengths need no pass
     and are left out."""
     order = sorted((i for i, t in enumerate(lengths) if t > 0), key=lambda i: lengths[i])
@@ -29,7 +35,7 @@ def plan_batches(lengths: list[int], prompt: int, budget: int, call_tokens: int)
         for i in range(j - 1, -1, -1):  # the batch is sorted rows i..j-1
             if (j - i) * (prompt + longest) > budget and j - i > 1:
                 break
-            cost = best[i] + (j - i) * longest + call_tokens
+            cost = best[i] + (j - i) * longest + per_call
             if cost < best[j]:
                 best[j], cut[j] = cost, i
     out, j = [], n
@@ -73,7 +79,7 @@ def group_pass(model, device, prompt: list[int], rows: list[dict], taps: list[tu
         if t == 0:  # no response: nothing to pass
             for tap in taps:
                 keep(tap, r["rollout_idx"], empty)
-    for batch in plan_batches(lengths, p, budget, CALL_TOKENS.get(torch.device(device).type, 32)):
+    for batch in plan_batches(lengths, p, budget, call_tokens(device)):
         width = max(lengths[i] for i in batch)
         ids = torch.zeros((len(batch), width), dtype=torch.long)
         mask = torch.zeros((len(batch), p + width), dtype=torch.long)
