@@ -55,8 +55,8 @@ def shared_pass(manifest: dict, groups: dict, pids: list[str], args) -> None:
     plain = {pid: [{**r, "prompt_token_ids": [], "response_token_ids": list(r["prompt_token_ids"])
                     + list(r["response_token_ids"])} for r in groups[pid]] for pid in pids}
     n_tok = sum(len(r["prompt_token_ids"]) + len(r["response_token_ids"]) for pid in pids for r in groups[pid])
-    print(f"{manifest['domain']}: {len(pids)} problems, {sum(len(groups[p]) for p in pids)} rollouts, {n_tok} tokens; "
-          f"dtype {hs.dtype}; {__import__('torch').get_num_threads()} threads; CPU flags: {FLAGS}", flush=True)
+    print(f"{manifest['domain']}: {len(pids)} problems, {sum(len(groups[p]) for p in pids)} rollouts, {n_tok} tokens;\n"
+          f"  dtype {hs.dtype}; {__import__('torch').get_num_threads()} threads; CPU flags: {FLAGS}", flush=True)
     hs._load_model()
     seconds: dict[str, list[float]] = {"shared": [], "plain": []}
     outs = {}
@@ -77,8 +77,8 @@ def shared_pass(manifest: dict, groups: dict, pids: list[str], args) -> None:
             if a.size:
                 worst = max(worst, float(np.abs(a - b).max()))
     s, pl = np.median(seconds["shared"]), np.median(seconds["plain"])
-    print(f"median: shared prompt {s:.1f} s, plain {pl:.1f} s: {pl / s:.2f}x; "
-          f"largest difference of the last layer's response states: {worst:.2e}")
+    print(f"median: shared prompt {s:.1f} s, plain {pl:.1f} s: {pl / s:.2f}x;\n"
+          f"  largest difference of the last layer's response states: {worst:.2e}")
 
 
 
@@ -94,8 +94,8 @@ def critic(manifest: dict, groups: dict, pids: list[str], args) -> None:
     value.features(seqs)  # the shared pass, paid once, not timed
     order = np.random.default_rng(0).permutation(len(seqs))
     steps = [[seqs[j] for j in order[a:a + args.batch]] for a in range(0, len(seqs), args.batch)]
-    print(f"{manifest['domain']}: {len(seqs)} rollouts in {len(steps)} micro-batches of {args.batch}; "
-          f"{torch.get_num_threads()} threads; CPU flags: {FLAGS}", flush=True)
+    print(f"{manifest['domain']}: {len(seqs)} rollouts in {len(steps)} micro-batches of {args.batch};\n"
+          f"  {torch.get_num_threads()} threads; CPU flags: {FLAGS}", flush=True)
     seconds: dict[str, list[float]] = {"parts": [], "padded": []}
     grads = {}
     for _ in range(args.repeats):
@@ -111,8 +111,8 @@ def critic(manifest: dict, groups: dict, pids: list[str], args) -> None:
     diff = max(float((a - b).abs().max()) for a, b in zip(grads["parts"], grads["padded"]))
     scale = max(float(b.abs().max()) for b in grads["padded"])
     a, b = np.median(seconds["parts"]), np.median(seconds["padded"])
-    print(f"median: parts {a:.1f} s, padded {b:.1f} s: {b / a:.2f}x; largest gradient difference {diff:.2e} "
-          f"(largest gradient entry {scale:.2e})")
+    print(f"median: parts {a:.1f} s, padded {b:.1f} s: {b / a:.2f}x;\n"
+          f"  largest gradient difference {diff:.2e} (largest gradient entry {scale:.2e})")
 
 
 if __name__ == "__main__":
