@@ -109,11 +109,15 @@ def run(args) -> list[dict]:
             row["finite"] = finite(arrays.values())
             row["tokens"] = sum(len(r["prompt_token_ids"]) + len(r["response_token_ids"]) for r in rows)
             # the shared-prompt pass against a plain pass over prompt + response (two rollouts, same dtype)
-            plain = hs._forward([{**r, "prompt_token_ids": [], "response_token_ids": r["prompt_token_ids"]
-                                  + r["response_token_ids"]} for r in rows[:2]], [-1], [])[("resp", -1)]
+            flat = [{**r, "prompt_token_ids": [], "response_token_ids": r["prompt_token_ids"]
+                     + r["response_token_ids"]} for r in rows[:2]]
+            plain = hs._forward(flat, [-1], [])[("resp", -1)]
             gap = max(float(abs(from_store(plain[r["rollout_idx"]])[len(r["prompt_token_ids"]):]
                                 - arrays[r["rollout_idx"]]).max()) for r in rows[:2])
             row["shared_vs_plain_max_abs"] = gap
+            # the noise floor of the dtype: the same plain pass with another batch shape (alone vs padded in two)
+            alone = hs._forward(flat[:1], [-1], [])[("resp", -1)][rows[0]["rollout_idx"]]
+            row["plain_batch_shape_max_abs"] = float(abs(from_store(alone) - from_store(plain[rows[0]["rollout_idx"]])).max())
             row["state_max_abs"] = max(float(abs(arrays[r["rollout_idx"]]).max()) for r in rows[:2])
             hs.release()
         shared = SharedFeatures(path, -3)
