@@ -81,7 +81,6 @@ def shared_pass(manifest: dict, groups: dict, pids: list[str], args) -> None:
           f"  largest difference of the last layer's response states: {worst:.2e}")
 
 
-
 def critic(manifest: dict, groups: dict, pids: list[str], args) -> None:
     import torch
     model = resolve(manifest["model"])

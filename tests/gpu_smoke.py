@@ -111,13 +111,13 @@ def run(args) -> list[dict]:
             # the shared-prompt pass against a plain pass over prompt + response (two rollouts, same dtype)
             flat = [{**r, "prompt_token_ids": [], "response_token_ids": r["prompt_token_ids"]
                      + r["response_token_ids"]} for r in rows[:2]]
-            plain = hs._forward(flat, [-1], [])[("resp", -1)]
-            gap = max(float(abs(from_store(plain[r["rollout_idx"]])[len(r["prompt_token_ids"]):]
-                                - arrays[r["rollout_idx"]]).max()) for r in rows[:2])
-            row["shared_vs_plain_max_abs"] = gap
+            plain = {i: from_store(a) for i, a in hs._forward(flat, [-1], [])[("resp", -1)].items()}
+            row["shared_vs_plain_max_abs"] = max(float(abs(plain[r["rollout_idx"]][len(r["prompt_token_ids"]):]
+                                                        - arrays[r["rollout_idx"]]).max()) for r in rows[:2])
             # the noise floor of the dtype: the same plain pass with another batch shape (alone vs padded in two)
-            alone = hs._forward(flat[:1], [-1], [])[("resp", -1)][rows[0]["rollout_idx"]]
-            row["plain_batch_shape_max_abs"] = float(abs(from_store(alone) - from_store(plain[rows[0]["rollout_idx"]])).max())
+            first = rows[0]["rollout_idx"]
+            alone = from_store(hs._forward(flat[:1], [-1], [])[("resp", -1)][first])
+            row["plain_batch_shape_max_abs"] = float(abs(alone - plain[first]).max())
             row["state_max_abs"] = max(float(abs(arrays[r["rollout_idx"]]).max()) for r in rows[:2])
             hs.release()
         shared = SharedFeatures(path, -3)
