@@ -204,6 +204,34 @@ def test_problems_fingerprint_changes_only_when_the_new_knobs_are_set():
     assert len(fps) == 4
 
 
+def test_a_local_source_counts_by_its_bytes_not_its_path(tmp_path, monkeypatch):
+    """Two copies of one file at different places are one build (same fingerprints, so same draws); an edit is
+    another build; builtin and hub sources keep their names."""
+    from conftest import write_chain_source
+    from sveb.sample.pipeline import stage_fps
+    from sveb.core import schema as sch
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b" / "deep").mkdir(parents=True)
+    a = write_chain_source(tmp_path / "a" / "dapo.jsonl")
+    b = write_chain_source(tmp_path / "b" / "deep" / "copy.jsonl")
+    cfg = BuildConfig(domain="number", source=str(a))
+    fps = stage_fps(cfg)
+    assert stage_fps(replace(cfg, source=str(b))) == fps
+    monkeypatch.chdir(tmp_path / "a")
+    assert stage_fps(replace(cfg, source="dapo.jsonl")) == fps  # relative or absolute: one build
+    assert stage_fps(replace(cfg, source=f"dapo-math={a}")) != fps  # another reader is another build
+    b.write_text(b.read_text().replace("What is 1 + 1?", "What is 1 + 1 ?"))
+    assert stage_fps(replace(cfg, source=str(b)))["problems"] != fps["problems"]
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    (folder / "x.jsonl").write_bytes(a.read_bytes())
+    one = stage_fps(replace(cfg, source=str(folder)))
+    (folder / "y.jsonl").write_bytes(b"")
+    assert stage_fps(replace(cfg, source=str(folder))) != one  # a folder counts every data file in it
+    assert stage_fps(replace(cfg, source="hub"))["problems"] == fingerprint(
+        "problems", "number", "hub", "test", cfg.problems * cfg.oversample, cfg.seed, sch.SCHEMA_VERSION)
+
+
 def test_report_by_level_on_a_field_source(tmp_path):
     from sveb.engines.scripted import ScriptedEngine
     from sveb.evaluate import evaluate

@@ -5,6 +5,7 @@ split), meta keeps the dataset's own id and metadata plus the row number."""
 from __future__ import annotations
 
 import difflib
+import hashlib
 import importlib
 import logging
 import pkgutil
@@ -20,7 +21,7 @@ import sveb.data_builders as package
 from sveb.data_builders import (FITS, SkipRow, Source, SourceError, domain_module, make_problem, seed_shortfall,
                                 split_of)
 from sveb.data_builders import fields as fieldmap
-from sveb.data_builders.files import read_hub, read_local
+from sveb.data_builders.files import data_files, read_hub, read_local
 
 log = logging.getLogger(__name__)
 
@@ -129,6 +130,35 @@ def resolve(text: str, domain: str, fields: tuple = ()) -> Spec:
         raise SourceError(f"--domain {domain} does not fit --source {text} "
                           f"({'/'.join(sorted(spec.source.answer_types))} answers); use --domain {fit}")
     return spec
+
+
+def identity(text: str, domain: str, fields: tuple = ()) -> str:
+    """What a build's fingerprint keeps of --source: a builtin or hub source by its name; a local file or folder by
+    its reader and the SHA-256 of its data files (names relative to it, and bytes). One dataset is then one build,
+    with the same draws, wherever it lies, and an edited file is another build, never a stale resume."""
+    spec = resolve(text, domain, fields)
+    if spec.path is None:
+        return text
+    reader = "fields" if spec.source is None else "paper" if spec.bare else spec.source.name
+    root = spec.path.resolve()
+    files = data_files(root)
+    stamp = tuple((str(f), f.stat().st_size, f.stat().st_mtime_ns) for f in files)
+    return f"{reader}:sha256={_digest(root, stamp)}"
+
+
+@lru_cache(maxsize=32)
+def _digest(root: Path, stamp: tuple) -> str:
+    """SHA-256 over (relative name, bytes) of each file; `stamp` (path, size, mtime) keys the cache, so a file
+    edited in place is hashed again."""
+    h = hashlib.sha256()
+    for name, _, _ in stamp:
+        f = Path(name)
+        h.update((f.relative_to(root).as_posix() if root.is_dir() else "").encode() + b"\0")
+        with open(f, "rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                h.update(block)
+        h.update(b"\0")
+    return h.hexdigest()[:32]
 
 
 def default_domain(text: str) -> str | None:

@@ -13,6 +13,7 @@ from sveb.data_builders import DOMAINS, domain_module
 from sveb.engines import ENGINES, model_context
 from sveb.core.errors import BuildError, did_you_mean
 from sveb.core.models import model_slug, resolve
+from sveb.data_builders.load import identity as source_identity
 from sveb.data_builders.load import resolve as resolve_source
 from sveb.sample.paper import choice_parts, fp_parts
 
@@ -56,7 +57,9 @@ def validate(cfg: BuildConfig) -> None:
 
 def stage_fps(cfg: BuildConfig) -> dict[str, str]:
     v = schema.SCHEMA_VERSION
-    parts = ["problems", cfg.domain, cfg.source, cfg.split, cfg.problems * cfg.oversample, cfg.seed, v]
+    # a local file counts by its bytes, not its path (sveb.data_builders.load.identity)
+    source = source_identity(cfg.source, cfg.domain, tuple(cfg.fields)) if cfg.source != "builtin" else cfg.source
+    parts = ["problems", cfg.domain, source, cfg.split, cfg.problems * cfg.oversample, cfg.seed, v]
     if cfg.fields or cfg.min_tests >= 0:  # only when set, so builds made before these knobs keep their fingerprints
         parts.append({"fields": sorted(map(list, cfg.fields)), "min_tests": cfg.min_tests})
     if cfg.seed > 0:  # seeds draw disjoint candidates (load_problems); seed 0's draw, and fingerprint, are unchanged
