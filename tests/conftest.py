@@ -23,11 +23,8 @@ def chain_source(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def small_cfg(chain_source: Path, monkeypatch) -> BuildConfig:
-    # The source path is part of the build fingerprint, which seeds every draw: a relative path (from tmp_path)
-    # keeps the scripted builds, and so every outcome a test asserts, the same whatever pytest's tmp dir is.
-    monkeypatch.chdir(chain_source.parent)
-    return BuildConfig(domain="number", model="scripted", source=chain_source.name, problems=4, oversample=3,
+def small_cfg(chain_source: Path) -> BuildConfig:
+    return BuildConfig(domain="number", model="scripted", source=str(chain_source), problems=4, oversample=3,
                        rollouts=8, states_per_problem=2, mc=10, mc_extra=4, min_acc=0.1, max_acc=0.9, seed=3,
                        min_novel_numbers=0,
                        sampling=SamplingConfig(max_tokens=200), engine="scripted")
