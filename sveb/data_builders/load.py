@@ -136,25 +136,26 @@ def identity(text: str, domain: str, fields: tuple = ()) -> str:
     """What a build's fingerprint keeps of --source: a builtin or hub source by its name; a local file or folder by
     its reader and the SHA-256 of its data files (names relative to it, and bytes). One dataset is then one build,
     with the same draws, wherever it lies, and an edited file is another build, never a stale resume."""
-    spec = resolve(text, domain, fields)
-    if spec.path is None:
+    spec = resolve(text, domain, fields) if text != "builtin" else None
+    if spec is None or spec.path is None:
         return text
     reader = "fields" if spec.source is None else "paper" if spec.bare else spec.source.name
-    root = spec.path.resolve()
-    files = data_files(root)
-    stamp = tuple((str(f), f.stat().st_size, f.stat().st_mtime_ns) for f in files)
-    return f"{reader}:sha256={_digest(root, stamp)}"
+    stamp = []
+    for f in data_files(spec.path):  # its errors name the path as given
+        st = f.stat()
+        name = f.relative_to(spec.path).as_posix() if spec.path.is_dir() else ""
+        stamp.append((name, str(f.resolve()), st.st_size, st.st_mtime_ns))
+    return f"{reader}:sha256={_digest(tuple(stamp))}"
 
 
 @lru_cache(maxsize=32)
-def _digest(root: Path, stamp: tuple) -> str:
-    """SHA-256 over (relative name, bytes) of each file; `stamp` (path, size, mtime) keys the cache, so a file
-    edited in place is hashed again."""
+def _digest(stamp: tuple) -> str:
+    """SHA-256 over (relative name, bytes) of each file; the absolute path, size and mtime in `stamp` key the
+    cache, so a file edited in place is hashed again."""
     h = hashlib.sha256()
-    for name, _, _ in stamp:
-        f = Path(name)
-        h.update((f.relative_to(root).as_posix() if root.is_dir() else "").encode() + b"\0")
-        with open(f, "rb") as fh:
+    for name, path, _, _ in stamp:
+        h.update(name.encode() + b"\0")
+        with open(path, "rb") as fh:
             for block in iter(lambda: fh.read(1 << 20), b""):
                 h.update(block)
         h.update(b"\0")
