@@ -80,6 +80,17 @@ def test_helpers():
     assert _same([1, 2.0000000001], [1, 2]) and not _same(True, 1) and not _same([1], [1, 2])
 
 
+def test_numbers_compare_exactly_as_ints_and_never_overflow():
+    # ints are exact (a relative tolerance of 1e-6 passed 123456790 for 123456789); floats keep the tolerance
+    assert not _same(123456790, 123456789) and _same(10**400, 10**400) and not _same(10**400 + 1, 10**400)
+    assert _same(2.0000000001, 2) and _same(2, 2.0000000001) and not _same(2.1, 2)
+    # an int beyond float range against a float is a mismatch, not a crash of the whole build (it was)
+    assert not _same(10**400, 1.5) and not _same(1.5, 10**400) and not _same(10**400, float("inf"))
+    huge = [{"input": "[3]", "output": "0.5", "type": "function_call", "fn_name": "f"}]
+    assert code_reward(block("def f(n):\n    return 10 ** 400"), huge) == 0.0
+    assert code_reward(block("def f(n):\n    return 1 / 2"), huge) == 1.0
+
+
 def test_bad_test_cases_raise():
     with pytest.raises(ValueError, match="must be a list"):
         code_reward(block(ADD_OK), {"input": "1 2", "output": "3"})  # type: ignore[arg-type]
