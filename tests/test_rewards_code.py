@@ -91,6 +91,20 @@ def test_numbers_compare_exactly_as_ints_and_never_overflow():
     assert code_reward(block("def f(n):\n    return 1 / 2"), huge) == 1.0
 
 
+def test_a_deeply_nested_return_value_fails_its_case_instead_of_crashing():
+    # the driver can print a list ~900 deep; decoding and comparing it in a caller already some frames deep
+    # (as inside a sampling worker) raised RecursionError and ended the build
+    src = "def f(n):\n    x = 0\n    for _ in range(900):\n        x = [x]\n    return x"
+    cases = [{"input": "[3]", "output": "0", "type": "function_call", "fn_name": "f"}]
+
+    def deep(k):
+        return code_reward(block(src), cases) if k == 0 else deep(k - 1)
+    assert deep(300) == 0.0
+    # an int past the 4,300-digit str limit, printed because the candidate lifted the limit in its own process
+    big = "import sys\nsys.set_int_max_str_digits(0)\ndef f(n):\n    return 10 ** 5000"
+    assert code_reward(block(big), cases) == 0.0
+
+
 def test_bad_test_cases_raise():
     with pytest.raises(ValueError, match="must be a list"):
         code_reward(block(ADD_OK), {"input": "1 2", "output": "3"})  # type: ignore[arg-type]
