@@ -140,10 +140,10 @@ def identity(text: str, domain: str, fields: tuple = ()) -> str:
     if spec is None or spec.path is None:
         return text
     reader = "fields" if spec.source is None else "paper" if spec.bare else spec.source.name
-    stamp = []
+    stamp, folder = [], spec.path.is_dir()
     for f in data_files(spec.path):  # its errors name the path as given
         st = f.stat()
-        name = f.relative_to(spec.path).as_posix() if spec.path.is_dir() else ""
+        name = f.relative_to(spec.path).as_posix() if folder else ""
         stamp.append((name, str(f.resolve()), st.st_size, st.st_mtime_ns))
     return f"{reader}:sha256={_digest(tuple(stamp))}"
 

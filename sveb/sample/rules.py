@@ -58,7 +58,8 @@ def validate(cfg: BuildConfig) -> None:
 def stage_fps(cfg: BuildConfig) -> dict[str, str]:
     v = schema.SCHEMA_VERSION
     # a local file counts by its bytes, not its path (sveb.data_builders.load.identity)
-    parts = ["problems", cfg.domain, source_identity(cfg.source, cfg.domain, tuple(cfg.fields)), cfg.split, cfg.problems * cfg.oversample, cfg.seed, v]
+    source = source_identity(cfg.source, cfg.domain, tuple(cfg.fields))
+    parts = ["problems", cfg.domain, source, cfg.split, cfg.problems * cfg.oversample, cfg.seed, v]
     if cfg.fields or cfg.min_tests >= 0:  # only when set, so builds made before these knobs keep their fingerprints
         parts.append({"fields": sorted(map(list, cfg.fields)), "min_tests": cfg.min_tests})
     if cfg.seed > 0:  # seeds draw disjoint candidates (load_problems); seed 0's draw, and fingerprint, are unchanged
