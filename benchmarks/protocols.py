@@ -30,7 +30,9 @@ from sveb.experiment.presets import BASE, PRESETS
 from sveb.experiment.protocols import CHOICES, run
 
 DOMAINS = ("number", "programming")
-CANDIDATES = {"number": 1200, "programming": 200}  # builtin programming holds 229 test problems
+# programming 800: the paper's lowest tier holds ~8% of the builtin test problems on the default model (8-sample
+# screens of Table 4's programming seed 0, 2026-11-27), so 67 problems a tier need ~800 of its ~880
+CANDIDATES = {"number": 1200, "programming": 800}
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
