@@ -31,7 +31,7 @@ from sveb.experiment.protocols import CHOICES, run
 
 DOMAINS = ("number", "programming")
 # programming 800: the paper's lowest tier holds ~8% of the builtin test problems on the default model (8-sample
-# screens of Table 4's programming seed 0, 2026-11-27), so 67 problems a tier need ~800 of its ~880
+# screens of Table 4's programming seed 0, 2026-11-27), so 67 problems a tier need ~800 of its 896
 CANDIDATES = {"number": 1200, "programming": 800}
 
 
