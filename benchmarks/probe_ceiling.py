@@ -49,10 +49,10 @@ def cross_fit(d: dict, clusters: np.ndarray, folds: int, cs: list[float], pca: i
 
     from sveb.estimators.probe_fit import fit_cv
     out = np.full(len(d["y"]), np.nan)
-    k = min(folds, len(set(clusters)))  # a small build may hold fewer problems than --folds
-    if k < 3:  # each training part then holds >= 2 problems, which the probe's own grouped CV needs
-        raise SystemExit(f"probe_ceiling: {len(set(clusters))} problem(s) on these builds; cross-fitting needs 3")
-    for tr, te in GroupKFold(k).split(d["H"], d["y"], clusters):
+    problems = len(set(clusters))
+    if problems < 3:  # a training part must hold >= 2 problems, which the probe's own grouped CV needs
+        raise SystemExit(f"probe_ceiling: {problems} problem(s) on these builds; cross-fitting needs 3")
+    for tr, te in GroupKFold(min(folds, problems)).split(d["H"], d["y"], clusters):
         m = fit_cv(d["H"][tr], d["S"][tr], d["off"][tr], d["y"][tr], d["n"][tr], clusters[tr], cs, 5, pca, seed, True)
         out[te] = np.clip(m.predict(d["H"][te], d["S"][te], d["off"][te]), 0.0, 1.0)
     return out
