@@ -122,7 +122,7 @@ def test_two_domains_resumable_with_exports_and_timings(tmp_path):
 
 COLUMNS = ["domain", "estimator", "protocol", "n_states", "mae", "mae_ci_low", "mae_ci_high", "delta_sq",
            "delta_sq_ci_low", "delta_sq_ci_high", "delta_sq_se", "df", "p", "family", "family_size", "p_holm",
-           "delta_sq_holm_low", "delta_sq_holm_high", "verdict", "mde_80", "estimates"]
+           "delta_sq_holm_low", "delta_sq_holm_high", "verdict", "mde_80", "estimates", "builds"]
 
 
 def check_scores(path):
@@ -396,6 +396,45 @@ def test_a_cell_scored_on_some_seeds_only_is_named_with_its_share(tmp_path):
     assert "number: seeds 0, 1 (12 states)" in md and "number mcs-2 (6 of 12)" in md and "number grpo (" not in md
     rows = {(r["estimator"], r["protocol"]): r for r in csv.DictReader(open(tmp_path / "scores.csv"))}
     assert rows[("grpo", "held-out")]["n_states"] == "12" and rows[("mcs-2", "held-out")]["n_states"] == "6"
+
+
+def test_a_stored_score_is_kept_only_while_its_builds_are_still_pooled(tmp_path):
+    """A cell without per-state estimates keeps its stored MAE (a † cell) while the builds it was scored on are
+    among the domain's; once the domain is sampled again (another build_fp), the old score is dropped, not shown
+    beside the new builds' cells. Every row names the builds it pools."""
+    from types import SimpleNamespace
+    from rich.console import Console
+    from sveb.experiment.table4_files import write_tables
+    rng = np.random.default_rng(1)
+    exports = tmp_path / "exports"
+    write_export(exports / "number", "b0", ["p0", "p1", "p2"], rng)
+    records = [{"domain": "number", "build_fp": "b0", "state_id": f"p{i}-{k}", "estimator": "grpo", "params_fp": "x",
+                "protocol": "held-out", "value": float(rng.random()), "provenance": ""} for i in range(3) for k in range(2)]
+    a = SimpleNamespace(exports=str(exports), mc=20)
+    drows = [{"domain": "number", "seed": 0, "states": 6}]
+    log = Console(file=open(tmp_path / "log", "w"))
+
+    def table(recs):
+        write_tables(a, tmp_path, ["number"], ["grpo", "mcs-2"], recs, drows, [], {}, "CPU flags: x", log)
+        return {(r["estimator"], r["protocol"]): r for r in csv.DictReader(open(tmp_path / "scores.csv"))}
+
+    stored = {"mcs-2": "0.25", "grpo": ""}
+    with open(tmp_path / "scores.csv", "w", newline="") as f:  # a previous run's score of mcs-2 on build b0
+        w = csv.DictWriter(f, fieldnames=COLUMNS)
+        w.writeheader()
+        w.writerow({c: "" for c in COLUMNS} | {"domain": "number", "estimator": "mcs-2", "protocol": "held-out",
+                                               "n_states": "6", "mae": stored["mcs-2"], "mae_ci_low": "0.2",
+                                               "mae_ci_high": "0.3", "estimates": "per state", "builds": "b0"})
+    rows = table(records)
+    assert rows[("mcs-2", "held-out")]["mae"] == "0.25" and rows[("mcs-2", "held-out")]["estimates"].startswith("MAE only")
+    assert rows[("grpo", "held-out")]["builds"] == "b0" and rows[("mcs-2", "held-out")]["builds"] == "b0"
+    assert "number mcs-2 on 6 states of build b0" in (tmp_path / "table4.md").read_text()
+    import shutil
+    shutil.rmtree(exports / "number")  # the domain sampled again: a new build, new grpo estimates
+    write_export(exports / "number", "b9", ["q0", "q1", "q2"], rng)
+    rows = table([r | {"build_fp": "b9", "state_id": "q" + r["state_id"][1:]} for r in records])
+    assert ("mcs-2", "held-out") not in rows and rows[("grpo", "held-out")]["builds"] == "b9"
+    assert "†" not in (tmp_path / "table4.md").read_text()
 
 
 def write_export(path, fp, pids, rng):

@@ -153,26 +153,40 @@ def pooled_estimates(domain: str, exports: Path, names: list[str], records: list
     return ref, groups, est
 
 
+def domain_builds(exports: Path, domain: str) -> str:
+    """The fingerprints of a domain's pooled builds, seed 0 first, "+"-joined: scores.csv's `builds`."""
+    return "+".join(store.read_manifest(Path(exports) / n)["build_fp"]
+                    for n in domain_exports(exports, domain) or [domain] if (Path(exports) / n / "manifest.json").exists())
+
+
 def table_cells(a, domains: list[str], names: list[str], records: list[dict], previous: Path) -> list[dict]:
     """Every cell from the stored per-state estimates (sveb.present.table4.cells). A cell without them keeps the
-    MAE [CI] of the previous scores.csv, if it has one, and no test."""
+    MAE [CI] of the previous scores.csv if that row names its builds and each is still one of the domain's
+    (a domain sampled again drops its old scores; its n_states and builds say which states it covers), and
+    gets no test."""
     old = {(r["domain"], r["estimator"], r["protocol"]): r for r in csv.DictReader(open(previous))} \
         if previous.exists() else {}
     rows = []
     for d in domains:
         ref, groups, est = pooled_estimates(d, Path(a.exports), names, records)
+        builds = domain_builds(Path(a.exports), d)
         got = {(r["estimator"], r["protocol"]): r
-               for r in t4.cells(d, est, BASELINE, ref, groups)}
+               for r in t4.cells(d, est, BASELINE, ref, groups, builds)}
         for n in names:
             for p in PROTOCOLS:
                 if (n, p) in got:
                     rows.append(got[(n, p)])
-                elif (d, n, p) in old:
+                elif (d, n, p) in old and still_pooled(old[(d, n, p)].get("builds") or "", builds):
                     o = old[(d, n, p)]
                     rows.append({c: "" for c in t4.COLUMNS} | {k: o[k] for k in ("domain", "estimator", "protocol",
-                                "n_states", "mae", "mae_ci_low", "mae_ci_high")}
+                                "n_states", "mae", "mae_ci_low", "mae_ci_high", "builds")}
                                 | {"verdict": "n/a" if n != BASELINE else "", "estimates": STORED_MAE_ONLY})
     return rows
+
+
+def still_pooled(old: str, builds: str) -> bool:
+    """A stored score's builds are all among the domain's current ones (a row that names none is not kept)."""
+    return bool(old) and set(old.split("+")) <= set(builds.split("+"))
 
 
 STORED_MAE_ONLY = "MAE only (no per-state estimates stored)"
@@ -202,7 +216,8 @@ def write_tables(a, out: Path, domains: list[str], names: list[str], records: li
     write_csv(out / "timing.csv", trows, ("build", "stage", "seconds", "seconds per state"))
     cost = t4.scoring_vs_sampling(timings, builds)
     write_csv(out / "cost.csv", cost)
-    untested = sorted({(r["domain"], r["estimator"]) for r in rows if r["estimates"] == STORED_MAE_ONLY})
+    untested = sorted({(r["domain"], r["estimator"], r["n_states"], r["builds"]) for r in rows
+                       if r["estimates"] == STORED_MAE_ONLY})
     md = [f"# Table 4: MAE against MCS@{a.mc} [95% CI], paired verdict vs {BASELINE}", "",
           f"▲ better, ▼ worse, = no difference: the paired difference of squared error against {BASELINE} on the "
           f"same states, its cluster-robust (CR1, problems as clusters) t-test, Holm over each estimator family "
@@ -214,7 +229,7 @@ def write_tables(a, out: Path, domains: list[str], names: list[str], records: li
         md += [f"† no per-state estimates stored for this cell: its MAE [CI] is the run's score (its CI as computed "
                f"then), not tested "
                f"({len(untested)} domain x estimator pairs: "
-               + ", ".join(f"{d} {n}" for d, n in untested) + ").", ""]
+               + ", ".join(f"{d} {n} on {k} states of build {b}" for d, n, k, b in untested) + ").", ""]
     total = {d: sum(int(r["states"] or 0) for r in drows if r["domain"] == d) for d in domains}
     partial = sorted({(r["domain"], r["estimator"], r["n_states"]) for r in rows if r["estimates"] == "per state"
                       and int(r["n_states"]) < total.get(r["domain"], 0)})

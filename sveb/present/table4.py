@@ -89,16 +89,16 @@ def verdicts(est: dict[str, np.ndarray], base: str, ref: np.ndarray, groups: np.
 
 COLUMNS = ("domain", "estimator", "protocol", "n_states", "mae", "mae_ci_low", "mae_ci_high", "delta_sq",
            "delta_sq_ci_low", "delta_sq_ci_high", "delta_sq_se", "df", "p", "family", "family_size", "p_holm",
-           "delta_sq_holm_low", "delta_sq_holm_high", "verdict", "mde_80", "estimates")
+           "delta_sq_holm_low", "delta_sq_holm_high", "verdict", "mde_80", "estimates", "builds")
 
 
 def cells(domain: str, est: dict[str, dict[str, np.ndarray]], base: str, ref: np.ndarray,
-          groups: np.ndarray) -> list[dict]:
+          groups: np.ndarray, builds: str = "") -> list[dict]:
     """Every Table 4 cell of one domain from per-state arrays: est[protocol][estimator] (states in the order
     of ref and groups; NaN where a state has no estimate). One row per cell with COLUMNS: the MAE and its CI
     (sveb.score.scoring.mae_ci), the paired comparison with the baseline (`verdicts`) and, beside each "no
     difference", the minimum detectable Δ at 80% power (`mde_80`; blank elsewhere). The baseline's own row
-    has no comparison."""
+    has no comparison. `builds`: the pooled builds' fingerprints ("+"-joined), stored with every row."""
     ref = np.asarray(ref, float)
     groups = np.asarray(groups, dtype=object)
     rows = []
@@ -112,14 +112,14 @@ def cells(domain: str, est: dict[str, dict[str, np.ndarray]], base: str, ref: np
             row = {"domain": domain, "estimator": name, "protocol": protocol, "n_states": int(ok.sum()),
                    "mae": mae, "mae_ci_low": lo, "mae_ci_high": hi}
             if c is None:
-                row |= {k: "" for k in COLUMNS[7:-1]}
+                row |= {k: "" for k in COLUMNS[7:-2]}
             else:
                 row |= {"delta_sq": c["d_sq"], "delta_sq_ci_low": c["d_lo"], "delta_sq_ci_high": c["d_hi"],
                         "delta_sq_se": c["d_se"], "df": c["df"], "p": c["p"], "family": c["family"],
                         "family_size": c["m"], "p_holm": c["p_holm"], "delta_sq_holm_low": _blank(c["h_lo"]),
                         "delta_sq_holm_high": _blank(c["h_hi"]), "verdict": c["verdict"],
                         "mde_80": c["mde"] if c["verdict"] == "no difference" else ""}
-            rows.append(row | {"estimates": "per state"})
+            rows.append(row | {"estimates": "per state", "builds": builds})
     return rows
 
 
