@@ -73,7 +73,7 @@ def test_zero_init_head_gives_zero_values(tiny):
 @pytest.mark.parametrize("train_layers", [0, 1, 2])
 def test_value_read_at_last_token_of_state(tiny, train_layers):
     """V(s_t) = head(hidden at position P-1+t) of a plain forward pass over prompt + response."""
-    c = Critic(CriticConfig(model=tiny, train_layers=train_layers), tiny)
+    c = Critic(CriticConfig(model=tiny, train_layers=train_layers), tiny, dtype="float32")  # exact math: fp32
     torch.manual_seed(1)
     torch.nn.init.normal_(c.model.head.weight)
     c.model.head.bias.data.fill_(0.1)
@@ -135,3 +135,15 @@ def test_token_ids_outside_the_critic_vocab_are_an_error(tiny, tmp_path):
     c = Critic(CriticConfig(model=tiny), tiny)
     with pytest.raises(ValueError, match="vocab"):
         c.values([make_seq(("x", 0), [300, 1], [2, 3], 1.0)])
+
+
+@pytest.mark.parametrize("flags, want", [({"avx2", "avx512f", "avx512_bf16"}, "bfloat16"), ({"avx2", "fma"}, "float32"),
+                                         ({"avx2", "amx_bf16"}, "bfloat16")])
+def test_a_cpu_critic_trains_in_bf16_only_where_the_cpu_has_it(monkeypatch, flags, want):
+    """The critic's dtype is the one the hidden pass and vLLM pick (sveb.lm.device.pick_dtype): bf16 where the
+    CPU has it natively, fp32 where bf16 would be emulated; a GPU is always bf16."""
+    from sveb.lm import device
+    from sveb.lm.value_model import default_dtype
+    monkeypatch.setattr(device, "cpu_flags", lambda: frozenset(flags))
+    monkeypatch.setattr(device, "torch_device", lambda: "cpu")
+    assert default_dtype("cpu") == want and default_dtype("cuda") == "bfloat16"

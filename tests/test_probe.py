@@ -100,3 +100,24 @@ def test_cli_eval_probe(tiny_llama_builds):
     r = CliRunner().invoke(app, args)
     assert r.exit_code == 0, r.output
     assert "probe" in r.output and "train_rows" in r.output
+
+
+def test_a_stored_score_is_not_served_to_another_dtype(tiny_llama_builds, monkeypatch):
+    """An estimator that reads the model stores its scores under the machine's compute pick (device, dtype): the
+    same build scored where bf16 is picked does not return the fp32 run's stored values; a second bf16 run finds
+    its own (no recompute). grpo reads no model: one score whatever the pick."""
+    import sveb.evaluate as ev
+    _, _, bdir, _ = tiny_llama_builds
+    monkeypatch.setattr(ev, "compute_kind", lambda: "cpu-float32")
+    evaluate(bdir, "hista", {}, protocol="held-out")
+    evaluate(bdir, "grpo", {}, protocol="held-out")
+    stored = {p: p.stat().st_mtime_ns for p in (bdir / "scores").glob("part-*.parquet")}
+    monkeypatch.setattr(ev, "compute_kind", lambda: "cpu-bfloat16")
+    evaluate(bdir, "grpo", {}, protocol="held-out")
+    assert {p: p.stat().st_mtime_ns for p in stored} == stored  # grpo: served from its store
+    evaluate(bdir, "hista", {}, protocol="held-out")
+    changed = [p.name for p in stored if p.stat().st_mtime_ns != stored[p]]
+    assert len(changed) == 1 and changed[0].startswith("part-hista-")  # recomputed, not served
+    again = {p: p.stat().st_mtime_ns for p in stored}
+    evaluate(bdir, "hista", {}, protocol="held-out")
+    assert {p: p.stat().st_mtime_ns for p in stored} == again  # and stored under the new pick

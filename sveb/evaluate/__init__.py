@@ -31,6 +31,13 @@ def own_measurable(est: Estimator, protocol: str) -> bool:
     return not (protocol == "in-group" and est.trains_on_benchmark)
 
 
+def compute_kind() -> str:
+    """Where and in which dtype the model's passes and critics compute here ("cpu-bfloat16"): part of the stored
+    scores' key of every estimator that reads the model, so a score computed in fp32 is not served as bf16's."""
+    from sveb.lm.device import pick_dtype, torch_device  # per call: tests patch sveb.lm.device
+    return f"{torch_device()}-{pick_dtype('auto')}"
+
+
 def evaluate(bdir: Path, name: str, params: dict[str, str] | None = None, protocol: str = "held-out",
              force: bool = False, console: Console | None = None,
              hidden_options: dict | None = None, ray=None) -> dict:
@@ -46,6 +53,8 @@ def evaluate(bdir: Path, name: str, params: dict[str, str] | None = None, protoc
         raise EvalError(why)
     ctx = context_for(est, bdir, manifest, console)  # its train build found and checked here
     extra = call_cache_key(est, bdir, manifest, ctx)  # e.g. ppo-1's training build
+    if est.needs_hidden or est.needs_training:  # the model computes in the machine's pick (bf16 or fp32)
+        extra = f"{extra}|{compute_kind()}"
     # 2000, 0: the bootstrap settings scores once had; kept in the fingerprint so stored estimates stay current
     fp = fingerprint(manifest["build_fp"], name, pfp, protocol, 2000, 0, extra, schema.SCHEMA_VERSION)
     sfp = fingerprint(fp, schema.SCORES_VERSION)  # a new scores version recomputes rows, not estimates
