@@ -3,9 +3,9 @@ programming, and on number one of the paper's choices at a time (cut rule, conti
 definition, screening tiers); every estimator, both evaluation protocols -> results/protocols/.
 This script holds the flags; the experiment is sveb/experiment/protocols.py, its tables protocols_files.py.
 
-Resumable setting by setting: a setting whose export exists in EXPORTS is not sampled again, and scores already
-computed are kept (sveb.evaluate caches them). Each build is exported as soon as it is done, so the exports can be
-committed one by one. Writes scores.csv (setting x estimator x protocol: MAE [CI], Δ sq err vs grpo [CI], p,
+Setting by setting: each is sampled, exported, scored and the tables rewritten before the next is sampled, so
+the exports and results can be committed one by one. Resumable: a setting whose export exists in EXPORTS is not
+sampled again, and scores already computed are kept (sveb.evaluate caches them). Writes scores.csv (setting x estimator x protocol: MAE [CI], Δ sq err vs grpo [CI], p,
 Holm p, verdict, SVEB's verdict, flips_vs_sveb, and the paired change against SVEB's preset), protocols.md,
 estimates.parquet (every cell's per-state estimates) and timing.json (each build's stage seconds).
 

@@ -61,3 +61,58 @@ def test_study_driver_end_to_end_on_the_scripted_engine(tmp_path):
     assert eng.calls == [] and (out / "scores.csv").read_text() == before
     driver.main(args + ["--from-exports"])
     assert (out / "scores.csv").read_text() == before
+
+
+def test_each_setting_is_scored_before_the_next_is_sampled(tmp_path, monkeypatch):
+    """A study cut off mid-way keeps the tables of every setting it finished: when a setting's build starts,
+    scores.csv already holds each setting built before it."""
+    import sveb.experiment.protocols as study
+    from conftest import write_chain_source
+    src = write_chain_source(tmp_path / "dapo.jsonl")
+    out = tmp_path / "out"
+    seen = {}
+    real = study.build_setting
+
+    def spy(s, *args):
+        path = out / "scores.csv"
+        seen[s.key] = {r["setting"] for r in csv.DictReader(open(path))} if path.exists() else set()
+        return real(s, *args)
+
+    monkeypatch.setattr(study, "build_setting", spy)
+    _driver().main(["--engine", "scripted", "--domains", "number", "--source", f"number={src}", "--candidates",
+                    "number=36", "--problems", "2", "--states", "2", "--paper-problems", "6", "--rollouts", "8",
+                    "--paper-rollouts", "12", "--mc", "10", "--mc-extra", "4", "--max-tokens", "60",
+                    "--min-novel-numbers", "0", "--max-acc", "0.9", "--estimators", "grpo,mcs-1", "--choices", "G",
+                    "--root", str(tmp_path / "root"), "--exports", str(tmp_path / "exports"), "--out", str(out)])
+    assert seen == {"number-sveb": set(), "number-paper": {"number-sveb"},
+                    "number-G": {"number-sveb", "number-paper"}}
+
+
+def test_the_sampler_closes_its_own_engine_and_starts_another_for_the_next_build(tmp_path, monkeypatch):
+    """Between settings the study closes the engine (the estimators need its memory); the next build that samples
+    starts a new one. An engine passed in belongs to its caller and is never closed."""
+    import sveb.engines
+    import sveb.experiment.runner as runner
+    from sveb.core.config import BuildConfig
+    from sveb.experiment.runner import Sampler
+    made = []
+    monkeypatch.setattr(runner, "resolve", lambda model: model)  # no weights are read: the engine is a stand-in
+
+    class Engine:
+        closed = False
+
+        def close(self):
+            self.closed = True
+
+    monkeypatch.setattr(sveb.engines, "make_engine", lambda *a, **k: made.append(Engine()) or made[-1])
+    cfg = BuildConfig(domain="number", model=str(tmp_path), engine="vllm")
+    s = Sampler("vllm")
+    s.ready(cfg, tmp_path / "root")
+    s.close()
+    assert len(made) == 1 and made[0].closed and s.engine is None
+    s.ready(cfg, tmp_path / "root")
+    assert len(made) == 2 and not made[1].closed
+    mine = Engine()
+    t = Sampler("vllm", mine)
+    t.close()
+    assert t.engine is mine and not mine.closed

@@ -167,19 +167,23 @@ def run(a, engine=None, model_dir=None) -> Path:
     model_dir = weights_for(a, model_dir)
     timings_path = out / "timing.json"
     timings = json.loads(timings_path.read_text()) if timings_path.exists() else {}
-    sampler = Sampler(a.engine, engine)  # one engine for every build
-    try:
-        for s in todo:
-            spent = build_setting(s, a, sampler, console, model_dir)
-            if spent:
-                timings[s.key] = spent
-                timings_path.write_text(json.dumps(timings, indent=1))
-    finally:
-        sampler.close()
-    records = []
+    sampler = Sampler(a.engine, engine)
+    records = read_estimates(path) if path.exists() else []
+    # Setting by setting: sampled, then scored and the tables written, so that every finished setting's
+    # results stand (and can be committed) while the next is sampled. The engine is closed while the
+    # estimators run (its memory) and started again for the next build that samples.
     for s in todo:
-        records += eval_setting(s, a, names, console)
-    records = merge_estimates(read_estimates(path) if path.exists() else [], records)
-    write_estimates(path, records)
+        try:
+            spent = build_setting(s, a, sampler, console, model_dir)
+        finally:
+            sampler.close()
+        if spent:
+            timings[s.key] = spent
+            timings_path.write_text(json.dumps(timings, indent=1))
+        new = eval_setting(s, a, names, console)
+        if new:
+            records = merge_estimates(records, new)
+            write_estimates(path, records)
+            write_tables(out, todo, Path(a.exports), names, records, console)
     write_tables(out, todo, Path(a.exports), names, records, console)
     return out

@@ -38,6 +38,7 @@ class Sampler:
 
     def __init__(self, kind: str, engine=None):
         self.kind, self.engine = kind, engine
+        self._own = engine is None  # started here: closed (and started again when needed) here
 
     def ready(self, cfg: BuildConfig, root: Path) -> None:
         """Start the engine now if `cfg`'s build has sampling left (so that a timed build does not time it)."""
@@ -53,9 +54,12 @@ class Sampler:
         return build(cfg, root, engine=self.engine, console=console)
 
     def close(self) -> None:
-        """Free the engine's memory before hidden states and critics."""
-        if self.engine is not None and hasattr(self.engine, "close"):
-            self.engine.close()
+        """Free the engine's memory before hidden states and critics; a later build starts one again. An engine
+        passed in is its caller's: left open."""
+        if self._own and self.engine is not None:
+            if hasattr(self.engine, "close"):
+                self.engine.close()
+            self.engine = None
 
 
 def evaluate_all(bdir: Path, names: list[str], console: Console, label: str | None = None
