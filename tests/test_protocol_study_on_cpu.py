@@ -65,7 +65,7 @@ def test_study_driver_end_to_end_on_the_scripted_engine(tmp_path):
 
 def test_each_setting_is_scored_before_the_next_is_sampled(tmp_path, monkeypatch):
     """A study cut off mid-way keeps the tables of every setting it finished: when a setting's build starts,
-    scores.csv already holds each setting built before it."""
+    scores.csv already holds each setting built before it. The paper's preset, the dearest build, comes last."""
     import sveb.experiment.protocols as study
     from conftest import write_chain_source
     src = write_chain_source(tmp_path / "dapo.jsonl")
@@ -84,8 +84,8 @@ def test_each_setting_is_scored_before_the_next_is_sampled(tmp_path, monkeypatch
                     "--paper-rollouts", "12", "--mc", "10", "--mc-extra", "4", "--max-tokens", "60",
                     "--min-novel-numbers", "0", "--max-acc", "0.9", "--estimators", "grpo,mcs-1", "--choices", "G",
                     "--root", str(tmp_path / "root"), "--exports", str(tmp_path / "exports"), "--out", str(out)])
-    assert seen == {"number-sveb": set(), "number-paper": {"number-sveb"},
-                    "number-G": {"number-sveb", "number-paper"}}
+    assert list(seen) == ["number-sveb", "number-G", "number-paper"]  # the paper's preset, the dearest, last
+    assert seen == {"number-sveb": set(), "number-G": {"number-sveb"}, "number-paper": {"number-sveb", "number-G"}}
 
 
 def test_the_sampler_closes_its_own_engine_and_starts_another_for_the_next_build(tmp_path, monkeypatch):
