@@ -166,8 +166,13 @@ def _grads(scorer):
     return out
 
 
-@pytest.mark.parametrize("weight", ["balanced", "none"])
-def test_training_step_is_the_gradient_of_the_authors_loss(tiny, weight):
+@pytest.mark.parametrize("weight, grad_bytes", [("balanced", None), ("none", None), ("balanced", 0)])
+def test_training_step_is_the_gradient_of_the_authors_loss(tiny, weight, grad_bytes, monkeypatch):
+    """The step's gradient is the authors' loss's, whether a group's graph is held at once or (grad_bytes 0: a
+    group too large for GRAD_BYTES) rebuilt one rollout at a time."""
+    import sveb.estimators.pacs as pacs
+    if grad_bytes is not None:
+        monkeypatch.setattr(pacs, "GRAD_BYTES", grad_bytes)
     scorer, seqs = _scorer(tiny, weight=weight, temperature=0.7), _seqs()
     scorer.model.trainable().zero_grad(set_to_none=True)
     loss, n = scorer._backward(seqs)

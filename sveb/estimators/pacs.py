@@ -49,6 +49,7 @@ from sveb.estimators.pacs_loss import (FINAL_BASELINES, VALUES, WEIGHTS, base_ra
 from sveb.core.models import resolve
 
 LOGIT_TOKENS = 2048  # tokens per forward through the LM head (their logits are tokens x vocab floats)
+GRAD_BYTES = 2 << 30  # a group's fp32 head outputs (tokens x vocab) autograd may hold for one backward pass
 
 
 @dataclass(frozen=True)
@@ -174,19 +175,26 @@ class PacsScorer(Critic):
         return [[s for g in order[a:a + per] for s in groups[g]] for a in range(0, len(order), per)]
 
     def _backward(self, step: Sequence[PSeq]) -> tuple[float, int]:
-        """Eq. 8 over the step's groups in two passes: a no-grad pass gives the log-ratio sums x_i and, by
-        pacs_group, each rollout's coefficient c_i = dL/dx_i; then sum_i c_i x_i is backpropagated one rollout
-        at a time. The step's loss is the mean of its groups' (the authors: one group per micro-batch)."""
+        """Eq. 8 over the step's groups: the log-ratio sums x_i give, by pacs_group, each rollout's coefficient
+        c_i = dL/dx_i, and sum_i c_i x_i is backpropagated. A group whose head outputs fit GRAD_BYTES keeps one
+        forward's graph for it; a larger one takes x from a no-grad pass, then backpropagates one rollout at a
+        time (one forward more, its memory one rollout's). The step's loss is the mean of its groups' (the
+        authors: one group per micro-batch)."""
         groups: dict[str, list[PSeq]] = {}
         for s in step:
             groups.setdefault(s.group, []).append(s)
         total = 0.0
         for members in groups.values():
             ref = self.reference(members)
-            with torch.no_grad():
-                x = [float((lp - lr).sum()) for lp, lr in zip(self._logprobs(members), ref)]
-            _, loss, c = pacs_group(x, [s.reward for s in members], self.cfg.beta, self.cfg.weight == "balanced")
+            whole = sum(s.T for s in members) * self.head_weight.shape[0] * 4 <= GRAD_BYTES
+            with contextlib.nullcontext() if whole else torch.no_grad():
+                xs = [(lp - lr).sum() for lp, lr in zip(self._logprobs(members), ref)]
+            _, loss, c = pacs_group([float(x.detach()) for x in xs], [s.reward for s in members], self.cfg.beta,
+                                    self.cfg.weight == "balanced")
             total += loss
+            if whole:
+                (sum(float(ci) * x for ci, x in zip(c, xs)) / len(groups)).backward()
+                continue
             for s, ci, lr in zip(members, c, ref):
                 (lp,) = self._logprobs([s])
                 (float(ci) * (lp - lr).sum() / len(groups)).backward()
