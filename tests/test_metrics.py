@@ -49,7 +49,7 @@ def test_derived_columns_are_todays():
                                                                     "own", "own p95", "own max"]
     assert metrics.shown(metrics.REPORT) == []
     from sveb.present import table4  # the paper's layout: its own order, its metric columns from the table
-    own = {"domain", "estimator", "protocol", "delta_sq_se", "df", "p", "family_size", "mde_80", "estimates"}
+    own = {"domain", "estimator", "protocol", "delta_sq_se", "df", "p", "family_size", "mde_80", "estimates", "builds"}
     assert {c for c in table4.COLUMNS if metrics.metric(c) is None} == own
 
 
