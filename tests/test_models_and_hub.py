@@ -175,8 +175,15 @@ def test_hub_reader_through_datasets_on_local_files(tmp_path, monkeypatch):
 
 
 def test_hub_source_offline_is_one_clear_error(monkeypatch, tmp_path):
+    import datasets
+    import huggingface_hub
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
     monkeypatch.setenv("HF_HOME", str(tmp_path))
+    # the libraries read these at import: an earlier test may have imported them online, and this test then took
+    # 23 s in the full suite (4 s alone); the unreachable hub's own path is test_sources.py's
+    # test_hub_unreachable_is_one_clear_line
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_OFFLINE", True)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
     with pytest.raises(SourceError, match="cannot load open-r1/DAPO-Math-17k-Processed.*--source"):
         load_problems("number", "hub", 5, 0, "test")
 
