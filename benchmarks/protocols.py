@@ -5,7 +5,8 @@ This script holds the flags; the experiment is sveb/experiment/protocols.py, its
 
 Setting by setting: each is sampled, exported, scored and the tables rewritten before the next is sampled, so
 the exports and results can be committed one by one. Resumable: a setting whose export exists in EXPORTS is not
-sampled again, and scores already computed are kept (sveb.evaluate caches them). Writes scores.csv (setting x estimator x protocol: MAE [CI], Δ sq err vs grpo [CI], p,
+sampled again, and scores already computed are kept (sveb.evaluate caches them). Writes scores.csv (setting x
+estimator x protocol: MAE [CI], Δ sq err vs grpo [CI], p,
 Holm p, verdict, SVEB's verdict, flips_vs_sveb, and the paired change against SVEB's preset), protocols.md,
 estimates.parquet (every cell's per-state estimates) and timing.json (each build's stage seconds).
 

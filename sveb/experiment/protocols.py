@@ -193,6 +193,5 @@ def run(a, engine=None, model_dir=None) -> Path:
         if new:
             records = merge_estimates(records, new)
             write_estimates(path, records)
-            write_tables(out, todo, Path(a.exports), names, records, console)
-    write_tables(out, todo, Path(a.exports), names, records, console)
+        write_tables(out, todo, Path(a.exports), names, records, console)
     return out
