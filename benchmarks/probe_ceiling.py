@@ -33,7 +33,7 @@ def design(data, est) -> dict[str, np.ndarray]:
     H, S, off, y, n = [], [], [], [], []
     for s in data.states:
         pid, i, t = s["problem_id"], s["rollout_idx"], s["t"]
-        tr = est._group_tracks(pid)
+        tr = est._group_tracks(pid, {t})
         others = [r for r in data.rollouts[pid] if r["rollout_idx"] != i]  # never the own outcome
         h, x, o = est._row(tr[i].prefix(t), t, [tr[r["rollout_idx"]] for r in others],
                            [float(r["reward"]) for r in others])

@@ -113,3 +113,27 @@ def test_held_out_cuts_the_own_rollout_at_the_prefix_and_prepare_gets_no_referen
 
 def test_every_builtin_is_covered():
     assert set(reg.names()) <= set(everything()) and len(reg.names()) >= 10
+
+
+@pytest.mark.parametrize("final_baseline", ["full", "truncated"])
+def test_pacs_scores_only_what_its_states_read_and_values_them_the_same(data, monkeypatch, final_baseline):
+    """pacs runs its scorer over each rollout only as far as its group's states read the log-ratios
+    (pacs_loss.read_lengths); the values equal those from every rollout scored to its end (causal attention: a
+    prefix's log-probabilities do not depend on what follows; float rounding follows the batch's shape)."""
+    from sveb.estimators import pacs as pacs_mod
+    from sveb.estimators import pacs_loss
+    params = {**CHEAP["pacs"], "final_baseline": final_baseline}
+    pacs_mod._SCORED.clear()
+    short, _, _ = run("pacs", "held-out", data, params)
+    pacs_mod._SCORED.clear()
+    monkeypatch.setattr(pacs_mod, "read_lengths", lambda lengths, states, fb="full": dict(lengths))
+    full, _, _ = run("pacs", "held-out", data, params)
+    pacs_mod._SCORED.clear()
+    np.testing.assert_allclose(short, full, rtol=0, atol=1e-4)  # bf16 bodies where the CPU picks them: 4e-6 seen
+    lengths = {(pid, r["rollout_idx"]): len(r["response_token_ids"]) for pid, rows in data.rollouts.items() for r in rows}
+    read = {}
+    for pid, rows in data.rollouts.items():
+        got = pacs_loss.read_lengths({r["rollout_idx"]: len(r["response_token_ids"]) for r in rows},
+                                     [(s["rollout_idx"], s["t"]) for s in data.states if s["problem_id"] == pid])
+        read.update({(pid, i): n for i, n in got.items()})
+    assert sum(read.values()) < sum(lengths.values())  # the case saves something: it tests the short path

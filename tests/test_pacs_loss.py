@@ -233,3 +233,22 @@ def test_the_former_loss_keeps_its_checkpoint_fingerprint():
     assert scorer.fingerprint("k") == fingerprint("critic", "k", Old(model="m"), "own-pass", "cpu", "float32")
     scorer.cfg = PacsConfig(model="m")
     assert scorer.fingerprint("k") != fingerprint("critic", "k", Old(model="m"), "own-pass", "cpu", "float32")
+
+
+def test_read_lengths_cover_what_prefix_psi_reads():
+    from sveb.estimators.pacs_loss import read_lengths
+    T = {0: 10, 1: 4, 2: 7}
+    assert read_lengths(T, [(0, 5), (2, 3)]) == {0: 5, 1: 4, 2: 5}  # up to the largest t, stopped at each end
+    assert read_lengths(T, [(1, 4)]) == T                              # a state at its rollout's end: full sums
+    assert read_lengths(T, [(1, 4)], "truncated") == {0: 4, 1: 4, 2: 4}
+    assert read_lengths(T, []) == {0: 0, 1: 0, 2: 0}
+    # every read of prefix_psi for these states stays inside the lengths (NaN beyond them would show)
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        T = {i: int(n) for i, n in enumerate(rng.integers(0, 12, 5))}
+        states = [(i, int(rng.integers(0, T[i] + 1))) for i in rng.choice(5, 3)]
+        for fb in ("full", "truncated"):
+            L = read_lengths(T, states, fb)
+            arr = {i: np.r_[rng.normal(size=L[i] + 1), np.full(T[i] - L[i], np.nan)] for i in T}
+            for i, t in states:
+                assert np.isfinite(prefix_psi(arr[i], [arr[j] for j in T if j != i], t, fb))

@@ -121,3 +121,25 @@ def test_a_stored_score_is_not_served_to_another_dtype(tiny_llama_builds, monkey
     again = {p: p.stat().st_mtime_ns for p in stored}
     evaluate(bdir, "hista", {}, protocol="held-out")
     assert {p: p.stat().st_mtime_ns for p in stored} == again  # and stored under the new pick
+
+
+def test_entropies_at_the_read_positions_only_change_no_estimate(tiny_llama_builds, monkeypatch):
+    """The probe computes the next-token entropy only where its states read it: its training rows and every
+    estimate equal those from entropies at every position, bit for bit."""
+    from sveb.estimators import probe_features
+    _, tdir, bdir, _ = tiny_llama_builds
+    data = load_build(bdir)
+
+    def run():
+        est = make("probe", CHEAP)
+        prepare(est, data)
+        d = est.design(tdir, est._train[1], est._tracks(tdir))
+        return d, [est.estimate(group_for(data, s["problem_id"]), [state_for(data, s)])[0] for s in data.states]
+
+    d_sparse, v_sparse = run()
+    real = probe_features.Tracks.group
+    monkeypatch.setattr(probe_features.Tracks, "group", lambda self, pid, rows, ts=None: real(self, pid, rows))
+    d_full, v_full = run()
+    for k in d_full:
+        np.testing.assert_array_equal(d_sparse[k], d_full[k])
+    assert v_sparse == v_full

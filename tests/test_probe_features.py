@@ -10,6 +10,7 @@ from sveb.lm import device
 from sveb.lm.hidden import HiddenStates
 from sveb.estimators.probe_features import (Track, Tracks, lm_head_weight, loo_logit, pooled, scalars,
                                             state_row)
+from sveb.estimators.probe_features import read_positions as pf_read_positions
 from tests.test_critic import tiny_llama
 from tests.test_shared_features import rollouts
 
@@ -116,3 +117,57 @@ def test_a_final_layer_probe_runs_no_pass_of_its_own_and_caches_its_entropies(ti
     for i, tr in tracks.items():
         np.testing.assert_array_equal(again[i].ent, tr.ent)
         np.testing.assert_array_equal(again[i].H, tr.H)
+
+
+def test_read_positions_by_hand():
+    # a state at t reads positions t - window + 1 .. t of its own rollout and of every other, stopped at the end
+    got = pf_read_positions({0: 10, 1: 3}, {2, 6}, 3)
+    np.testing.assert_array_equal(got[0], [0, 1, 2, 4, 5, 6])
+    np.testing.assert_array_equal(got[1], [0, 1, 2])  # both windows end at min(t, len - 1) = 2
+    np.testing.assert_array_equal(pf_read_positions({0: 5}, set(), 8)[0], [])
+
+
+def test_an_entropy_does_not_depend_on_what_is_computed_beside_it():
+    rng = np.random.default_rng(0)
+    head, h = rng.normal(size=(50, 8)).astype(np.float32), rng.normal(size=(300, 8)).astype(np.float32)
+    from sveb.estimators.probe_features import entropies
+    full = entropies(h, head)
+    for rows in ([0], [299], [3, 17, 256, 257], list(range(0, 300, 7))):
+        np.testing.assert_array_equal(entropies(h[rows], head), full[rows])
+
+
+def test_tracks_compute_only_the_entropies_the_states_read(tiny, tmp_path, monkeypatch):
+    """With the states' positions, the head runs on their windows only; each entropy equals the one computed at
+    every position, bit for bit; the rest are NaN, and a state whose window is missing is refused, not fed NaN.
+    A later call with more positions computes only the new ones and keeps the cached ones."""
+    import sveb.estimators.probe_features as pf
+    monkeypatch.setattr(device, "pick_dtype", lambda spec="auto": "float32")
+    prompt = rollouts(1)[0]["prompt_token_ids"]
+    rows = [r | {"prompt_token_ids": prompt} for r in rollouts(4)]
+    full = Tracks(HiddenStates(tmp_path / "full", tiny), tiny, -1, 2).group("p0", rows)
+    rows_seen = []
+    real = pf.entropies
+    monkeypatch.setattr(pf, "entropies", lambda h, *a, **k: rows_seen.append(len(h)) or real(h, *a, **k))
+    hs = HiddenStates(tmp_path / "b", tiny)
+    sparse = Tracks(hs, tiny, -1, 2).group("p0", rows, {3})
+    want = pf.read_positions({i: len(t.ent) for i, t in full.items()}, {3}, 2)
+    assert rows_seen == [sum(len(p) for p in want.values())]
+    for i, tr in sparse.items():
+        np.testing.assert_array_equal(tr.ent[want[i]], full[i].ent[want[i]])
+        assert np.isnan(np.delete(tr.ent, want[i])).all()
+        np.testing.assert_array_equal(tr.H, full[i].H)
+    others = [sparse[j] for j in sparse if j != 0]
+    a = state_row(sparse[0].prefix(3), 3, others, [1.0] * 3, pool="last", window=2, max_tokens=50, relative=True)
+    b = state_row(full[0].prefix(3), 3, [full[j] for j in full if j != 0], [1.0] * 3, pool="last", window=2,
+                  max_tokens=50, relative=True)
+    np.testing.assert_array_equal(a[1], b[1])
+    with pytest.raises(RuntimeError, match="not computed"):
+        state_row(sparse[3].prefix(6), 6, [sparse[j] for j in sparse if j != 3], [1.0] * 3, pool="last", window=2,
+                  max_tokens=50, relative=False)
+    more = Tracks(HiddenStates(tmp_path / "b", tiny), tiny, -1, 2).group("p0", rows, {3, 6})
+    new = pf.read_positions({i: len(t.ent) for i, t in full.items()}, {3, 6}, 2)
+    assert rows_seen[1] == sum(len(new[i]) - len(want[i]) for i in new)
+    for i, tr in more.items():
+        np.testing.assert_array_equal(tr.ent[new[i]], full[i].ent[new[i]])
+    Tracks(HiddenStates(tmp_path / "b", tiny), tiny, -1, 2).group("p0", rows, {6, 3})
+    assert len(rows_seen) == 2  # everything read from the cache now

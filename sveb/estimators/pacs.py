@@ -45,7 +45,8 @@ from sveb.lm.critic import Critic, Seq, _pad, _token_batches
 from sveb.core.errors import UsageError
 from sveb.estimators.base import Context, Estimator, ProblemGroup, State, need_context
 from sveb.estimators.pacs_loss import (FINAL_BASELINES, VALUES, WEIGHTS, base_rate, logprob_temperature,  # noqa: F401
-                                       pacs_group, pacs_value, prefix_psi, rloo_coefficients)
+                                       pacs_group, pacs_value, prefix_psi, read_lengths,
+                                       rloo_coefficients)
 from sveb.core.models import resolve
 
 LOGIT_TOKENS = 2048  # tokens per forward through the LM head (their logits are tokens x vocab floats)
@@ -287,11 +288,22 @@ class PACS(Estimator):
             scorer.fit(seqs, tb / "critics", fingerprint("pacs", self._train_build.key, pids), self._console)
         else:
             scorer.model.reset()
-        bench = [make_pseq((bfp, r["problem_id"], r["rollout_idx"]), r["problem_id"], r["prompt_token_ids"],
-                           r["response_token_ids"], r["reward"]) for pid in sorted(data.rollouts)
-                 for r in data.rollouts[pid] if r["response_token_ids"]]
-        scores = scorer.prefix_scores(bench)
-        return {(k[1], k[2]): v for k, v in scores.items()}
+        # each rollout's log-ratios only as far as its group's states read them (the key carries the length:
+        # the scorer caches features and reference log-probs by key); past it NaN, which no state reads
+        out, bench = {}, []
+        for pid in sorted(data.rollouts):
+            T = {r["rollout_idx"]: len(r["response_token_ids"]) for r in data.rollouts[pid]}
+            # under `full`, which reads at least what `truncated` does: both share these scores (_SCORED)
+            read = read_lengths(T, [(s["rollout_idx"], s["t"]) for s in data.states if s["problem_id"] == pid])
+            for r in data.rollouts[pid]:
+                i = r["rollout_idx"]
+                out[pid, i] = np.r_[0.0, np.full(T[i], np.nan)]
+                if read[i]:
+                    bench.append(make_pseq((bfp, pid, i, read[i]), pid, r["prompt_token_ids"],
+                                           r["response_token_ids"][: read[i]], r["reward"]))
+        for k, v in scorer.prefix_scores(bench).items():
+            out[k[1], k[2]][: len(v)] = v
+        return out
 
     def estimate(self, group: ProblemGroup, states: Sequence[State]) -> np.ndarray:
         if getattr(self, "_data", None) is None:
@@ -311,6 +323,8 @@ class PACS(Estimator):
             base = [self._scores.get((s.problem_id, r.rollout_idx), empty) for r in group.rollouts
                     if r.rollout_idx != s.rollout_idx]
             psi = prefix_psi(own, base, s.t, self.final_baseline)
+            if not np.isfinite(psi):  # a log-ratio past what read_lengths computed: not a state of the build
+                raise RuntimeError(f"{self.name}: state {s.state_id} reads log-ratios that were not computed")
             others = [r.reward for r in group.rollouts if r.rollout_idx != s.rollout_idx]
             out[k] = pacs_value(psi, others, self.value)
         return out

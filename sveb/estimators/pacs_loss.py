@@ -114,6 +114,18 @@ def prefix_psi(own: np.ndarray, others: Sequence[np.ndarray], t: int, final_base
     return float(own[min(t, end)]) - (float(np.mean(base)) if base else 0.0)
 
 
+def read_lengths(lengths: dict[int, int], states: Sequence[tuple[int, int]], final_baseline: str = "full") -> dict[int, int]:
+    """How many response tokens of each rollout of a group (`lengths`: rollout -> T) the psi of its states
+    (rollout, t) reads through prefix_psi: r_j up to min(T_j, the largest t); every token where a state sits at
+    its rollout's end under `full` (the others' full sums). Positions past it need no log-probabilities."""
+    if not states:
+        return {i: 0 for i in lengths}
+    if final_baseline == "full" and any(t >= lengths[i] for i, t in states):
+        return dict(lengths)
+    top = max(t for _, t in states)
+    return {i: min(T, top) for i, T in lengths.items()}
+
+
 def run_case(case: dict) -> dict:
     """One conformance case (a pacs.jsonl line) -> {"psi": [...], "loss": float, "grad_log_ratio_sum": [...]}."""
     psi, loss, grad = pacs_group(case["log_ratio_sum"], case["rewards"], float(case["beta"]), bool(case["use_weight"]))

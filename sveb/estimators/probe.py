@@ -85,7 +85,7 @@ class Probe(Estimator):
         self._grid()
         ctx = need_context(self, ctx)
         self._train, self._trainb, self._ctx = (ctx.train.bdir, ctx.train.problems), ctx.train, ctx
-        self._data, self._console, self._model, self._memo = build, ctx.console, None, (None, {})
+        self._data, self._console, self._model, self._memo = build, ctx.console, None, (None, set(), {})
         self._max_tokens = BuildConfig.from_manifest(build.manifest).sampling.max_tokens
         self._diag: dict = {}
 
@@ -104,7 +104,6 @@ class Probe(Estimator):
         salt = self._trainb.key
         for pid in pids:
             rows = data.rollouts.get(pid, [])
-            tr = tracks.group(pid, rows)
             reward = {r["rollout_idx"]: float(r["reward"]) for r in rows}
             if self.regime == "outcome":
                 items = [(i, t, reward[i], 1.0) for i, T in ((r["rollout_idx"], len(r["response_token_ids"])) for r in rows)
@@ -115,6 +114,7 @@ class Probe(Estimator):
                     draws = list(data.references[s["state_id"]]["mc_rewards"]) + list(data.references[s["state_id"]]["extra_rewards"])
                     if draws:
                         items.append((s["rollout_idx"], s["t"], float(np.mean(draws)), float(len(draws))))
+            tr = tracks.group(pid, rows, {t for _, t, _, _ in items})
             for i, t, label, trials in items:
                 others = [j for j in tr if j != i]
                 h, s, o = self._row(tr[i].prefix(t), t, [tr[j] for j in others], [reward[j] for j in others])
@@ -129,7 +129,7 @@ class Probe(Estimator):
         return out
 
     def _tracks(self, bdir: Path) -> Tracks:
-        return Tracks(self._ctx.hidden.states(bdir), self._data.manifest["model"], self.layer)
+        return Tracks(self._ctx.hidden.states(bdir), self._data.manifest["model"], self.layer, self.window)
 
     def model(self):
         """The fitted probe: from the train build's cache, else fitted now and cached there."""
@@ -155,16 +155,21 @@ class Probe(Estimator):
                       "train_rows": blob["rows"], "train_problems": blob["problems"], "train_s": blob["train_s"]}
         return self._model
 
-    def _group_tracks(self, pid: str):
-        if self._memo[0] != pid:  # one problem at a time: estimate_all goes problem by problem
-            self._memo = (pid, self._tracks(self._data.bdir).group(pid, self._data.rollouts[pid]))
-        return self._memo[1]
+    def _group_tracks(self, pid: str, ts: set[int]):
+        """The group's tracks, with the entropies the build's states of `pid` and `ts` read (a state outside the
+        build's, e.g. a test's, computes its own)."""
+        memo_pid, memo_ts, tracks = self._memo
+        if memo_pid != pid or not ts <= memo_ts:  # one problem at a time: estimate_all goes problem by problem
+            ts = ts | {s["t"] for s in self._data.states if s["problem_id"] == pid}
+            tracks = self._tracks(self._data.bdir).group(pid, self._data.rollouts[pid], ts)
+            self._memo = (pid, ts, tracks)
+        return tracks
 
     def estimate(self, group: ProblemGroup, states: Sequence[State]) -> np.ndarray:
         if getattr(self, "_data", None) is None:
             raise RuntimeError(f"{self.name}: call prepare(build data) before estimate()")
         model = self.model()
-        tr = self._group_tracks(states[0].problem_id) if states else {}
+        tr = self._group_tracks(states[0].problem_id, {s.t for s in states}) if states else {}
         H, S, off = [], [], []
         for s in states:
             others = [r for r in group.rollouts if r.rollout_idx != s.rollout_idx]  # never the own outcome

@@ -20,7 +20,9 @@ from sveb.core.errors import UsageError
 from sveb.core.models import resolve
 
 N_SCALARS = 4          # entropy at t, mean entropy over the window, log(1 + t), t / max_tokens
-LOGIT_CHUNK = 1024     # positions per LM-head product (their logits are positions x vocab floats)
+LOGIT_BLOCK = 256      # positions per LM-head product, padded to it: a position's entropy is then the same
+                       # whatever else is computed with it (its logits are positions x vocab floats)
+ENTROPY_CACHE = "entropy-at"  # NaN where not computed: a state reads only its window's positions
 
 
 @dataclass(frozen=True)
@@ -65,12 +67,18 @@ def state_row(own: Track, t: int, others: list[Track], others_rewards, *, pool: 
     logit = loo_logit(others_rewards)
     if not relative:
         m = float(np.mean(others_rewards)) if len(others_rewards) else 0.5
-        return h, np.concatenate([s, [m, logit]]), logit
+        return h, _finite(np.concatenate([s, [m, logit]])), logit
     if others:
         h = h - np.mean([pooled(o.H, t, pool, window) for o in others], 0)
         s = s.copy()
         s[:2] -= np.mean([scalars(o.ent, t, window, max_tokens)[:2] for o in others], 0)
-    return h, s, logit
+    return h, _finite(s), logit
+
+
+def _finite(s: np.ndarray) -> np.ndarray:
+    if not np.all(np.isfinite(s)):  # NaN: an entropy not computed (Tracks.group's ts missed this state's t)
+        raise RuntimeError("probe: a state read an entropy that was not computed; pass its t to Tracks.group")
+    return s
 
 
 def lm_head_weight(model_path: str) -> np.ndarray:
@@ -91,25 +99,43 @@ def lm_head_weight(model_path: str) -> np.ndarray:
 
 
 def entropies(hidden_final: np.ndarray, head, device: str = "cpu") -> np.ndarray:
-    """Entropy (nats) of softmax(head @ h) for each row of the final (normed) hidden states."""
+    """Entropy (nats) of softmax(head @ h) for each row of the final (normed) hidden states, in blocks of
+    LOGIT_BLOCK rows (the last one zero-padded), so that a row's result does not depend on the batch's shape."""
     import torch
     W = head if isinstance(head, torch.Tensor) else torch.from_numpy(head)
+    x = np.asarray(hidden_final, dtype=np.float32)
     out = []
-    for a in range(0, len(hidden_final), LOGIT_CHUNK):
-        h = torch.from_numpy(np.asarray(hidden_final[a:a + LOGIT_CHUNK], dtype=np.float32)).to(device)
-        logp = torch.log_softmax(h @ W.T, dim=-1)
-        out.append(-(logp.exp() * logp).sum(-1).double().cpu().numpy())
+    for a in range(0, len(x), LOGIT_BLOCK):
+        block = np.zeros((LOGIT_BLOCK, x.shape[1]), dtype=np.float32)
+        n = len(x[a:a + LOGIT_BLOCK])
+        block[:n] = x[a:a + LOGIT_BLOCK]
+        logp = torch.log_softmax(torch.from_numpy(block).to(device) @ W.T, dim=-1)
+        out.append(-(logp.exp() * logp).sum(-1).double().cpu().numpy()[:n])
     return np.concatenate(out) if out else np.zeros(0)
+
+
+def read_positions(lengths: dict[int, int], ts, window: int) -> dict[int, np.ndarray]:
+    """{rollout_idx: sorted positions} whose entropies states at the positions `ts` read: for each t, the
+    `window` positions up to min(t, len - 1) of every rollout of the group (its own, and the others' that
+    relative features centre on), as `scalars` reads them."""
+    out = {}
+    for i, n in lengths.items():
+        need: set[int] = set()
+        for t in ts:
+            c = min(int(t), n - 1)
+            need.update(range(max(0, c - window + 1), c + 1))
+        out[i] = np.array(sorted(need), dtype=np.int64)
+    return out
 
 
 class Tracks:
     """Tracks of one build's rollouts, a group at a time, from its shared hidden-state pass."""
 
-    def __init__(self, hs, model: str, layer: int):
+    def __init__(self, hs, model: str, layer: int, window: int = 1):
         """hs: the build's hidden-state extractor (the context's `hidden.states(bdir)`); model: the policy whose LM
-        head gives the entropies."""
+        head gives the entropies; window: how many positions up to a state's t its features read."""
         import torch
-        self.hs, self.layer = hs, layer
+        self.hs, self.layer, self.window = hs, layer, window
         self.device = "cuda" if torch.cuda.is_available() else "cpu"
         self._head = torch.from_numpy(lm_head_weight(resolve(model))).to(self.device)
 
@@ -117,15 +143,19 @@ class Tracks:
     def dtype(self) -> str:
         return self.hs.dtype  # the pass's dtype changes the features
 
-    def group(self, pid: str, rows: list[dict]) -> dict[int, Track]:
+    def group(self, pid: str, rows: list[dict], ts=None) -> dict[int, Track]:
         """Every rollout's track. The final layer comes from the build's shared pass (its response positions)
         and the prompt's own short pass (the last prompt token: the same for every rollout of the group, by
         causal attention), so a probe on the final layer runs no forward pass of its own; another layer
         still needs one pass at every position. The entropies are cached beside the pass: probe and probe-mc
-        under both protocols read them, and the LM head over every position is the dear part."""
+        under both protocols read them, and the LM head is the dear part: with `ts` (the positions of the states
+        that will be read) only the positions those states read are computed, the others are NaN."""
         final = self._final(pid, rows)
         H = final if self.layer == -1 else self._layer(pid, rows, self.layer)
-        ent = self._entropies(pid, final)
+        lengths = {i: len(a) for i, a in final.items()}
+        need = ({i: np.arange(n) for i, n in lengths.items()} if ts is None
+                else read_positions(lengths, ts, self.window))
+        ent = self._entropies(pid, final, need)
         return {i: Track(H[i], ent[i]) for i in final}
 
     def _final(self, pid: str, rows: list[dict]) -> dict[int, np.ndarray]:
@@ -142,12 +172,17 @@ class Tracks:
         return {r["rollout_idx"]: full[r["rollout_idx"]][len(r["prompt_token_ids"]) - 1:].astype(np.float32)
                 for r in rows}
 
-    def _entropies(self, pid: str, final: dict[int, np.ndarray]) -> dict[int, np.ndarray]:
-        def compute():  # the group's positions through the head together: one large product, not G small ones
-            keys = list(final)
-            ent = entropies(np.concatenate([final[i] for i in keys]), self._head, self.device)
-            return dict(zip(keys, np.split(ent, np.cumsum([len(final[i]) for i in keys])[:-1])))
-        got = self.hs.derived(pid, "entropy", compute)
-        if set(got) == set(final) and all(len(got[i]) == len(final[i]) for i in final):
-            return got
-        return compute()  # a cache that does not fit the rollouts (never written by this code): not trusted
+    def _entropies(self, pid: str, final: dict[int, np.ndarray], need: dict[int, np.ndarray]) -> dict[int, np.ndarray]:
+        """The entropies at `need` (NaN elsewhere): those cached read, the missing ones through the head in one
+        product for the group, and the cache rewritten with them."""
+        got = self.hs.read_derived(pid, ENTROPY_CACHE) or {}
+        ent = {i: got[i].astype(np.float64) if i in got and len(got[i]) == len(final[i])
+               else np.full(len(final[i]), np.nan) for i in final}  # a cache that does not fit: not trusted
+        todo = {i: p[np.isnan(ent[i][p])] for i, p in need.items()}
+        if sum(len(p) for p in todo.values()):
+            keys = [i for i in todo if len(todo[i])]
+            vals = entropies(np.concatenate([final[i][todo[i]] for i in keys]), self._head, self.device)
+            for i, v in zip(keys, np.split(vals, np.cumsum([len(todo[i]) for i in keys])[:-1])):
+                ent[i][todo[i]] = v
+            self.hs.write_derived(pid, ENTROPY_CACHE, ent)
+        return ent

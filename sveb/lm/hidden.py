@@ -190,16 +190,20 @@ class HiddenStates:
                                lambda: self.start_token(rollouts[0]["prompt_token_ids"]))
         return for_problem
 
-    def derived(self, pid: str, what: str, compute: Callable[[], dict[int, np.ndarray]]) -> dict[int, np.ndarray]:
-        """{rollout_idx: array} of a quantity derived from this build's pass (the probe's next-token
-        entropies): read from `<build>/hidden/<fp of what>/<pid>.npz`, else `compute()`d and stored there."""
-        path = self.bdir / "hidden" / fingerprint(what, self.model_spec, self.dtype, STORE_FORMAT) / f"{pid}.npz"
-        if path.exists():
-            with np.load(path) as z:
-                return {int(k[1:]): z[k] for k in z.files}
-        out = compute()
-        _save(path, out)
-        return out
+    def derived_path(self, pid: str, what: str) -> Path:
+        """Where a quantity derived from this build's pass (the probe's next-token entropies) is cached:
+        `<build>/hidden/<fp of what, model, dtype>/<pid>.npz`."""
+        return self.bdir / "hidden" / fingerprint(what, self.model_spec, self.dtype, STORE_FORMAT) / f"{pid}.npz"
+
+    def read_derived(self, pid: str, what: str) -> dict[int, np.ndarray] | None:
+        path = self.derived_path(pid, what)
+        if not path.exists():
+            return None
+        with np.load(path) as z:
+            return {int(k[1:]): z[k] for k in z.files}
+
+    def write_derived(self, pid: str, what: str, arrays: dict[int, np.ndarray]) -> None:
+        _save(self.derived_path(pid, what), arrays)
 
     def fulls(self, pid: str, rollouts: list[dict], layers: list[int]) -> dict[int, dict[int, np.ndarray]]:
         """{layer: {rollout_idx: [P + T, d] float32}} for several layers, the uncached ones in one pass
