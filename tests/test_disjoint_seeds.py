@@ -184,3 +184,26 @@ def test_two_pipeline_builds_of_two_seeds_hold_disjoint_problems(tmp_path, small
     assert not set(tables[0][0]) & set(tables[1][0])
     assert not set(tables[0][1]) & set(tables[1][1])
     assert tables[0][0] == _ids(load_problems("number", small_cfg.source, 12, 0, "test")[0])
+
+
+def test_a_local_model_counts_by_its_weights_not_its_path(tmp_path):
+    """The rollouts fingerprint holds a local model's weights hash: a copy elsewhere gives the same build (and
+    request seeds), weights changed in place another; builtin names and hub ids count as themselves."""
+    import shutil
+    from dataclasses import replace
+
+    from sveb.sample.rules import model_identity, stage_fps
+    from tests.test_critic import tiny_llama
+    a = tiny_llama(tmp_path / "a" / "llama")
+    b = tmp_path / "elsewhere" / "model"
+    shutil.copytree(a, b)
+    cfg = BuildConfig(domain="number", model=a, seed=1)
+    assert stage_fps(cfg) == stage_fps(replace(cfg, model=str(b)))
+    assert model_identity(a).startswith("weights:")
+    assert model_identity("smollm2-135m") == "smollm2-135m" and model_identity("Qwen/Qwen2.5-3B-Instruct") == "Qwen/Qwen2.5-3B-Instruct"
+    weights = next(p for p in b.iterdir() if p.suffix == ".safetensors")
+    raw = bytearray(weights.read_bytes())
+    raw[-1] ^= 1  # one bit of the last tensor: other weights, same path
+    weights.write_bytes(bytes(raw))
+    assert stage_fps(replace(cfg, model=str(b)))["rollouts"] != stage_fps(cfg)["rollouts"]
+    assert stage_fps(replace(cfg, model=str(b)))["problems"] == stage_fps(cfg)["problems"]  # the draw is the model's

@@ -51,14 +51,8 @@ def test_runs_on_a_real_hidden_state_build(tiny_llama_builds, capsys):
     root, _, test, model = tiny_llama_builds
     evaluate(test, "grpo", {}, "held-out")
     argv = ["--root", str(root), "--seeds", "3", "--model", model_slug(model), "--folds", "3"]
-    # the fixture's build keeps 2 or 3 of its 3 problems: its request seeds derive from the build fingerprint,
-    # which holds the tiny model's tmp path, and pytest numbers that path by the modules run before (2 seen in a
-    # fresh clone's full run, 3 alone). 2 cannot be cross-fitted and must say so in one line
     m = store.read_manifest(test)
-    if m["n_problems"] < 3:
-        with pytest.raises(SystemExit, match="cross-fitting needs 3"):
-            ceiling.main(argv)
-        return
+    assert m["n_problems"] == 3  # the fixture's builds no longer follow its tmp path (rules.model_identity)
     out = ceiling.main(argv)
     assert out["states"] == m["n_states"] and out["problems"] == m["n_problems"]
     assert 0 <= out["mae"]["ceiling"] <= 1 and "grpo" in out["vs"]
