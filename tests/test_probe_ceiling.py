@@ -5,7 +5,6 @@ import importlib.util
 from pathlib import Path
 
 import numpy as np
-import pytest
 
 from sveb import store
 
