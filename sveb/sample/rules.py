@@ -65,16 +65,14 @@ def stage_fps(cfg: BuildConfig) -> dict[str, str]:
     if cfg.seed > 0:  # seeds draw disjoint candidates (load_problems); seed 0's draw, and fingerprint, are unchanged
         parts.append("disjoint seeds")
     problems = fingerprint(*parts)
-    rollouts = fingerprint("rollouts", problems, model_identity(cfg.model), cfg.sampling, cfg.rollouts, cfg.seed, dtype_of(cfg), v,
-                           "fresh groups after a separate screen", engine_key(cfg), *paper_fp_parts(cfg))
+    rollouts = fingerprint("rollouts", problems, model_identity(cfg.model), cfg.sampling, cfg.rollouts, cfg.seed,
+                           dtype_of(cfg), v, "fresh groups after a separate screen", engine_key(cfg),
+                           *paper_fp_parts(cfg))
     states = fingerprint("states", rollouts, cfg.problems, cfg.min_acc, cfg.max_acc, min_novel(cfg),
                          cfg.states_per_problem, screen_size(cfg), v, *(["step pairs"] if cfg.step_pairs else []),
                          *choice_parts(cfg, "states"))
     references = fingerprint("references", states, cfg.mc, cfg.mc_extra, v, *choice_parts(cfg, "references"))
     return {"problems": problems, "rollouts": rollouts, "states": states, "references": references}
-
-
-_identities: dict[tuple, str] = {}
 
 
 def model_identity(model: str) -> str:
@@ -83,17 +81,11 @@ def model_identity(model: str) -> str:
     keep their fingerprints (and request seeds); retrained in place, they change. Builtin names and hub ids are
     themselves."""
     from sveb.core.models import BUILTIN
-    from sveb.store.export import WEIGHT_SUFFIXES, weights_hash
+    from sveb.store.export import cached_weights_hash, weight_files
     path = Path(model).expanduser()
-    if model in BUILTIN or not path.is_dir():
-        return model
-    files = sorted(p for p in path.rglob("*") if p.is_file() and p.name.endswith(WEIGHT_SUFFIXES))
-    if not files:
-        return model  # no weights to hash (a tokenizer-only stand-in): its path, as before
-    key = (str(path.resolve()), tuple((str(f), f.stat().st_size, f.stat().st_mtime_ns) for f in files))
-    if key not in _identities:  # hashed once per process and state of the files
-        _identities[key] = "weights:" + weights_hash(path)
-    return _identities[key]
+    if model in BUILTIN or not path.is_dir() or not weight_files(path):
+        return model  # a name, or no weights to hash (a tokenizer-only stand-in): itself, as before
+    return "weights:" + cached_weights_hash(path)
 
 
 def paper_fp_parts(cfg: BuildConfig) -> list:

@@ -33,11 +33,16 @@ class ExportError(SvebError, ValueError):
     pass
 
 
+def weight_files(model_dir: str | Path) -> list[Path]:
+    """A model directory's weight files, in name order (tokenizer and config files are not weights)."""
+    return sorted(p for p in Path(model_dir).rglob("*") if p.is_file() and p.name.endswith(WEIGHT_SUFFIXES))
+
+
 def weights_hash(model_dir: str | Path) -> str:
     """sha256 over a model directory's weight files (name and bytes, in name order): which weights a build's
     hidden states must come from. Tokenizer and config files are not part of it."""
     model_dir = Path(model_dir)
-    files = sorted(p for p in model_dir.rglob("*") if p.is_file() and p.name.endswith(WEIGHT_SUFFIXES))
+    files = weight_files(model_dir)
     if not files:
         raise ExportError(f"{model_dir}: no weight files ({', '.join(WEIGHT_SUFFIXES)}) to hash")
     h = hashlib.sha256()
@@ -193,16 +198,20 @@ def check_weights(bdir: Path, manifest: dict, model_dir: str | Path | None = Non
     if not want:
         return  # a build made here: its model is the one that sampled it
     wdir = model_dir or _model_dir(manifest["model"])
-    got = _cached_weights_hash(str(Path(wdir).resolve()))
+    got = cached_weights_hash(wdir)
     if got != want:
         raise ExportError(f"{bdir}: model {manifest['model']} at {wdir} has weights sha256 {got[:16]}, the export's "
                           f"card says {want[:16]}: hidden states would not be those of the model that sampled it")
 
 
-_weights_memo: dict[str, str] = {}
+_weights_memo: dict[tuple, str] = {}
 
 
-def _cached_weights_hash(path: str) -> str:
-    if path not in _weights_memo:
-        _weights_memo[path] = weights_hash(path)
-    return _weights_memo[path]
+def cached_weights_hash(model_dir: str | Path) -> str:
+    """weights_hash, once per process and state of the files (path, size, mtime): weights retrained in place
+    are hashed again."""
+    path = Path(model_dir).resolve()
+    key = (str(path), tuple((str(f), f.stat().st_size, f.stat().st_mtime_ns) for f in weight_files(path)))
+    if key not in _weights_memo:
+        _weights_memo[key] = weights_hash(path)
+    return _weights_memo[key]
