@@ -8,7 +8,8 @@ from pathlib import Path
 from rich.console import Console
 
 from sveb import store
-from sveb.board import _params, add, register
+from sveb.board import add, register
+from sveb.board.check import _params
 from sveb.board.submit import submit
 from sveb.core.errors import SvebError
 from sveb.store import complete
