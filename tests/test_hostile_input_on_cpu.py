@@ -419,14 +419,14 @@ def test_an_archive_over_the_limit_is_refused_before_anything_is_unpacked(two_bu
     import tarfile
     import zipfile
 
-    from sveb.board import bundle
+    from sveb.board import archive
     bdir, bundles = two_bundles
     lb = tmp_path / "board"
 
     def never(*a, **k):
         raise AssertionError("something was unpacked")
-    monkeypatch.setattr(bundle, "_extract_tar", never)
-    monkeypatch.setattr(bundle, "_extract_zip", never)
+    monkeypatch.setattr(archive, "_extract_tar", never)
+    monkeypatch.setattr(archive, "_extract_zip", never)
     bomb = _tar_declaring(tmp_path / "bomb.tar.gz", [("b/bundle.json", 100, tarfile.REGTYPE),
                                                      ("b/estimates.parquet", 2 ** 31, tarfile.REGTYPE)])
     one_line_error(cli("leaderboard", "add", bomb, "--board", lb, "--build", bdir),
@@ -448,7 +448,8 @@ def test_archive_members_outside_the_bundle_are_refused(tmp_path):
     import tarfile
     import zipfile
 
-    from sveb.board.bundle import BundleError, unpack
+    from sveb.board.archive import unpack
+    from sveb.board.bundle import BundleError
     cases = {"abs.tar.gz": [("/etc/bundle.json", 0, tarfile.REGTYPE)],
              "up.tar.gz": [("b/../../bundle.json", 0, tarfile.REGTYPE)],
              "link.tar.gz": [("b/bundle.json", 0, tarfile.SYMTYPE)],

@@ -22,7 +22,8 @@ import numpy as np
 import pyarrow as pa
 
 from sveb import store
-from sveb.board.bundle import BundleError, estimates_key, read_bundle, unpack, MAX_MB
+from sveb.board.archive import unpack
+from sveb.board.bundle import BundleError, estimates_key, read_bundle, MAX_MB
 from sveb.board.check import TOL, _identity, _params, provenance_check, score_rows, validate  # noqa: F401
 from sveb.board.pool import pooled_rows, write_verdicts
 from sveb.core.errors import SvebError
