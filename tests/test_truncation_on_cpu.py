@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 from scipy.stats import binom
 
-from sveb.sample import pipeline
+from sveb.sample import cuts, pipeline
 from sveb import store
 from sveb.core.config import BuildConfig, SamplingConfig
 from sveb.engines.scripted import LOOP, STEPS, ScriptedEngine, after_flip, flip_probability, gold_of, render
@@ -137,7 +137,7 @@ def builds(tmp_path_factory):
     eng = Recording(loop_probability=Q)
     uniform = load(pipeline.build(cfg, tmp / "uniform", engine=eng))
     mp = pytest.MonkeyPatch()
-    mp.setattr(pipeline, "_single_cuts", stopping_cuts)
+    mp.setattr(cuts, "single_cuts", stopping_cuts)
     try:
         stop_cfg = replace(cfg, states_per_problem=20, mc=4)  # its excess is noisier: more states
         stopping = load(pipeline.build(stop_cfg, tmp / "stopping", engine=ScriptedEngine(loop_probability=Q)))

@@ -16,7 +16,7 @@ from pathlib import Path
 import pyarrow as pa
 from rich.console import Console
 
-from sveb.sample import jobs, paper
+from sveb.sample import cuts, jobs, paper
 from sveb.core import schema
 from sveb import store
 from sveb.sample.jobs import LazyEngine, dtype_of
@@ -233,33 +233,6 @@ def _stage_rollouts(cfg, bdir, fp, candidates, runner, console) -> tuple[list[di
     return kept, accuracy
 
 
-def _single_cuts(rng: random.Random, usable: list[dict], n: int):
-    """n distinct (rollout, t) cuts: a rollout uniformly, t uniform in [1, T-1]."""
-    seen: set[tuple[int, int]] = set()
-    for _ in range(n * 20):
-        if len(seen) == n or not usable:
-            return
-        r = rng.choice(usable)
-        t = rng.randint(1, len(r["response_token_ids"]) - 1)
-        if (r["rollout_idx"], t) not in seen:
-            seen.add((r["rollout_idx"], t))
-            yield r, t
-
-
-def _pair_cuts(rng: random.Random, usable: list[dict], n: int):
-    """n // 2 pairs of cuts t1 < t2 of one rollout each (for step-advantage sign agreement: sign(V(s2) - V(s1))
-    is what an advantage uses), distinct rollouts while there are enough; an odd n adds one single cut."""
-    pool = [r for r in usable if len(r["response_token_ids"]) >= 3]  # two distinct cuts in [1, T-1]
-    order = rng.sample(pool, len(pool))
-    for k in range(min(n // 2, len(order))):
-        r = order[k]
-        t1, t2 = sorted(rng.sample(range(1, len(r["response_token_ids"])), 2))
-        yield r, t1
-        yield r, t2
-    if n % 2:
-        yield from _single_cuts(rng, usable, 1)
-
-
 def _stage_states(cfg, bdir, fp, kept, lazy: LazyEngine) -> list[dict]:
     path = store.shard_path(bdir / "states", 0)
     if store.shard_done(path, fp):
@@ -279,7 +252,7 @@ def _stage_states(cfg, bdir, fp, kept, lazy: LazyEngine) -> list[dict]:
                            "prefix_text": r["response_text"][:pos]})
             continue
         chosen: set[tuple[int, int]] = set()
-        for r, t in (_pair_cuts if cfg.step_pairs else _single_cuts)(rng, usable, cfg.states_per_problem):
+        for r, t in (cuts.pair_cuts if cfg.step_pairs else cuts.single_cuts)(rng, usable, cfg.states_per_problem):
             if (r["rollout_idx"], t) not in chosen:
                 chosen.add((r["rollout_idx"], t))
                 states.append({"state_id": f"{pid}-{r['rollout_idx']}-{t}", "problem_id": pid,
