@@ -15,7 +15,8 @@ from sveb.core.cost import cost_figures, rollout_tokens
 from sveb.estimators import entry, make, params_fp, params_of
 from sveb.evaluate import evaluate
 from sveb.evaluate.protocols import check_protocol
-from sveb.store.builds import find_train_build, load_build, load_rollouts
+from sveb.store.builds import load_build, load_rollouts
+from sveb.store.train_builds import find_train_build
 
 
 def _prepare_seconds(bdir: Path, key: str) -> float | None:

@@ -13,7 +13,8 @@ from sveb import store
 from sveb.core.errors import EvalError
 from sveb.core.records import BuildData
 from sveb.estimators.base import Context, Estimator, TrainBuild, call_prepare
-from sveb.store.builds import disjoint_problems, find_train_build, load_build
+from sveb.store.builds import load_build
+from sveb.store.train_builds import disjoint_problems, find_train_build
 from sveb.lm.checkpoints import build_key
 from sveb.lm.hidden import SharedFeatures, hidden_provider, is_policy
 

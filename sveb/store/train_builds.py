@@ -1,0 +1,62 @@
+"""The training build an estimator learns on (ppo-1, the probe, pacs): found by flag or under the benchmark
+build's root, and refused when it shares a problem with the benchmark build."""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+from sveb import store
+from sveb.core.config import BuildConfig
+from sveb.core.errors import EvalError
+from sveb.core.records import BuildData
+
+
+def train_build_command(manifest: dict, root: Path) -> str:
+    cfg = BuildConfig.from_manifest(manifest)
+    args = ["sveb", "build", "--split", "train", "--domain", manifest["domain"], "--model", manifest["model"],
+            "--source", cfg.source, "--rollouts", str(cfg.rollouts),
+            "--max-tokens", str(cfg.sampling.max_tokens), "--root", str(root)]
+    return " ".join(shlex.quote(a) for a in args)
+
+
+def find_train_build(bdir: Path, manifest: dict, spec: str = "", who: str = "ppo-1", console=None) -> Path:
+    """The training build for an estimator that learns on disjoint problems: `spec` (a build dir or fp
+    prefix), else the newest complete `--split train` build of the same model and domain under the
+    benchmark build's root."""
+    root = bdir.parent.parent.parent
+    if spec:
+        if (Path(spec).expanduser() / "manifest.json").exists():
+            found = [Path(spec).expanduser().resolve()]
+        else:
+            found = [b for b in store.list_builds(root) if b.name.startswith(spec)]
+        if len(found) != 1:
+            raise EvalError(f"{who}: train_build={spec} matches {len(found)} builds under {root}; pass a build directory")
+        tb = found[0]
+        m = store.read_manifest(tb)
+        if m.get("status") != "complete":
+            raise EvalError(f"{who}: training build {tb} is not complete; rerun its `sveb build`")
+        if m.get("model") != manifest["model"] and console is not None:
+            console.print(f"[yellow]{who}: training build {tb.name} was sampled by {m.get('model')}, "
+                          f"the benchmark by {manifest['model']}[/]")
+        return tb
+    found = [b for b in store.list_builds(root) if (m := store.read_manifest(b)).get("status") == "complete"
+             and m.get("model") == manifest["model"] and m.get("domain") == manifest["domain"]
+             and BuildConfig.from_manifest(m).split == "train"]
+    if not found:
+        raise EvalError(f"{who} needs a training build of disjoint problems; none under {root}: "
+                        f"run `{train_build_command(manifest, root)}` (or pass -P train_build=<dir>)")
+    return found[-1]
+
+
+def disjoint_problems(tb: Path, data: BuildData, who: str) -> list[str]:
+    """The training build's problem ids, refusing one that shares a problem with the benchmark build."""
+    pids = set(store.read_table(tb / "problems").column("problem_id").to_pylist())
+    overlap = sorted(pids & set(data.problems))
+    if overlap:
+        raise EvalError(f"{who}: training build {tb} shares {len(overlap)} problems with the benchmark build "
+                        f"{data.bdir} (e.g. {overlap[0]}); it must not see benchmark problems "
+                        f"(make the training build with --split train)")
+    if not pids:
+        raise EvalError(f"{who}: training build {tb} has no problems")
+    return sorted(pids)
