@@ -17,7 +17,7 @@ import sys
 import threading
 import time
 
-GRACE_S = 8.0    # from the first signal to a forced exit
+GRACE_S = 8.0    # from the first signal to a forced exit (SVEB_STOP_GRACE_S overrides it)
 POLL_S = 0.5     # how often the watchdog records descendants
 TERM_WAIT_S = 5.0
 
@@ -86,12 +86,21 @@ def _hard_exit(code: int) -> None:
     os._exit(code)
 
 
+def grace_s() -> float:
+    """Seconds from the first Ctrl-C or SIGTERM to a forced exit: SVEB_STOP_GRACE_S, else GRACE_S."""
+    try:
+        x = float(os.environ.get("SVEB_STOP_GRACE_S", GRACE_S))
+    except ValueError:
+        return GRACE_S
+    return x if 0 < x < float("inf") else GRACE_S
+
+
 def _on_signal(signum, frame) -> None:
     code = 128 + signum
     if _state["signalled"]:  # a second Ctrl-C: no more waiting
         _hard_exit(code)
     _state["signalled"] = True
-    timer = threading.Timer(GRACE_S, _hard_exit, args=(code,))
+    timer = threading.Timer(grace_s(), _hard_exit, args=(code,))
     timer.daemon = True
     timer.start()
     raise KeyboardInterrupt(f"signal {signum}")
