@@ -170,9 +170,9 @@ def _grads(scorer):
 def test_training_step_is_the_gradient_of_the_authors_loss(tiny, weight, grad_bytes, monkeypatch):
     """The step's gradient is the authors' loss's, whether a group's graph is held at once or (grad_bytes 0: a
     group too large for GRAD_BYTES) rebuilt one rollout at a time."""
-    import sveb.estimators.pacs as pacs
+    import sveb.estimators.pacs_scorer as pacs_scorer
     if grad_bytes is not None:
-        monkeypatch.setattr(pacs, "GRAD_BYTES", grad_bytes)
+        monkeypatch.setattr(pacs_scorer, "GRAD_BYTES", grad_bytes)
     scorer, seqs = _scorer(tiny, weight=weight, temperature=0.7), _seqs()
     scorer.model.trainable().zero_grad(set_to_none=True)
     loss, n = scorer._backward(seqs)
