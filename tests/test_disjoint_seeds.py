@@ -16,7 +16,8 @@ from sveb import store
 from sveb.sample.rules import stage_fps
 from sveb.core.config import BuildConfig, fingerprint
 from sveb.data_builders import DOMAINS, domain_module, split_of
-from sveb.data_builders.load import disjoint_draw, load_problems
+from sveb.data_builders import disjoint_draw
+from sveb.data_builders.load import load_problems
 
 SEEDS = range(6)
 

@@ -153,6 +153,24 @@ def _builtin_draw(domain: str, n: int, seed: int, split: str, levels: dict[int, 
     return out, len(seen & taken)
 
 
+def disjoint_draw(problems: list, n: int, seed: int) -> tuple[list, int]:
+    """Seed `seed`'s n draws from a pool, by sequential exclusion; also how many repeat an earlier seed's.
+
+    Seed s shuffles the pool with random.Random(s), as every seed did before seeds were made disjoint, and takes the
+    first n that none of seeds 0..s-1 took: seed 0 is the plain shuffle's first n, seed s differs from it only where
+    it overlapped an earlier seed. Only when the pool holds fewer than (s + 1) x n does seed s fill up with earlier
+    seeds' problems (in its own order, after every fresh one)."""
+    taken: set[int] = set()
+    picked, fresh = [], 0
+    for s in range(seed + 1):
+        order = list(range(len(problems)))
+        random.Random(s).shuffle(order)  # the same permutation as shuffling the pool itself
+        new = [i for i in order if i not in taken][:n]
+        picked, fresh = new + [i for i in order if i in taken][:n - len(new)], len(new)
+        taken.update(picked)
+    return [problems[i] for i in picked], len(picked) - fresh
+
+
 def seed_shortfall(seed: int, where: str, usable: int, n: int, split: str, reused: int, ask: str | None,
                    about: bool = False) -> str:
     """One line for a seed whose candidates repeat earlier seeds' problems because the source ran out."""

@@ -9,7 +9,6 @@ import hashlib
 import importlib
 import logging
 import pkgutil
-import random
 import re
 from collections import Counter
 from dataclasses import dataclass, field
@@ -18,8 +17,8 @@ from pathlib import Path
 from typing import Callable
 
 import sveb.data_builders as package
-from sveb.data_builders import (FITS, SkipRow, Source, SourceError, domain_module, make_problem, seed_shortfall,
-                                split_of)
+from sveb.data_builders import (FITS, SkipRow, Source, SourceError, disjoint_draw, domain_module, make_problem,
+                                seed_shortfall, split_of)
 from sveb.data_builders import fields as fieldmap
 from sveb.data_builders.files import data_files, read_hub, read_local
 
@@ -282,9 +281,9 @@ def load_problems(domain: str, source: str, n: int, seed: int, split: str, field
 
     source: builtin | hub (the domain's paper dataset) | NAME | NAME=PATH | PATH (see `sveb ls sources`);
     fields: ((key, column), ...) for a file with its own columns; min_tests: -1 = the source's default.
-    Seeds of one (domain, source, split, fields, n) draw disjoint problems while the source lasts (`disjoint_draw`);
-    a seed that must repeat earlier seeds' problems says so through `warn`, naming `ask` (how n was made, e.g.
-    "--problems 8 x --oversample 4"). Warnings (a gold that looks like a worked solution) go to `warn` before
+    Seeds of one (domain, source, split, fields, n) draw disjoint problems while the source lasts
+    (`sveb.data_builders.disjoint_draw`); a seed that must repeat earlier seeds' problems says so through `warn`,
+    naming `ask` (how n was made, e.g. "--problems 8 x --oversample 4"). Warnings (a gold that looks like a worked solution) go to `warn` before
     anything is sampled."""
     mod = domain_module(domain)
     say = warn or log.warning
@@ -305,21 +304,3 @@ def load_problems(domain: str, source: str, n: int, seed: int, split: str, field
     if reused:
         say(seed_shortfall(seed, f"--source {source}", len(problems), n, split, reused, ask))
     return out, dict(loaded.skipped)
-
-
-def disjoint_draw(problems: list, n: int, seed: int) -> tuple[list, int]:
-    """Seed `seed`'s n draws from a pool, by sequential exclusion; also how many repeat an earlier seed's.
-
-    Seed s shuffles the pool with random.Random(s), as every seed did before seeds were made disjoint, and takes the
-    first n that none of seeds 0..s-1 took: seed 0 is the plain shuffle's first n, seed s differs from it only where
-    it overlapped an earlier seed. Only when the pool holds fewer than (s + 1) x n does seed s fill up with earlier
-    seeds' problems (in its own order, after every fresh one)."""
-    taken: set[int] = set()
-    picked, fresh = [], 0
-    for s in range(seed + 1):
-        order = list(range(len(problems)))
-        random.Random(s).shuffle(order)  # the same permutation as shuffling the pool itself
-        new = [i for i in order if i not in taken][:n]
-        picked, fresh = new + [i for i in order if i in taken][:n - len(new)], len(new)
-        taken.update(picked)
-    return [problems[i] for i in picked], len(picked) - fresh
