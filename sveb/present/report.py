@@ -1,6 +1,7 @@
 """Static report of a root: Table-4 style MAE tables, paired tests against GRPO, plots, one index.html.
 Builds that differ only in their seed are pooled (one column; clusters = (build, problem)) with a per-seed
-table of the paired Δ. The paired comparisons are recomputed: they need every estimator's per-state estimates."""
+table of the paired Δ. The paired comparisons are recomputed: they need every estimator's per-state estimates.
+Which views it shows: report_views.py; cell and table formatting: report_format.py."""
 
 from __future__ import annotations
 
@@ -14,15 +15,15 @@ import numpy as np
 
 from sveb.present import leaderboard, plots, report_by
 from sveb.score import pooling, replicates
-from sveb import store
 from sveb.data_builders import DOMAINS
 from sveb.estimators import BASELINE, CONSTRUCTED, role_of
-from sveb.evaluate.protocols import PROTOCOL_LABELS, PROTOCOLS
+from sveb.evaluate.protocols import PROTOCOL_LABELS
 from sveb.core import metrics
-from sveb.core.errors import SvebError
 from sveb.score.pooling import View  # noqa: F401  (report.View: the per-state view of a build or pool)
+from sveb.present.report_views import ReportError  # noqa: F401  (report.ReportError, as callers catch it)
+from sveb.present.report_views import _collect, _drop_variants, _key, _proto_sorted, _protocols, _truncated
 from sveb.present.report_format import CSS, cell, html_table, img, md_table, ok, spread_html, spread_md
-from sveb.sample.paper import is_ref_row, ref_rows
+from sveb.sample.paper import is_ref_row
 
 PAIRED_IDENTITY = ["model", "domain", "build_fp", "kind", "seeds", "protocol", "estimator", "params"]
 
@@ -43,14 +44,6 @@ NOTE = ("Cells: MAE against the MC reference ± half-width of the 95% problem-cl
 
 
 ARROW = {"lower": " ↓", "higher": " ↑"}  # which side of a metric is better
-
-
-class ReportError(SvebError, RuntimeError):
-    pass
-
-
-def _proto_sorted(protos) -> list[str]:
-    return sorted(protos, key=lambda p: (PROTOCOLS.index(p) if p in PROTOCOLS else len(PROTOCOLS), p))
 
 
 def _labels(views: list[View]) -> dict[tuple[str, str], str]:
@@ -136,48 +129,6 @@ PAIRED_HEADER = ["model", "domain", "protocol", "estimator", "states", "MAE", f"
                  "Δ sq err [95% CI]", "p", "p (Holm)", "verdict"]
 BUILD_HEADER = ["model", "domain", "build", "status", "states", "estimators", "rollouts cut off",
                 "reference draws cut off"]
-def _collect(root: Path, only: set | None = None) -> tuple[list[View], list[list[View]], list[str]]:
-    """The views the tables show (a pooled view per group of seeds, else the build) sorted, the groups of
-    seeds behind each pooled view, and notes."""
-    builds = [b for b in store.list_builds(root) if only is None or b.name in only]
-    if not builds:
-        raise ReportError(f"{root}: no builds found (run `sveb build` first)")
-    views, notes = [], []
-    for bdir in builds:
-        try:
-            scores = pooling.read_scores(bdir) if (bdir / "scores").exists() else []
-            views += [pooling.load_view(bdir, scores)] if scores else []
-            notes += [] if scores else [f"build {bdir.relative_to(root)}: no scores yet (run `sveb eval`); skipped"]
-        except store.StoreError as e:
-            notes.append(f"build {bdir.relative_to(root)}: unreadable ({e}); skipped")
-    if not views:
-        raise ReportError(f"{root}: none of the {len(builds)} builds has scores; run `sveb eval` on a build first")
-    groups = pooling.pools(views)
-    shown = [pooling.merge(g) for g in groups]
-    for v in shown:  # a model with two builds (or pools) of one domain gets one column per build
-        twins = sum(w.model == v.model and w.domain == v.domain for w in shown)
-        v.col = v.domain if twins == 1 else f"{v.domain} ({v.fp[:8]})"
-        if leaderboard.build_protocol(v) == "paper":  # the authors' protocol: said on its column, their MCS@k rows
-            v.col += " [paper protocol]"
-            v.scores = v.scores + ref_rows(v, sorted({r["protocol"] for r in v.scores}))
-    return sorted(shown, key=_key), [g for g in groups if len(g) > 1], notes
-
-
-def _key(v: View) -> tuple:  # paper order of domains (Table 4), unknown ones last
-    return (v.model, DOMAINS.index(v.domain) if v.domain in DOMAINS else len(DOMAINS), v.col)
-
-
-def _protocols(v: View) -> list[str]:
-    return _proto_sorted({k[2] for k in v.est} | {r["protocol"] for r in v.scores})
-
-
-def _truncated(bdir: Path) -> list[str]:
-    """Shares of rollouts and reference draws cut off by the token budget (manifest of the build)."""
-    tr = store.read_manifest(bdir).get("truncated") or {}
-    return [f"{tr[k]:.1%}" if isinstance(tr.get(k), (int, float)) else metrics.MISSING
-            for k in ("rollouts", "references")]
-
-
 def _figures(v: View, proto: str, labels: dict, colors: dict, out: Path, cmp: dict, notes: list[str]):
     """Paired rows and HTML for one build and protocol: difference histograms, calibration, error by position."""
     what = f"{v.model} — {v.col} — {proto}"
@@ -199,18 +150,6 @@ def _figures(v: View, proto: str, labels: dict, colors: dict, out: Path, cmp: di
     html_.append(img(plots.error_by_position([(lab, v.pos, np.abs(e - r)) for lab, e, r in errs], colors,
                                               f"Error by position in the rollout — {what}", name("position"))))
     return paired, html_
-
-
-def _drop_variants(views: list[View], labels: dict) -> None:
-    """Hide non-default settings (ablations) of an estimator whose default setting is also in the build."""
-    for v in views:
-        has_default = {n for (n, pfp) in v.params if labels[(n, pfp)] == n}
-
-        def shown(n: str, pfp: str) -> bool:
-            return labels.get((n, pfp), n) == n or n not in has_default
-        v.scores = [r for r in v.scores if shown(r["estimator"], r["params_fp"])]
-        v.est = {k: a for k, a in v.est.items() if shown(k[0], k[1])}
-        v.params = {k: pj for k, pj in v.params.items() if shown(*k)}
 
 
 FIGURE_KINDS = ("mae", "hist", "calib", "position")  # the report's own PNG names start with these
