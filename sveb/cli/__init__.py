@@ -49,7 +49,8 @@ def build(
     engine: str = typer.Option("vllm", help="vllm | hf"),
     batch_size: int = typer.Option(64, help="hf engine batch size (speed only)."),
     workers: Optional[int] = WORKERS,
-    eager: bool = typer.Option(False, help="vLLM without compilation: faster start, slower decoding (speed only)."),
+    eager: bool = typer.Option(False, help="vLLM without compilation: faster start, slower decoding; samples of the "
+                               "same distribution, not the same tokens (not in the fingerprint, as threads are not)."),
     tp: int = typer.Option(1, "--tp", help="vLLM tensor parallel: GPUs one engine spans (speed only)."),
     gpu_memory_utilization: float = typer.Option(0.9, help="vLLM on a GPU: share of its memory the engine may take."),
     ray: Optional[str] = RAY,
@@ -270,6 +271,9 @@ def demo(
     seeds: Optional[str] = SEEDS,
     build_only: bool = typer.Option(False, "--build-only", help="Sample the builds and stop (score them later: rerun "
                                     "without it, or `sveb export` them to score elsewhere)."),
+    eager: Optional[bool] = typer.Option(None, "--eager/--no-eager", help="vLLM without compilation (default: on for "
+                                         "the demo and quick presets, whose first run would spend longer compiling "
+                                         "than eager decoding costs; off for the others)."),
 ):
     """The embedded default end to end: build, evaluate every estimator, write the leaderboard."""
     from sveb.core import signals
@@ -282,7 +286,7 @@ def demo(
         raise typer.BadParameter(f"unknown preset '{preset}'; known: {', '.join(PRESETS)}", param_hint="--preset")
     results = results or (Path("results") if preset == "demo" else Path("results") / preset)
     run_demo(root, results, domains.replace(",", " ").split(), engine, console, out, names, preset,
-             parse_seeds(seeds, 0), build_only)
+             parse_seeds(seeds, 0), build_only, eager)
 
 
 from sveb.cli import board as cli_board, conformance as cli_conformance, export as cli_export, inspect as cli_inspect  # noqa: E402,F401  (register `export`, `import`,

@@ -12,28 +12,29 @@ from sveb.core.errors import UsageError
 from sveb.sample.rules import validate
 
 
-def _validate(domains: list[str], engine: str, preset: str, seeds: list[int] | None) -> None:
+def _validate(domains: list[str], engine: str, preset: str, seeds: list[int] | None,
+              eager: bool | None = None) -> None:
     """The demo's builds checked like `sveb build`'s flags (a mistyped domain fails before vLLM starts)."""
     if not domains:
         raise UsageError("--domains: none given")
     for domain in domains:
-        tests, train = preset_configs(preset, domain, engine, seeds)
+        tests, train = preset_configs(preset, domain, engine, seeds, eager)
         for cfg in [*tests, train]:
             validate(cfg)
 
 
 def run_demo(root: Path, results: Path, domains: list[str], engine: str, console: Console, out: Console,
              estimators: list[str] | None = None, preset: str = "demo", seeds: list[int] | None = None,
-             build_only: bool = False) -> None:
+             build_only: bool = False, eager: bool | None = None) -> None:
     """Every domain's benchmark build for each seed (independent draws the leaderboard pools), one `train` build
     per domain (seed 0) that every trained row of the result learns on, then every estimator on every build."""
     names = estimator_list(estimators)
-    _validate(domains, engine, preset, seeds)  # every flag, as `sveb build` checks them, before the engine
+    _validate(domains, engine, preset, seeds, eager)  # every flag, as `sveb build` checks them, before the engine
     sampler = Sampler(engine)
     benchmark = {}
     for domain in domains:
         # the benchmark builds, and one disjoint `train` build for the estimators that train on one
-        tests, train = preset_configs(preset, domain, engine, seeds)
+        tests, train = preset_configs(preset, domain, engine, seeds, eager)
         for cfg in tests + ([train] if needs_train(names) else []):
             console.rule(f"build: {domain} ({cfg.split})")
             built = sampler.build(cfg, root, console)

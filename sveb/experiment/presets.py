@@ -24,10 +24,17 @@ PRESETS = {
 }
 
 
-def preset_configs(preset: str, domain: str, engine: str, seeds: list[int] | None = None
+# vLLM without compilation for the small presets: their decoding is a few minutes, so the compile a machine's first
+# vLLM start pays (about 57 s on 2 AVX-512 cores, 25 s to start with a warm cache, 14 s eager) costs more than eager's
+# slower decoding (14%); the samples are of the same distribution, not the same tokens (docs/timings.md)
+EAGER = {"demo": True, "quick": True}
+
+
+def preset_configs(preset: str, domain: str, engine: str, seeds: list[int] | None = None, eager: bool | None = None
                    ) -> tuple[list[BuildConfig], BuildConfig]:
-    """A preset's benchmark build of each seed (default: seed 0) and its one `train` build (seed 0)."""
+    """A preset's benchmark build of each seed (default: seed 0) and its one `train` build (seed 0); `eager`:
+    vLLM without compilation (default: EAGER's choice for the preset)."""
     size, train = PRESETS[preset]
-    config = {**BASE, **size}
+    config = {**BASE, **size, "eager": EAGER.get(preset, False) if eager is None else eager}
     tests = [BuildConfig(domain=domain, engine=engine, **{**config, "seed": s}) for s in seeds or [0]]
     return tests, BuildConfig(domain=domain, engine=engine, split="train", **{**config, **train})

@@ -45,7 +45,7 @@ class Sampler:
         bdir = locate(cfg, root)
         if self.engine is None and not ((bdir / "manifest.json").exists() and store.complete(bdir)):
             from sveb.engines import make_engine  # per call: tests patch sveb.engines.make_engine
-            self.engine = make_engine(self.kind, resolve(cfg.model), cfg.seed, dtype=dtype_of(cfg))
+            self.engine = make_engine(self.kind, resolve(cfg.model), cfg.seed, eager=cfg.eager, dtype=dtype_of(cfg))
             signals.reinstall()
 
     def build(self, cfg: BuildConfig, root: Path, console: Console) -> Path:
