@@ -24,7 +24,7 @@ import pyarrow as pa
 from sveb import store
 from sveb.board.archive import unpack
 from sveb.board.bundle import BundleError, estimates_key, read_bundle, MAX_MB
-from sveb.board.check import TOL, _identity, _params, provenance_check, score_rows, validate  # noqa: F401
+from sveb.board.check import _identity, provenance_check, score_rows, validate
 from sveb.board.pool import pooled_rows, write_verdicts
 from sveb.core.errors import SvebError
 from sveb.store.builds import load_build, open_build

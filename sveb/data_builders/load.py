@@ -283,8 +283,8 @@ def load_problems(domain: str, source: str, n: int, seed: int, split: str, field
     fields: ((key, column), ...) for a file with its own columns; min_tests: -1 = the source's default.
     Seeds of one (domain, source, split, fields, n) draw disjoint problems while the source lasts
     (`sveb.data_builders.disjoint_draw`); a seed that must repeat earlier seeds' problems says so through `warn`,
-    naming `ask` (how n was made, e.g. "--problems 8 x --oversample 4"). Warnings (a gold that looks like a worked solution) go to `warn` before
-    anything is sampled."""
+    naming `ask` (how n was made, e.g. "--problems 8 x --oversample 4"). Warnings (a gold that looks like a worked
+    solution) go to `warn` before anything is sampled."""
     mod = domain_module(domain)
     say = warn or log.warning
     if source == "builtin":

@@ -42,10 +42,8 @@ from sveb.lm.checkpoints import resident
 from sveb.core.errors import UsageError
 from sveb.estimators.base import Context, Estimator, ProblemGroup, State, need_context
 from sveb.estimators.pacs_loss import (FINAL_BASELINES, VALUES, WEIGHTS, base_rate, logprob_temperature,  # noqa: F401
-                                       pacs_group, pacs_value, prefix_psi, read_lengths,
-                                       rloo_coefficients)
-# the trainable policy and its inputs; imported here too, where tests and tools have always found them
-from sveb.estimators.pacs_scorer import LEGACY, PacsConfig, PacsScorer, PSeq, make_pseq  # noqa: F401
+                                       pacs_value, prefix_psi, read_lengths, rloo_coefficients)
+from sveb.estimators.pacs_scorer import PacsConfig, PacsScorer, make_pseq
 from sveb.core.models import resolve
 
 
