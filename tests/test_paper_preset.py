@@ -309,3 +309,23 @@ def test_paper_protocol_with_the_filter_opened_keeps_candidates_in_order(paper_c
     cfg = replace(paper_cfg, min_acc=0.0, max_acc=1.0, problems=3)  # flags given win over the preset's tiers
     bdir = build(cfg, tmp_path / "root", engine=ScriptedEngine(), console=Console(quiet=True))
     assert len(_rows(bdir, "states", schema.STATES)) == 3 and not list((bdir / "screens").glob("*.parquet"))
+
+
+def test_shortfall_names_each_tier_that_ran_short():
+    assert paper.shortfall(6, [0.1, 0.15, 0.2, 0.3, 0.5, 0.6]) == ""  # every tier at its quota
+    # 200 problems: quotas 67, 67, 66; the top tier kept 61
+    accs = [0.1] * 67 + [0.3] * 67 + [0.5] * 61
+    assert paper.shortfall(200, accs) == "the paper's tiers ran short ((0.37, 0.77] 61 of 66)"
+    assert paper.shortfall(7, [0.1, 0.5]) == ("the paper's tiers ran short ((0.07, 0.17] 1 of 3; "
+                                              "(0.17, 0.37] 0 of 2; (0.37, 0.77] 1 of 2)")
+
+
+def test_a_short_paper_build_says_which_tier_ran_short(paper_cfg, tmp_path):
+    cfg = replace(paper_cfg, problems=60, oversample=1)  # 60 candidates cannot fill 20 a tier
+    con = Console(record=True, width=400)
+    bdir = build(cfg, tmp_path / "root", engine=ScriptedEngine(), console=con)
+    out = con.export_text()
+    m = store.read_manifest(bdir)
+    kept = [m["candidate_accuracy"][p["problem_id"]] for p in _rows(bdir, "problems", schema.PROBLEMS)]
+    assert len(kept) < 60 and f"only {len(kept)} of 60 problems kept: " in out
+    assert paper.shortfall(60, kept) in out and "ran short (" in out and "difficulty filter" not in out

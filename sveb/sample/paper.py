@@ -103,6 +103,18 @@ def quotas(problems: int) -> list[int]:
     return [problems // n + (i < problems % n) for i in range(n)]
 
 
+def shortfall(problems: int, kept_accuracy: Sequence[float]) -> str:
+    """What a build that kept fewer problems than asked says under the paper's tiers: each short tier, kept of
+    its quota (the sparsest tier decides how many candidates the build needs)."""
+    kept = [0] * len(TIERS)
+    for acc in kept_accuracy:
+        tier = tier_of(acc)
+        if tier is not None:
+            kept[tier] += 1
+    short = [f"({lo}, {hi}] {k} of {q}" for (lo, hi), k, q in zip(TIERS, kept, quotas(problems)) if k < q]
+    return "the paper's tiers ran short (" + "; ".join(short) + ")" if short else ""
+
+
 def _integers(text: str) -> set[int]:
     return {int(x) for x in re.findall(r"\d+", text)}
 

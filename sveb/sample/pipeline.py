@@ -115,8 +115,13 @@ def build(cfg: BuildConfig, root: str | Path, engine: Engine | None = None, cons
     if old.get("status") == "complete" and "seconds" in old:  # a rerun found every shard: the build took its time then
         summary["seconds"] = old["seconds"]
     if len(kept) < cfg.problems:
-        console.print(f"[yellow]only {len(kept)} of {cfg.problems} problems passed the difficulty filter "
-                      f"[{cfg.min_acc}, {cfg.max_acc}]; raise --oversample or widen the filter[/]")
+        if cfg.choice("tiers") == "paper":
+            console.print(f"[yellow]only {len(kept)} of {cfg.problems} problems kept: "
+                          f"{paper.shortfall(cfg.problems, [accuracy[p['problem_id']] for p in kept])}; "
+                          "raise --oversample[/]")
+        else:
+            console.print(f"[yellow]only {len(kept)} of {cfg.problems} problems passed the difficulty filter "
+                          f"[{cfg.min_acc}, {cfg.max_acc}]; raise --oversample or widen the filter[/]")
     store.write_manifest(bdir, {**base, **summary, "status": "complete"})
     tr = summary["truncated"]
     console.print(f"cut off by the token budget (--max-tokens {cfg.sampling.max_tokens}): "
