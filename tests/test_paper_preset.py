@@ -329,3 +329,30 @@ def test_a_short_paper_build_says_which_tier_ran_short(paper_cfg, tmp_path):
     kept = [m["candidate_accuracy"][p["problem_id"]] for p in _rows(bdir, "problems", schema.PROBLEMS)]
     assert len(kept) < 60 and f"only {len(kept)} of 60 problems kept: " in out
     assert paper.shortfall(60, kept) in out and "ran short (" in out and "difficulty filter" not in out
+
+
+class _ByteTokenizer:
+    """Byte-level ids, decoded as byte-level BPE tokenizers do: a character cut inside its bytes shows as U+FFFD."""
+
+    def decode(self, ids):
+        return bytes(ids).decode("utf-8", errors="replace")
+
+
+@pytest.mark.parametrize("text", ["数 学", "é é é", "x 数学 y", "a×b = c ÷ d", "plain ascii text", "−3 − 4"])
+def test_token_cut_is_the_most_tokens_inside_the_prefix_with_multibyte_characters(text):
+    tok, ids = _ByteTokenizer(), list(text.encode())
+    for pos in [i for i, c in enumerate(text) if c == " "] + [len(text)]:
+        truth = max(t for t in range(len(ids) + 1) if text[:pos].startswith(tok.decode(ids[:t])))
+        t = paper.token_cut(tok, ids, text, pos)
+        assert t == truth and tok.decode(ids[:t]) == text[:pos]  # byte tokens: the prefix exactly
+
+
+def test_number_rule_reads_like_the_authors_script():
+    # their select_samples.py: responses split at "\box", \d+ runs as int (any Unicode digit), a text whose run
+    # int() refuses gives no number at all; the solution's numbers excluded too
+    p = {"question": "What is 3 + 4?", "answer": "7", "meta": '{"solution": "3 + 4 = 7, so 21 / 3"}'}
+    assert paper.novel_integers(p, ["1 2 \\box{10} 11"], [1]) == {1, 2}
+    assert paper.novel_integers(p, ["5 21 ٣ ٥"], [1]) == {5}  # 21 in the solution; Arabic-Indic 3 and 5 are 3, 5
+    assert paper.novel_integers(p, ["1" * 5000 + " 8 9"], [1]) == set()
+    assert paper.novel_integers({"question": "q", "answer": "1", "meta": "not json"}, ["2 1"], [1]) == {2}
+    assert paper.passes(None, p, [], [], 4) == (False, None)  # no screens: skipped, as theirs are

@@ -19,6 +19,7 @@ Builds carry their protocol in the manifest's config; builds of different protoc
 from __future__ import annotations
 
 import itertools
+import json
 import math
 import random
 import re
@@ -116,20 +117,39 @@ def shortfall(problems: int, kept_accuracy: Sequence[float]) -> str:
 
 
 def _integers(text: str) -> set[int]:
-    return {int(x) for x in re.findall(r"\d+", text)}
+    """Their `extract_numbers_from_string`: every `\\d+` run (any Unicode decimal digit) as an int; a text with a
+    run Python will not convert (over 4,300 digits) gives none at all, as their try/except does."""
+    try:
+        return {int(x) for x in re.findall(r"\d+", text)}
+    except ValueError:
+        return set()
 
 
 def novel_integers(problem: dict, texts: Sequence[str], rewards: Sequence[float]) -> set[int]:
-    """Distinct integers across the union of the correct responses (each read up to its first `\\boxed`), none of
-    them in the question or the solution."""
+    """Distinct integers across the union of the correct responses (each read up to its first `\\box`, as their
+    `resp.split('\\\\box')[0]`), none of them in the question or the solution (the answer, and a worked solution
+    where the source keeps one in `meta`)."""
     seen: set[int] = set()
     for text, r in zip(texts, rewards):
         if r > 0:
-            seen |= _integers(text.split("\\boxed")[0])
-    return seen - _integers(problem["question"]) - _integers(str(problem["answer"]))
+            seen |= _integers(text.split("\\box")[0])
+    return seen - _integers(problem["question"]) - _integers(str(problem["answer"])) - _integers(_solution(problem))
 
 
-def passes(cfg, problem: dict, texts: Sequence[str], rewards: Sequence[float], min_novel: int) -> tuple[bool, float]:
+def _solution(problem: dict) -> str:
+    meta = problem.get("meta") or "{}"
+    try:
+        meta = json.loads(meta) if isinstance(meta, str) else meta
+    except ValueError:
+        return ""
+    return str(meta.get("solution", "")) if isinstance(meta, dict) else ""
+
+
+def passes(cfg, problem: dict, texts: Sequence[str], rewards: Sequence[float], min_novel: int
+           ) -> tuple[bool, float | None]:
+    """(kept, screening accuracy); a problem with no screening rows is skipped, as theirs are (accuracy None)."""
+    if not len(rewards):
+        return False, None
     acc = sum(rewards) / len(rewards)
     ok = tier_of(acc) is not None
     if ok and min_novel:
@@ -147,15 +167,20 @@ def space_cut(text: str, rng: random.Random) -> int:
 
 def token_cut(tokenizer, ids: Sequence[int], text: str, pos: int) -> int:
     """The rollout's response tokens wholly inside text[:pos] (the most t with decode(ids[:t]) a prefix of it): the
-    state's t, for the estimators that read tokens or hidden states. Binary search: decoded length grows with t."""
+    state's t, for the estimators that read tokens or hidden states. Binary search on the decoded text with its
+    trailing U+FFFD dropped (a byte-level token that ends inside a character decodes to one, which is no prefix
+    although later tokens are), then back down to the last t whose whole decoding is a prefix."""
     head = text[:pos]
+    decode = lambda t: tokenizer.decode(list(ids[:t]))  # noqa: E731
     lo, hi = 0, len(ids)
     while lo < hi:
         mid = (lo + hi + 1) // 2
-        if head.startswith(tokenizer.decode(list(ids[:mid]))):
+        if head.startswith(decode(mid).rstrip("\ufffd")):
             lo = mid
         else:
             hi = mid - 1
+    while lo > 0 and not head.startswith(decode(lo)):
+        lo -= 1
     return lo
 
 
