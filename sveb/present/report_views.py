@@ -39,7 +39,9 @@ def _collect(root: Path, only: set | None = None) -> tuple[list[View], list[list
         except store.StoreError as e:
             notes.append(f"build {bdir.relative_to(root)}: unreadable ({e}); skipped")
     if not views:
-        raise ReportError(f"{root}: none of the {len(builds)} builds has scores; run `sveb eval` on a build first")
+        unreadable = [n for n in notes if ": unreadable (" in n]
+        raise ReportError(f"{root}: {unreadable[0]}" if unreadable else
+                          f"{root}: none of the {len(builds)} builds has scores; run `sveb eval` on a build first")
     groups = pooling.pools(views)
     shown = [pooling.merge(g) for g in groups]
     for v in shown:  # a model with two builds (or pools) of one domain gets one column per build

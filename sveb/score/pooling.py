@@ -15,6 +15,7 @@ import numpy as np
 
 from sveb.core import schema
 from sveb.core.config import BuildConfig
+from sveb.core.errors import EvalError
 from sveb.score import scoring
 from sveb.score.rows import score_row
 from sveb import store
@@ -59,7 +60,12 @@ def read_scores(bdir: Path) -> list[dict]:
     """A build's score rows; rows written by an older scores version lack the newer columns (None there)."""
     rows = []
     for path in sorted((bdir / "scores").glob("part-*.parquet")):
-        rows += [{c: r.get(c) for c in schema.SCORES.names} for r in store.read_shard(path).to_pylist()]
+        shard = [{c: r.get(c) for c in schema.SCORES.names} for r in store.read_shard(path).to_pylist()]
+        for i, r in enumerate(shard):  # a shard of another table's columns: named here, not a traceback later
+            bad = next((c for c in ("estimator", "params_fp", "protocol") if not isinstance(r[c], str)), None)
+            if bad:
+                raise store.StoreError(f"{path}: row {i} has no {bad} (not a scores shard, or a damaged one)")
+        rows += shard
     return rows
 
 
@@ -140,6 +146,14 @@ def pools(views: list[View]) -> list[list[View]]:
     groups: dict[str, list[View]] = {}
     for v in views:
         groups.setdefault(pool_key(v.bdir), []).append(v)
+    for g in groups.values():  # one seed twice (a copied build, or two builds of it) is one draw counted twice
+        seen: dict = {}
+        for v in g:
+            s = v.seeds[0]
+            if s is not None and s in seen:
+                raise EvalError(f"builds {seen[s].bdir} and {v.bdir} are both seed {s} of one config: they cannot be "
+                                f"pooled as independent seeds; keep one of them (move the other out of the root)")
+            seen.setdefault(s, v)
     return [sorted(g, key=lambda v: (str(v.seeds[0]), v.fp)) for g in groups.values()]
 
 

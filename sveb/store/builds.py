@@ -24,6 +24,7 @@ from sveb.core.models import cache_dir
 from sveb.data_builders import DOMAINS
 from sveb.store.export import is_export, verify
 from sveb.store.hub import import_build, local_name
+from sveb.store.integrity import check_structure
 
 
 def load_rollouts(bdir: Path, problem_ids: set[str] | None = None) -> dict[str, list[dict]]:
@@ -239,15 +240,18 @@ def find_seed_builds(root: str | Path, model_slug: str | None, domain: str | Non
 def load_build(bdir: Path, references: bool = True) -> BuildData:
     """A build's tables in memory; references=False for a training build (no reference needed)."""
     manifest = check_build(bdir)  # a frozen export: its rows must be the ones its card hashed
-    problems = {p["problem_id"]: p for p in store.read_table(bdir / "problems", schema.PROBLEMS).to_pylist()}
+    plist = store.read_table(bdir / "problems", schema.PROBLEMS).to_pylist()
+    problems = {p["problem_id"]: p for p in plist}
     states = store.read_table(bdir / "states", schema.STATES).to_pylist()
-    refs = {}
+    refs, rlist = {}, None
     if references:
-        refs = {r["state_id"]: r for r in store.read_table(bdir / "references", schema.REFERENCES).to_pylist()}
+        rlist = store.read_table(bdir / "references", schema.REFERENCES).to_pylist()
+        refs = {r["state_id"]: r for r in rlist}
         missing = [s["state_id"] for s in states if s["state_id"] not in refs]
         if missing:
             raise EvalError(f"{bdir}: {len(missing)} states have no reference (build incomplete; rerun `sveb build`)")
     rollouts = load_rollouts(bdir, set(problems))
+    check_structure(bdir, plist, states, rollouts, rlist)
     check_values(bdir, rollouts, refs)
     extras = {sid: tuple(float(x) for x in r["extra_rewards"] or ()) for sid, r in refs.items()}
     return BuildData(bdir, manifest, problems, rollouts, states, refs, extras)

@@ -1,0 +1,68 @@
+"""An export edited by hand and its hashes recomputed (consistent with itself) whose tables disagree with each
+other: refused in one line before any estimator runs, nothing written (sveb/store/integrity.py)."""
+
+import pytest
+
+from test_hostile_input_on_cpu import export_dir, forge_table, refused  # noqa: F401 (export_dir: a fixture)
+
+
+def _edit(i, **change):
+    def fn(rows):
+        rows[i].update(change)
+        return rows
+    return fn
+
+
+@pytest.mark.parametrize("table, fn, fragments", [
+    ("states", lambda rows: rows + [rows[0]], ("appears twice in states",)),
+    ("states", _edit(0, problem_id="nope"), ("names problem nope", "problems table lacks")),
+    ("states", _edit(0, rollout_idx=999), ("names rollout 999", "rollouts table lacks")),
+    ("states", _edit(0, t=-1), ("cuts at t -1",)),
+    ("states", _edit(0, t=10_000), ("cuts at t 10000",)),
+    ("states", _edit(0, T=10_000), ("of T 10000",)),
+    ("rollouts", lambda rows: rows + [rows[0]], ("appears twice in rollouts",)),
+    ("problems", lambda rows: rows + [rows[0]], ("appears twice in problems",)),
+    ("problems", lambda rows: [], ("the problems table is empty",)),
+    ("states", lambda rows: [], ("the states table is empty",)),
+    ("references", lambda rows: rows + [rows[0]], ("two rows in references",)),
+])
+def test_tables_that_disagree_are_refused_before_scoring(export_dir, table, fn, fragments):  # noqa: F811
+    forge_table(export_dir, table, fn)
+    refused(export_dir, *fragments, "refused")
+
+
+def test_a_consistent_export_still_scores(export_dir):  # noqa: F811
+    from sveb.store.builds import load_build
+    data = load_build(export_dir)
+    assert data.states and data.problems
+
+
+@pytest.mark.parametrize("damage, fragments", [
+    ("truncate", ("unreadable",)),
+    ("columns", ("row 0 has no estimator", "not a scores shard")),
+])
+def test_report_names_a_damaged_scores_shard(export_dir, tmp_path, damage, fragments):  # noqa: F811
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from test_hostile_input_on_cpu import cli, one_line_error
+    assert cli("eval", "--build", export_dir, "-e", "grpo").exit_code == 0
+    shard = next((export_dir / "scores").glob("part-*.parquet"))
+    if damage == "truncate":
+        shard.write_bytes(shard.read_bytes()[:300])
+    else:  # another table's rows under the scores folder
+        pq.write_table(pa.table({"state_id": ["s"], "value": [0.5]}), shard)
+    text = one_line_error(cli("report", "--build", export_dir, "--out", tmp_path / "rep"), *fragments)
+    assert shard.name in text and "none of the" not in text
+
+
+def test_leaderboard_names_a_scores_shard_of_other_columns(export_dir, tmp_path):  # noqa: F811
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from test_hostile_input_on_cpu import cli, one_line_error
+    assert cli("eval", "--build", export_dir, "-e", "grpo").exit_code == 0
+    shard = next((export_dir / "scores").glob("part-*.parquet"))
+    pq.write_table(pa.table({"state_id": ["s"], "value": [0.5]}), shard)
+    one_line_error(cli("leaderboard", "--build", export_dir, "--out", tmp_path / "lb.csv"), shard.name,
+                   "row 0 has no estimator")
