@@ -116,3 +116,33 @@ def test_the_sampler_closes_its_own_engine_and_starts_another_for_the_next_build
     t = Sampler("vllm", mine)
     t.close()
     assert t.engine is mine and not mine.closed
+
+
+def test_the_benchmark_export_comes_before_the_train_build_and_a_missing_train_export_is_resumed(
+        tmp_path, monkeypatch):
+    import argparse
+
+    from sveb.experiment import protocols as P
+    calls = []
+    monkeypatch.setattr(P, "timed_build", lambda sampler, cfg, root, con: (calls.append("build") or tmp_path, {"x": 1}))
+
+    def export_build(bdir, exp, model_dir):
+        calls.append(f"export {exp.name}")
+        exp.mkdir(parents=True)
+        (exp / "manifest.json").write_text("{}")
+    monkeypatch.setattr(P, "export_build", export_build)
+    monkeypatch.setattr(P, "export_train", lambda sampler, cfg, root, exp, con, md: export_build(None, exp, md))
+    monkeypatch.setattr(P, "exported", lambda exp, key, con: (exp / "manifest.json").exists())
+    a = argparse.Namespace(domains=["number"], choice_domains=[], choices=[], settings=[], paper_rollouts=32,
+                           paper_problems=6, model="m", source={}, problems=2, rollouts=4, states=2, step_pairs=True,
+                           mc=4, mc_extra=0, min_acc=0.1, max_acc=0.9, min_novel_numbers=0, seed=0, engine="scripted",
+                           max_tokens=60, candidates={"number": 12}, train_problems=2, train_mc=2, train_states=1,
+                           train_oversample=2, train=True, root=str(tmp_path / "root"), exports=str(tmp_path / "ex"))
+    s = P.settings(a)[1]  # number-paper: a preset, with a train build of its own
+    assert P.build_setting(s, a, None, None, None) == {"x": 1}
+    assert calls == ["build", "export number-paper", "export number-paper-train"]
+    calls.clear()
+    assert P.build_setting(s, a, None, None, None) is None and calls == []  # both exported: nothing to do
+    import shutil
+    shutil.rmtree(tmp_path / "ex" / "number-paper-train")
+    assert P.build_setting(s, a, None, None, None) is None and calls == ["export number-paper-train"]

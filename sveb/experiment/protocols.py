@@ -113,20 +113,24 @@ def share(src: Path, dst: Path) -> None:
 
 def build_setting(s: Setting, a, sampler: Sampler, console, model_dir) -> dict | None:
     """Sample and export a setting's builds; None if its export exists (or it has no build), else the seconds of
-    each build stage this run spent ({} when every shard was found done)."""
+    each build stage this run spent ({} when every shard was found done). The benchmark build is exported before
+    its train build is sampled, so it can be committed while that runs; a run that finds the export but not the
+    train export samples the train build alone."""
     exp = Path(a.exports) / s.key
     if s.scored_as:
         return None
-    if exported(exp, s.key, console):
-        return None
     test, train = configs(s, a)
+    texp = Path(a.exports) / f"{s.key}-train"
+    need_train = train is not None and a.train and not (texp / "manifest.json").exists()
     root = root_of(s, a)
-    if s.group == "sveb" and s.key != s.base:
-        share(locate(configs(Setting(s.base, s.domain, "sveb", ""), a)[0], root), locate(test, root))
-    bdir, timing = timed_build(sampler, test, root, console)
-    if train is not None and a.train:
-        export_train(sampler, train, root, Path(a.exports) / f"{s.key}-train", console, model_dir)
-    export_build(bdir, exp, model_dir)
+    timing = None
+    if not exported(exp, s.key, console):
+        if s.group == "sveb" and s.key != s.base:
+            share(locate(configs(Setting(s.base, s.domain, "sveb", ""), a)[0], root), locate(test, root))
+        bdir, timing = timed_build(sampler, test, root, console)
+        export_build(bdir, exp, model_dir)
+    if need_train:
+        export_train(sampler, train, root, texp, console, model_dir)
     return timing
 
 
