@@ -46,10 +46,12 @@ def check_structure(bdir: Path, problems: list[dict], states: list[dict], rollou
         if r is None:
             refuse(f"state {s['state_id']} names rollout {s['rollout_idx']} of problem {s['problem_id']}, "
                    "which the rollouts table lacks")
-        n = len(r["response_token_ids"] or [])
+        # a build imported from the authors' files has no token ids: its t and T count characters
+        ids = r["response_token_ids"] or []
+        n, unit = (len(ids), "tokens") if ids else (len(r["response_text"] or ""), "characters")
         if s["T"] != n or not 0 <= s["t"] <= n:
             refuse(f"state {s['state_id']} cuts at t {s['t']} of T {s['T']}, but its rollout has {n} response "
-                   "tokens (need 0 <= t <= T = that length)")
+                   f"{unit} (need 0 <= t <= T = that length)")
     if refs is not None:
         sid = _dup(r["state_id"] for r in refs)
         if sid is not None:
