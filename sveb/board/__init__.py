@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import tempfile
 from pathlib import Path
 
@@ -26,6 +25,8 @@ from sveb.board.archive import unpack
 from sveb.board.bundle import BundleError, estimates_key, read_bundle, MAX_MB
 from sveb.board.check import _identity, provenance_check, score_rows, validate
 from sveb.board.pool import pooled_rows, write_verdicts
+from sveb.board.txn import Undo, place
+from sveb.board.validate import culprit
 from sveb.core.errors import SvebError
 from sveb.store.builds import load_build, open_build
 
@@ -122,19 +123,19 @@ def add_all(board: Path, bundles: list[Path], builds: list[Path] = (), max_mb: f
             out.append(got[:2])
             if got[1] == "added":
                 staged.append(got)
-        if builds:
-            board.mkdir(parents=True, exist_ok=True)
-            _write_json(board / "board.json", conf)
-        for key, _, folder, _, rows in staged:
-            _write_json(board / "scored" / f"{key}.json", rows)
-            dest = board / "bundles" / key
-            tmpdir = Path(tempfile.mkdtemp(dir=_mk(dest.parent), prefix=f".{key}.tmp-"))
-            store.make_shared(tmpdir, directory=True)
-            for name in ("bundle.json", "estimates.parquet"):
-                shutil.copyfile(folder / name, tmpdir / name)
-            tmpdir.rename(dest)  # the bundle is on the board once this folder exists whole
-    if staged:
-        rebuild(board)
+        undo = Undo(board, [s[0] for s in staged])
+        try:  # all of it or none: a failure anywhere (the table included) leaves the board as it was
+            if builds:
+                _mk(board)
+                _write_json(board / "board.json", conf)
+            for key, _, folder, _, rows in staged:
+                _write_json(board / "scored" / f"{key}.json", rows)
+                place(folder, board / "bundles" / key)
+            if staged:
+                rebuild(board)
+        except BaseException:
+            undo()
+            raise
     return out
 
 
@@ -183,7 +184,14 @@ def _mk(p: Path) -> Path:
 
 
 def bundles(board: Path) -> list[tuple[dict, pa.Table]]:
-    return [read_bundle(p.parent) for p in sorted((Path(board) / "bundles").glob("*/bundle.json"))]
+    out = []
+    for p in sorted((Path(board) / "bundles").glob("*/bundle.json")):
+        try:
+            out.append(read_bundle(p.parent))
+        except BundleError as e:  # let in by an older SVEB: the board says which one to take out
+            raise BoardError(f"{e}; the board cannot use this stored bundle: remove {p.parent} and "
+                             f"{Path(board) / 'scored' / p.parent.name}.json") from None
+    return out
 
 
 def rebuild(board: Path) -> list[dict]:
@@ -232,13 +240,18 @@ def _write_table(board: Path, rows: list[dict]) -> None:
     if not rows:
         return
     cols = list(dict.fromkeys(k for r in rows for k in r))
+    try:  # both files made before either is written: never a new parquet beside an old csv
+        table = pa.Table.from_pylist([{c: r.get(c) for c in cols} for r in rows])
+    except (pa.ArrowException, TypeError, ValueError, OverflowError) as e:
+        raise BoardError(f"{board}: scores table not written, {culprit(rows, cols)} ({type(e).__name__}); "
+                         f"remove that bundle from bundles/ and scored/") from None
     buf = pa.BufferOutputStream()
-    pq.write_table(pa.Table.from_pylist([{c: r.get(c) for c in cols} for r in rows]), buf)
-    store.atomic_write_bytes(board / "scores.parquet", buf.getvalue().to_pybytes())
+    pq.write_table(table, buf)
     s = io.StringIO()
     w = csv.DictWriter(s, fieldnames=cols)
     w.writeheader()
     w.writerows(rows)
+    store.atomic_write_bytes(board / "scores.parquet", buf.getvalue().to_pybytes())
     store.atomic_write_bytes(board / "scores.csv", s.getvalue().encode())
 
 

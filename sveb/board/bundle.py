@@ -20,6 +20,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from sveb import store
+from sveb.board import validate
 from sveb.core.errors import SvebError
 from sveb.lm import device as hardware
 
@@ -166,6 +167,9 @@ def read_bundle(folder: Path) -> tuple[dict, pa.Table]:
                               f"{'string' if want is str else 'object'}")
     if any(not isinstance(c, (dict, type(None))) for c in (meta.get("cost") or {}).values()):
         raise BundleError(f"{folder}/bundle.json: cost holds a value that is not an object per protocol")
+    bad = validate.problem(meta)  # before anything is written: one wrong type would poison the board's table
+    if bad:
+        raise BundleError(f"{folder}/bundle.json: {bad}")
     try:
         table = pq.read_table(folder / "estimates.parquet")
     except FileNotFoundError:

@@ -1,0 +1,138 @@
+"""Hostile bundles and duplicate builds on a board and a root: each refused in one line, the board's files
+byte-identical afterwards, a clean add still works (fuzzing audit, defects A and B)."""
+
+import json
+import shutil
+
+import pytest
+from typer.testing import CliRunner
+
+from sveb import board
+from sveb.board.bundle import estimates_key, read_bundle
+from sveb.cli import app
+from sveb.evaluate import evaluate
+
+
+def cli(*args):
+    return CliRunner().invoke(app, [str(a) for a in args])
+
+
+def one_line_error(r, *fragments):
+    lines = [x for x in r.output.strip().splitlines() if x.strip()]
+    assert r.exit_code == 1, r.output
+    errors = [x for x in lines if x.startswith("error:")]
+    assert len(errors) == 1 and lines[-1] == errors[0], r.output
+    for f in fragments:
+        assert f in errors[0], (f, r.output)
+    assert "Traceback" not in r.output
+    return errors[0]
+
+
+def files(lb):
+    return {p.relative_to(lb): p.read_bytes() for p in lb.rglob("*") if p.is_file()}
+
+
+@pytest.fixture
+def setup(scripted_build, tmp_path):
+    """(build, {estimator: bundle}, board holding grpo)."""
+    root, bdir = scripted_build
+    out = {}
+    for name in ("grpo", "mcs-2", "numca"):
+        r = cli("submit", "-e", name, "--root", root, "--build", bdir.name, "--out", tmp_path / f"b-{name}")
+        assert r.exit_code == 0, r.output
+        out[name] = tmp_path / f"b-{name}"
+    lb = tmp_path / "board"
+    assert board.add(lb, out["grpo"], [bdir])[1] == "added"
+    return bdir, out, lb
+
+
+def rekeyed(src, dst, edit):
+    """A copy of bundle `src`, renamed, edited by `edit(meta)`, its key recomputed (a checksum, not a signature)."""
+    shutil.copytree(src, dst)
+    meta = json.loads((dst / "bundle.json").read_text())
+    meta["estimator"]["name"] = "hostile"
+    edit(meta)
+    _, table = read_bundle(src)
+    meta["key"] = estimates_key(meta, table)
+    (dst / "bundle.json").write_text(json.dumps(meta))
+    return dst
+
+
+def _set(path, value):
+    def edit(meta):
+        d = meta
+        for k in path[:-1]:
+            d = d[k]
+        d[path[-1]] = value
+    return edit
+
+
+HOSTILE = {
+    "sveb_version": (("sveb_version",), 5),
+    "estimator.provenance.version": (("estimator", "provenance", "version"), 5),
+    "estimator.provenance.kind": (("estimator", "provenance", "kind"), ["builtin"]),
+    "estimator.provenance.distribution": (("estimator", "provenance", "distribution"), {"a": 1}),
+    "cost.held-out.train_tokens": (("cost", "held-out", "train_tokens"), 1e30),
+    "cost.in-group.seconds": (("cost", "in-group", "seconds"), 1e300),
+    "estimator.params.k": (("estimator", "params", "k"), "many"),
+    "estimator.needs_hidden": (("estimator", "needs_hidden"), "yes"),
+}
+
+
+@pytest.mark.parametrize("field", sorted(HOSTILE))
+def test_a_hostile_bundle_is_refused_and_the_board_is_untouched(setup, tmp_path, field):
+    _, bundles, lb = setup
+    path, value = HOSTILE[field]
+    bad = rekeyed(bundles["mcs-2"], tmp_path / "bad", _set(path, value))
+    before = files(lb)
+    one_line_error(cli("leaderboard", "add", bad, "--board", lb), str(bad / "bundle.json"), field)
+    assert files(lb) == before
+    r = cli("leaderboard", "add", bundles["mcs-2"], "--board", lb)  # a clean add after the refused one
+    assert r.exit_code == 0 and "added:" in r.output, r.output
+    assert {x["estimator"] for x in board.rows(lb)} == {"grpo", "mcs-2"}
+
+
+def test_a_failed_table_write_takes_the_add_back(setup, monkeypatch):
+    _, bundles, lb = setup
+    before = files(lb)
+
+    def boom(*a, **k):
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(board, "_write_table", boom)
+    with pytest.raises(OSError):
+        board.add(lb, bundles["mcs-2"])
+    assert files(lb) == before
+    assert sorted(p.name for p in (lb / "bundles").iterdir()) == sorted(p.name for p in (lb / "bundles").iterdir()
+                                                                        if (p / "bundle.json").exists())
+    monkeypatch.undo()
+    assert board.add(lb, bundles["mcs-2"])[1] == "added"
+
+
+@pytest.mark.parametrize("where", ["bundle.json", "scored"])
+def test_a_poisoned_board_names_the_stored_bundle(setup, where):
+    """A board an older SVEB let a hostile bundle into: every later add says which stored bundle to take out."""
+    _, bundles, lb = setup
+    key = board.add(lb, bundles["mcs-2"])[0]
+    stored = lb / "bundles" / key / "bundle.json"
+    if where == "bundle.json":
+        stored.write_text(json.dumps({**json.loads(stored.read_text()), "sveb_version": 5}))
+    rows = json.loads((lb / "scored" / f"{key}.json").read_text())
+    (lb / "scored" / f"{key}.json").write_text(json.dumps([{**r, "sveb_version": 5} for r in rows]))
+    before = files(lb)
+    names = (str(stored), "sveb_version") if where == "bundle.json" else ("column sveb_version", key)
+    one_line_error(cli("leaderboard", "add", bundles["numca"], "--board", lb), *names)
+    assert files(lb) == before
+
+
+def test_the_same_seed_twice_in_a_pool_is_refused(scripted_build, tmp_path):
+    root, bdir = scripted_build
+    evaluate(bdir, "grpo", {}, "held-out")
+    root2 = tmp_path / "root2"
+    a, b = root2 / "smollm2-135m" / "number" / "a", root2 / "smollm2-135m" / "number" / "b"
+    shutil.copytree(bdir, a)
+    shutil.copytree(bdir, b)
+    out = tmp_path / "x.csv"
+    one_line_error(cli("leaderboard", "--root", root2, "--out", out), str(a), str(b), "seed 3")
+    assert not out.exists()
+    r = cli("leaderboard", "--root", root, "--out", out)  # the one build alone is fine
+    assert r.exit_code == 0, r.output
