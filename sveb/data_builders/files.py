@@ -1,5 +1,7 @@
 """Rows of local data files (.jsonl, .jsonl.gz, .json, .json.gz, .parquet, .csv, .csv.gz, or a folder of them)
-and of hub datasets. A row that cannot be decoded is handed on as a SkipRow and counted, never fatal."""
+and of hub datasets. A row that cannot be decoded is handed on as a SkipRow and counted, never fatal; a file that
+cannot be read at all (a truncated or non-gzip .gz, JSON nested too deeply) is one SourceError naming it. Text is
+read as utf-8-sig: the byte-order mark Excel and Notepad write is dropped, not taken for part of a column name."""
 
 from __future__ import annotations
 
@@ -7,6 +9,8 @@ import csv
 import gzip
 import io
 import json
+import sys
+import zlib
 from pathlib import Path
 from typing import Iterable, Iterator
 
@@ -35,15 +39,44 @@ def data_files(path: Path) -> list[Path]:
     return [path]
 
 
+# What reading a (possibly gzipped) file raises for its bytes: gzip.BadGzipFile (an OSError), EOFError for a
+# truncated stream, zlib.error for corrupt deflate data; an OSError with an errno is the storage's.
+READ_ERRORS = (OSError, EOFError, zlib.error)
+
+
+def _unreadable(f: Path, e: BaseException) -> SourceError:
+    """The one-line error of a file whose bytes could not be read (e one of READ_ERRORS)."""
+    if isinstance(e, gzip.BadGzipFile):
+        return SourceError(f"{f}: not a gzip file ({e})")
+    if isinstance(e, zlib.error):
+        return SourceError(f"{f}: a corrupt gzip file ({e})")
+    if f.name.lower().endswith(".gz") and not (isinstance(e, OSError) and e.errno):  # EOFError: cut short
+        return SourceError(f"{f}: not a complete gzip file ({e})")
+    return SourceError(f"{f}: cannot read ({getattr(e, 'strerror', None) or e})")
+
+
+def json_why(e: BaseException) -> str:
+    """Why json.loads refused a text, in a few words: its JSONDecodeError, a RecursionError (nested too deeply) or
+    the ValueError of an integer past Python's digit limit."""
+    if isinstance(e, RecursionError):
+        return "nested too deeply"
+    if not isinstance(e, json.JSONDecodeError) and "digits" in str(e):
+        return f"a number with more than {sys.get_int_max_str_digits()} digits"
+    return str(e)
+
+
+def _open_bytes(path: Path):
+    return gzip.open(path, "rb") if path.name.lower().endswith(".gz") else open(path, "rb")
+
+
 def _open_text(path: Path) -> io.TextIOBase:
-    raw = gzip.open(path, "rb") if path.name.lower().endswith(".gz") else open(path, "rb")
-    return io.TextIOWrapper(raw, encoding="utf-8", newline="")
+    return io.TextIOWrapper(_open_bytes(path), encoding="utf-8-sig", newline="")
 
 
 def _json_lines(f: Path, lines: Iterable[bytes]) -> Iterator[Row]:
     for lineno, raw in enumerate(lines, 1):
         try:
-            line = raw.decode("utf-8")
+            line = raw.decode("utf-8-sig")
         except UnicodeDecodeError:
             yield str(f), lineno, SkipRow("line is not valid UTF-8")
             continue
@@ -52,29 +85,36 @@ def _json_lines(f: Path, lines: Iterable[bytes]) -> Iterator[Row]:
                 yield str(f), lineno, json.loads(line)
             except json.JSONDecodeError:
                 yield str(f), lineno, SkipRow("line is not valid JSON")
+            except (ValueError, RecursionError) as e:
+                yield str(f), lineno, SkipRow(f"line is not valid JSON ({json_why(e)})")
 
 
 def _read_jsonl(f: Path) -> Iterator[Row]:
-    opener = gzip.open if f.name.lower().endswith(".gz") else open
     try:
-        with opener(f, "rb") as fh:
+        with _open_bytes(f) as fh:
             yield from _json_lines(f, fh)
-    except (OSError, EOFError) as e:  # a truncated or non-gzip .gz
-        raise SourceError(f"{f}: cannot read ({e})") from None
+    except READ_ERRORS as e:
+        raise _unreadable(f, e) from None
 
 
 def _read_json(f: Path) -> Iterator[Row]:
-    opener = gzip.open if f.name.lower().endswith(".gz") else open
-    with opener(f, "rb") as fh:
-        data = fh.read()
     try:
-        doc = json.loads(data.decode("utf-8"))
+        with _open_bytes(f) as fh:
+            data = fh.read()
+    except READ_ERRORS as e:
+        raise _unreadable(f, e) from None
+    try:
+        doc = json.loads(data.decode("utf-8-sig"))
     except UnicodeDecodeError as e:
         raise SourceError(f"{f}: not valid UTF-8 ({e})") from None
     except json.JSONDecodeError:  # `datasets` writes .json as JSON Lines by default
         yield from _json_lines(f, data.splitlines())
         return
+    except (ValueError, RecursionError) as e:
+        raise SourceError(f"{f}: not valid JSON ({json_why(e)})") from None
     rows = doc if isinstance(doc, list) else doc.get("data", doc.get("rows", [])) if isinstance(doc, dict) else []
+    if not isinstance(rows, list):
+        raise SourceError(f"{f}: its data is a JSON {type(rows).__name__}, expected a list of rows")
     for i, row in enumerate(rows, 1):
         yield str(f), i, row
 
@@ -104,6 +144,8 @@ def _read_csv(f: Path) -> Iterator[Row]:
         raise SourceError(f"{f}: not valid UTF-8 ({e})") from None
     except csv.Error as e:
         raise SourceError(f"{f}: not valid CSV ({e})") from None
+    except READ_ERRORS as e:
+        raise _unreadable(f, e) from None
 
 
 READERS = {".jsonl": _read_jsonl, ".jsonl.gz": _read_jsonl, ".json": _read_json, ".json.gz": _read_json,

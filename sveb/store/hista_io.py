@@ -23,6 +23,7 @@ from sveb import store
 from sveb.store.hista_json import (DEFAULT_N_REF, FORMAT, NOISE_TABLE, T_UNIT, TOKEN_LEVEL, UNAVAILABLE, HistaJsonError, check_records,
                              from_tables, to_tables)
 from sveb.data_builders import DOMAINS
+from sveb.data_builders.files import json_why
 from sveb.data_builders.hista import domain_of_verifier
 from sveb.store.builds import load_build
 from sveb.store.export import _version
@@ -44,9 +45,9 @@ def read_records(path: Path) -> tuple[list[dict], str]:
     except OSError as e:
         raise HistaJsonError(f"{path}: cannot read ({e.strerror or e})") from None
     try:
-        doc = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise HistaJsonError(f"{path}: not a JSON file ({e})") from None
+        doc = json.loads(data.decode("utf-8-sig"))  # a byte-order mark (Windows editors) is not an error
+    except (ValueError, RecursionError) as e:  # not UTF-8, not JSON, nested too deeply, a number of 4300+ digits
+        raise HistaJsonError(f"{path}: not a JSON file ({json_why(e)})") from None
     try:
         return check_records(doc), hashlib.sha256(data).hexdigest()
     except HistaJsonError as e:

@@ -48,6 +48,30 @@ def _str_list(v: Any) -> bool:
     return isinstance(v, list) and all(isinstance(x, str) for x in v)
 
 
+def _finite(v: Any) -> bool:
+    try:
+        return math.isfinite(v)
+    except OverflowError:  # an integer past a float's range, e.g. 1e400 written out in digits
+        return False
+
+
+def _shown(v: Any) -> str:
+    s = str(v)
+    return s if len(s) <= 24 else f"{s[:12]}... ({len(s)} digits)"
+
+
+def _encodable(v: Any) -> bool:
+    """Whether a string (or each of a list's) is Unicode text UTF-8 can write: JSON lets a lone surrogate through
+    as an escape (\\ud800), which no file or table can hold."""
+    try:
+        for x in v if isinstance(v, list) else [v]:
+            if isinstance(x, str):
+                x.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def check_record(i: int, rec: Any) -> None:
     """One-line error naming the record (0-based index in the list) and the field, or nothing."""
     def bad(key: str, why: str):
@@ -65,17 +89,21 @@ def check_record(i: int, rec: Any) -> None:
     for key in ("correct_responses", "wrong_responses"):
         if not _str_list(rec[key]):
             bad(key, "expected a list of strings")
+    for key in ("problem", "solution", "verifier", "response", "sampled_response", "correct_responses",
+                "wrong_responses"):
+        if not _encodable(rec[key]):
+            bad(key, "not valid Unicode text (a lone surrogate escape such as \\ud800)")
     for key in ("output_reward", "unbiased_state_value"):
         if not _is_num(rec[key]):
             bad(key, f"expected a number, got {type(rec[key]).__name__}")
-        if not math.isfinite(rec[key]):
-            bad(key, f"not a finite number ({rec[key]})")
+        if not _finite(rec[key]):
+            bad(key, f"not a finite number ({_shown(rec[key])})")
     if not 0.0 <= rec["unbiased_state_value"] <= 1.0:
         bad("unbiased_state_value", f"{rec['unbiased_state_value']} is not in [0, 1]")
     noise = rec["unbiased_state_value_noise"]
     if not isinstance(noise, list) or not all(_is_num(x) for x in noise):
         bad("unbiased_state_value_noise", "expected a list of numbers")
-    if not all(math.isfinite(x) for x in noise):
+    if not all(_finite(x) for x in noise):
         bad("unbiased_state_value_noise", "holds a non-finite number")
     if not rec["response"].startswith(rec["sampled_response"]):
         bad("sampled_response", "not a prefix of 'response'")

@@ -3,14 +3,14 @@
 
 from __future__ import annotations
 
-import json
 import re
 import shutil
+from contextlib import contextmanager
 from pathlib import Path
 
 from sveb.core.config import BuildConfig
-from sveb.store.export import ExportError, verify
-from sveb.store import shard_path, staged_dir
+from sveb.store.export import ExportError, check_export_manifest, verify
+from sveb.store import StoreError, read_manifest, shard_path, staged_dir
 from sveb.core.errors import path_like
 
 
@@ -51,7 +51,7 @@ def import_build(spec: str, out: Path) -> Path:
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise ExportError(f"--out {out}: exists and is not an empty folder; pass a new folder")
     with staged_dir(out) as tmp:
-        manifest = json.loads(_fetch(spec, "manifest.json", tmp).read_text())
+        manifest = _manifest(spec, tmp)
         _fetch(spec, "README.md", tmp)
         split = BuildConfig.from_manifest(manifest).split
         for table in manifest.get("export", {}).get("tables", {}):
@@ -63,5 +63,29 @@ def import_build(spec: str, out: Path) -> Path:
             ds.to_parquet(str(shard_path(tmp / table, 0)))
             del ds
         shutil.rmtree(tmp / ".cache", ignore_errors=True)
-        verify(tmp)
+        with _named(spec, tmp):
+            verify(tmp)
     return out
+
+
+@contextmanager
+def _named(spec: str, tmp: Path):
+    """Errors about the staging folder `tmp` (which vanishes) name the export `spec` instead."""
+    try:
+        yield
+    except (StoreError, ExportError) as e:
+        raise ExportError(str(e).replace(str(tmp.resolve()), spec).replace(str(tmp), spec)) from None
+
+
+def _manifest(spec: str, tmp: Path) -> dict:
+    """The export's manifest.json, fetched into `tmp` and checked as `sveb eval --build` checks an export's
+    (store.read_manifest, export.check_export_manifest): a one-line error naming `spec` otherwise."""
+    _fetch(spec, "manifest.json", tmp)
+    with _named(spec, tmp):
+        try:
+            manifest = read_manifest(tmp)
+        except ValueError as e:  # json's own for a number of 4300+ digits, which read_manifest lets through
+            from sveb.data_builders.files import json_why
+            raise ExportError(f"{tmp}/manifest.json: corrupt manifest ({json_why(e)})") from None
+        check_export_manifest(tmp, manifest)
+    return manifest
