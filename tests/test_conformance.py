@@ -56,3 +56,14 @@ def test_a_malformed_case_is_one_line_naming_the_line(tmp_path):
 def test_the_shared_sets_agree_whole(part):
     outcomes = run_dir(SHARED / part)
     assert outcomes and all(o.ok for o in outcomes), [o.case_id for o in outcomes if not o.ok][:5]
+
+
+def test_a_folder_above_the_parts_runs_every_part(tmp_path):
+    # the shared set's layout: public/{numca.jsonl, hista/} and pacs/pacs.jsonl under one top folder
+    top = tmp_path / "conformance"
+    shutil.copytree(FIX, top / "public", ignore=shutil.ignore_patterns("pacs"))
+    shutil.copytree(FIX / "pacs", top / "pacs")
+    whole = run_dir(FIX)
+    got = run_dir(top)
+    assert sorted((o.estimator, o.case_id) for o in got) == sorted((o.estimator, o.case_id) for o in whole)
+    assert {o.estimator for o in got} == {"numca", "hista", "pacs"}

@@ -12,7 +12,8 @@ from sveb.cli.common import app, out
 @app.command()
 def conformance(
     directory: Path = typer.Argument(..., help="A folder in the conformance format (FORMAT.md): numca.jsonl, "
-                                     "hista/cases.jsonl + .npz groups, pacs.jsonl or pacs/pacs.jsonl."),
+                                     "hista/cases.jsonl + .npz groups, pacs.jsonl; or a folder above such folders "
+                                     "(every one below it runs)."),
     show: int = typer.Option(5, help="Disagreeing cases listed per estimator."),
 ):
     """Run every case of DIR through SVEB's estimators; per estimator and rule tag, how many agree (within 1e-6).
