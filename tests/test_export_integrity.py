@@ -66,3 +66,11 @@ def test_leaderboard_names_a_scores_shard_of_other_columns(export_dir, tmp_path)
     pq.write_table(pa.table({"state_id": ["s"], "value": [0.5]}), shard)
     one_line_error(cli("leaderboard", "--build", export_dir, "--out", tmp_path / "lb.csv"), shard.name,
                    "row 0 has no estimator")
+
+
+def test_eval_names_a_manifest_with_a_number_python_will_not_read(export_dir):  # noqa: F811
+    from test_hostile_input_on_cpu import cli, one_line_error
+    text = (export_dir / "manifest.json").read_text()
+    (export_dir / "manifest.json").write_text(text[:-1] + ', "n": ' + "9" * 5000 + "}")
+    one_line_error(cli("eval", "--build", export_dir, "-e", "grpo"), "manifest.json",
+                   "corrupt manifest (a number with more than 4300 digits)")

@@ -208,10 +208,12 @@ def read_manifest(bdir: Path) -> dict:
         raise StoreError(f"{path}: is a folder, not a manifest file") from None
     except json.JSONDecodeError as e:
         raise StoreError(f"{path}: corrupt manifest ({e.msg})") from None
-    except RecursionError:
-        raise StoreError(f"{path}: corrupt manifest (nested too deeply)") from None
     except UnicodeDecodeError:
         raise StoreError(f"{path}: corrupt manifest (not UTF-8 text)") from None
+    except ValueError:  # after JSONDecodeError and UnicodeDecodeError, its subclasses: int() refusing a long number
+        raise StoreError(f"{path}: corrupt manifest (a number with more than 4300 digits)") from None
+    except RecursionError:
+        raise StoreError(f"{path}: corrupt manifest (nested too deeply)") from None
     except OSError as e:
         raise StoreError(f"{path}: unreadable ({e.strerror or type(e).__name__})") from None
     if not isinstance(m, dict):
