@@ -74,3 +74,13 @@ def test_eval_names_a_manifest_with_a_number_python_will_not_read(export_dir):  
     (export_dir / "manifest.json").write_text(text[:-1] + ', "n": ' + "9" * 5000 + "}")
     one_line_error(cli("eval", "--build", export_dir, "-e", "grpo"), "manifest.json",
                    "corrupt manifest (a number with more than 4300 digits)")
+
+
+def test_an_unreadable_shard_is_one_short_line(tmp_path):
+    from sveb import store
+    path = tmp_path / "part-00000.parquet"
+    path.write_bytes(b"PAR1" + b"\x00" * 50)
+    with pytest.raises(store.StoreError) as e:
+        store.read_shard(path)
+    text = str(e.value)
+    assert "\n" not in text and str(path) in text and "unreadable Parquet shard" in text and len(text) < 400

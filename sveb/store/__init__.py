@@ -165,8 +165,10 @@ def read_shard(path: Path) -> pa.Table:
     try:
         return pq.read_table(path)
     except (OSError, pa.ArrowException, ValueError, KeyError, IndexError, TypeError) as e:  # corrupt bytes
-        raise StoreError(f"{path}: unreadable Parquet shard ({type(e).__name__}: {str(e)[:160]}); delete it and "
-                         f"rerun to rebuild it") from None
+        why = (str(e).strip().splitlines() or [""])[0]
+        why = why if len(why) <= 160 else why[:159] + "…"
+        raise StoreError(f"{path}: unreadable Parquet shard ({type(e).__name__}: {why}); delete it and rerun the "
+                         f"command that wrote it (an export: export or import it again)") from None
 
 
 def read_table(table_dir: Path, schema: pa.Schema | None = None, fp: str | None = None) -> pa.Table:
