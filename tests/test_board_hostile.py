@@ -32,18 +32,44 @@ def files(lb):
     return {p.relative_to(lb): p.read_bytes() for p in lb.rglob("*") if p.is_file()}
 
 
-@pytest.fixture
-def setup(scripted_build, tmp_path):
-    """(build, {estimator: bundle}, board holding grpo)."""
-    root, bdir = scripted_build
-    out = {}
+@pytest.fixture(scope="module")
+def pristine(tmp_path_factory):
+    """A scripted build, three bundles of it and a board holding grpo, made once for the module."""
+    from dataclasses import replace
+
+    from conftest import write_chain_source
+    from sveb.core.config import BuildConfig, SamplingConfig
+    from sveb.engines.scripted import ScriptedEngine
+    from sveb.sample.pipeline import build
+    tmp = tmp_path_factory.mktemp("board-hostile")
+    cfg = BuildConfig(domain="number", model="scripted", source=str(write_chain_source(tmp / "dapo.jsonl")),
+                      problems=4, oversample=3, rollouts=8, states_per_problem=2, mc=10, mc_extra=4, min_acc=0.1,
+                      max_acc=0.9, seed=3, min_novel_numbers=0, sampling=SamplingConfig(max_tokens=200),
+                      engine="scripted")
+    root = tmp / "root"
+    bdir = build(replace(cfg, model="smollm2-135m"), root, engine=ScriptedEngine())
     for name in ("grpo", "mcs-2", "numca"):
-        r = cli("submit", "-e", name, "--root", root, "--build", bdir.name, "--out", tmp_path / f"b-{name}")
+        r = cli("submit", "-e", name, "--root", root, "--build", bdir.name, "--out", tmp / f"b-{name}")
         assert r.exit_code == 0, r.output
-        out[name] = tmp_path / f"b-{name}"
-    lb = tmp_path / "board"
-    assert board.add(lb, out["grpo"], [bdir])[1] == "added"
-    return bdir, out, lb
+    assert board.add(tmp / "board", tmp / "b-grpo", [bdir])[1] == "added"
+    return tmp, root, bdir
+
+
+@pytest.fixture
+def setup(pristine, tmp_path):
+    """(build, {estimator: bundle}, board holding grpo): each test's own copy of them."""
+    tmp, root, bdir = pristine
+    w = shutil.copytree(tmp, tmp_path / "w")  # whole: the board names its build by a relative path
+    return (w / bdir.relative_to(tmp), {name: w / f"b-{name}" for name in ("grpo", "mcs-2", "numca")},
+            w / "board")
+
+
+@pytest.fixture
+def scripted_build(pristine, tmp_path):
+    """A copy of the module's root and build: (root, build dir)."""
+    _, root, bdir = pristine
+    mine = shutil.copytree(root, tmp_path / "root")
+    return mine, mine / bdir.relative_to(root)
 
 
 def rekeyed(src, dst, edit):

@@ -1,9 +1,39 @@
 """An export edited by hand and its hashes recomputed (consistent with itself) whose tables disagree with each
 other: refused in one line before any estimator runs, nothing written (sveb/store/integrity.py)."""
 
+import shutil
+from dataclasses import replace
+
 import pytest
 
-from test_hostile_input_on_cpu import export_dir, forge_table, refused  # noqa: F401 (export_dir: a fixture)
+from conftest import write_chain_source
+from test_hostile_input_on_cpu import forge_table, refused
+
+
+@pytest.fixture(scope="module")
+def pristine(tmp_path_factory):
+    """One scripted build's export for the module (as test_hostile_input_on_cpu's `export_dir` makes one per test);
+    each test edits its own copy."""
+    from sveb.core.config import BuildConfig, SamplingConfig
+    from sveb.engines.scripted import ScriptedEngine
+    from sveb.sample.pipeline import build
+    from sveb.store.export import export_build
+    tmp = tmp_path_factory.mktemp("pristine")
+    cfg = BuildConfig(domain="number", model="smollm2-135m", source=str(write_chain_source(tmp / "dapo.jsonl")),
+                      problems=4, oversample=3, rollouts=8, states_per_problem=2, mc=10, mc_extra=4, min_acc=0.1,
+                      max_acc=0.9, seed=3, min_novel_numbers=0, sampling=SamplingConfig(max_tokens=200),
+                      engine="scripted")
+    bdir = build(replace(cfg), tmp / "root", engine=ScriptedEngine())
+    weights = tmp / "model"
+    weights.mkdir()
+    (weights / "model.safetensors").write_bytes(b"weights")
+    (weights / "config.json").write_text("{}")
+    return export_build(bdir, tmp / "export", model_dir=weights)
+
+
+@pytest.fixture
+def export_dir(pristine, tmp_path):
+    return shutil.copytree(pristine, tmp_path / "export")
 
 
 def _edit(i, **change):
@@ -26,12 +56,12 @@ def _edit(i, **change):
     ("states", lambda rows: [], ("the states table is empty",)),
     ("references", lambda rows: rows + [rows[0]], ("two rows in references",)),
 ])
-def test_tables_that_disagree_are_refused_before_scoring(export_dir, table, fn, fragments):  # noqa: F811
+def test_tables_that_disagree_are_refused_before_scoring(export_dir, table, fn, fragments):
     forge_table(export_dir, table, fn)
     refused(export_dir, *fragments, "refused")
 
 
-def test_a_consistent_export_still_scores(export_dir):  # noqa: F811
+def test_a_consistent_export_still_scores(export_dir):
     from sveb.store.builds import load_build
     data = load_build(export_dir)
     assert data.states and data.problems
@@ -41,7 +71,7 @@ def test_a_consistent_export_still_scores(export_dir):  # noqa: F811
     ("truncate", ("unreadable",)),
     ("columns", ("row 0 has no estimator", "not a scores shard")),
 ])
-def test_report_names_a_damaged_scores_shard(export_dir, tmp_path, damage, fragments):  # noqa: F811
+def test_report_names_a_damaged_scores_shard(export_dir, tmp_path, damage, fragments):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -56,7 +86,7 @@ def test_report_names_a_damaged_scores_shard(export_dir, tmp_path, damage, fragm
     assert shard.name in text and "none of the" not in text
 
 
-def test_leaderboard_names_a_scores_shard_of_other_columns(export_dir, tmp_path):  # noqa: F811
+def test_leaderboard_names_a_scores_shard_of_other_columns(export_dir, tmp_path):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -68,7 +98,7 @@ def test_leaderboard_names_a_scores_shard_of_other_columns(export_dir, tmp_path)
                    "row 0 has no estimator")
 
 
-def test_eval_names_a_manifest_with_a_number_python_will_not_read(export_dir):  # noqa: F811
+def test_eval_names_a_manifest_with_a_number_python_will_not_read(export_dir):
     from test_hostile_input_on_cpu import cli, one_line_error
     text = (export_dir / "manifest.json").read_text()
     (export_dir / "manifest.json").write_text(text[:-1] + ', "n": ' + "9" * 5000 + "}")
