@@ -31,8 +31,9 @@ from sveb.experiment.presets import BASE, PRESETS
 from sveb.experiment.protocols import CHOICES, run
 
 DOMAINS = ("number", "programming")
-# programming 800: the paper's lowest tier holds ~8% of the builtin test problems on the default model (8-sample
-# screens of Table 4's programming seed 0, 2026-11-27), so 67 problems a tier need ~800 of its 896
+# programming 800: the paper's programming tiers are four, (0, 0.07] first (sveb/sample/paper.py); (0.07, 0.17]
+# holds ~8% of the builtin test problems on the default model (8-sample screens of Table 4's programming seed 0,
+# 2026-11-27), so its 50 problems need ~625 of the 896
 CANDIDATES = {"number": 1200, "programming": 800}
 
 

@@ -356,3 +356,27 @@ def test_number_rule_reads_like_the_authors_script():
     assert paper.novel_integers(p, ["1" * 5000 + " 8 9"], [1]) == set()
     assert paper.novel_integers({"question": "q", "answer": "1", "meta": "not json"}, ["2 1"], [1]) == {2}
     assert paper.passes(None, p, [], [], 4) == (False, None)  # no screens: skipped, as theirs are
+
+
+def test_programming_screens_four_equal_tiers_from_above_0():
+    tiers = paper.tiers_for("programming")
+    assert tiers == ((0.0, 0.07),) + paper.TIERS and paper.tiers_for("number") == paper.TIERS
+    assert [paper.tier_of(x, tiers) for x in (0.0, 0.05, 0.07, 0.1, 0.35, 0.75, 0.8)] == [None, 0, 0, 1, 2, 3, None]
+    assert paper.quotas(200, len(tiers)) == [50, 50, 50, 50]
+    assert paper.passes(BuildConfig(domain="programming"), {}, ["x"] * 20, [1.0] + [0.0] * 19, 0) == (True, 0.05)
+    assert paper.passes(BuildConfig(domain="number"), {}, ["x"] * 20, [1.0] + [0.0] * 19, 0) == (False, 0.05)
+    assert paper.preset_for("programming")["min_acc"] == 0.0 and paper.preset_for("number")["min_acc"] == 0.07
+    assert paper.shortfall(8, [0.05, 0.1, 0.2, 0.5], tiers) == ("the paper's tiers ran short ((0, 0.07] 1 of 2; "
+                                                                "(0.07, 0.17] 1 of 2; (0.17, 0.37] 1 of 2; "
+                                                                "(0.37, 0.77] 1 of 2)")
+
+
+def test_cli_preset_paper_takes_the_domains_tiers(monkeypatch, tmp_path):
+    from sveb.cli import _preset
+
+    class Ctx:
+        def get_parameter_source(self, name):
+            return None
+    cfg = _preset(BuildConfig(domain="programming"), "paper", Ctx())
+    assert (cfg.min_acc, cfg.max_acc, cfg.protocol) == (0.0, 0.77, "paper")
+    assert _preset(BuildConfig(domain="number"), "paper", Ctx()).min_acc == 0.07

@@ -35,7 +35,8 @@ BEFORE = {
                     "86426fbd2a49 7b4412c983d6 efb4a2477352 0fbb4da36180"),
     "paper programming": (BuildConfig(domain="programming", oversample=4, sampling=SamplingConfig(max_tokens=256),
                                       **F32, **{**paper.PRESET, "problems": 12}),
-                          "f664bc6728a9 f8a8f91e112c 4ae97608c0da 0bb5bbe0bcc4"),
+                          # changed on purpose (13th session): programming's paper tiers gained (0, 0.07]
+                          "f664bc6728a9 d19e766bfcc2 c5513c7dbfb9 39947cb7ce38"),
     "paper, filter open": (BuildConfig(**F32, **{**paper.PRESET, "min_acc": 0.0, "max_acc": 1.0}),
                            "e5c89dd0ae89 749dbd1337f1 297af8ab9fc9 de68a6200516"),
     "hub, seed 1, hf, bf16": (BuildConfig(dtype="bfloat16", seed=1, engine="hf", min_novel_numbers=4, source="hub"),

@@ -113,12 +113,12 @@ def _preset(cfg, preset: str, ctx):
     if preset != "paper":
         raise typer.BadParameter(f"unknown preset '{preset}'; known: sveb, paper", param_hint="--preset")
     from dataclasses import replace
-    from sveb.sample.paper import PRESET
+    from sveb.sample.paper import preset_for
 
     def given(name: str) -> bool:
         src = ctx.get_parameter_source(name)
         return src is not None and src.name in ("COMMANDLINE", "ENVIRONMENT")
-    fields = {k: v for k, v in PRESET.items() if k == "protocol" or not given(k)}
+    fields = {k: v for k, v in preset_for(cfg.domain).items() if k == "protocol" or not given(k)}
     sampling = cfg.sampling if given("max_tokens") else replace(cfg.sampling, max_tokens=PAPER_MAX_TOKENS)
     return replace(cfg, **fields, sampling=sampling)
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from sveb.core.config import BuildConfig, SamplingConfig
-from sveb.sample.paper import PRESET as PAPER
+from sveb.sample.paper import PRESET as PAPER, preset_for
 
 BASE = dict(model="smollm2-135m", source="builtin", oversample=3, mc=20, mc_extra=4, min_acc=0.1, max_acc=0.8,
             seed=0, sampling=SamplingConfig(max_tokens=256))
@@ -35,6 +35,8 @@ def preset_configs(preset: str, domain: str, engine: str, seeds: list[int] | Non
     """A preset's benchmark build of each seed (default: seed 0) and its one `train` build (seed 0); `eager`:
     vLLM without compilation (default: EAGER's choice for the preset)."""
     size, train = PRESETS[preset]
+    if preset == "paper":  # the domain's tiers (programming's lowest starts above 0)
+        size = {**size, **{k: preset_for(domain)[k] for k in ("min_acc", "max_acc")}}
     config = {**BASE, **size, "eager": EAGER.get(preset, False) if eager is None else eager}
     tests = [BuildConfig(domain=domain, engine=engine, **{**config, "seed": s}) for s in seeds or [0]]
     return tests, BuildConfig(domain=domain, engine=engine, split="train", **{**config, **train})

@@ -51,7 +51,7 @@ def settings(a) -> list[Setting]:
     for d in a.domains:
         out += [Setting(f"{d}-sveb", d, "sveb", "SVEB's preset"),
                 Setting(f"{d}-paper", d, "paper", "the paper's preset (every choice theirs)",
-                        {**paper.PRESET, "rollouts": a.paper_rollouts, "problems": a.paper_problems})]
+                        {**paper.preset_for(d), "rollouts": a.paper_rollouts, "problems": a.paper_problems})]
         if d not in a.choice_domains:
             continue
         one = {"cut": ("cut at a space of the first rollout, re-tokenised; one state per problem",
@@ -60,8 +60,8 @@ def settings(a) -> list[Setting]:
                "G": (f"G = {a.paper_rollouts}", {"rollouts": a.paper_rollouts}),
                "mcs": ("MCS@k: k of the same reference draws (exact over subsets)", {}),
                "tiers": (f"screening: {paper.SCREEN} samples, equal tiers, the paper's number rule",
-                         {"tiers": "paper", "screen": paper.SCREEN, "min_acc": paper.TIERS[0][0],
-                          "max_acc": paper.TIERS[-1][1]})}
+                         {"tiers": "paper", "screen": paper.SCREEN, "min_acc": paper.tiers_for(d)[0][0],
+                          "max_acc": paper.tiers_for(d)[-1][1]})}
         out += [Setting(f"{d}-{c}", d, "sveb", one[c][0], one[c][1], "ref" if c == "mcs" else "")
                 for c in CHOICES if c in a.choices]
     if not a.settings:

@@ -19,7 +19,7 @@ from sveb.experiment.table4_files import (domain_exports, export_name, merge_est
                                           recorded_machine, shown_source, size_mb, timing_rows,
                                           write_estimates, write_tables)
 from sveb.present.table4 import scoring_seconds, stage_timer
-from sveb.sample.paper import PRESET as PAPER
+from sveb.sample.paper import PRESET as PAPER, preset_for
 from sveb.core.models import model_slug
 from sveb.estimators import entry, is_variant, names as registered
 from sveb.lm.device import describe
@@ -33,8 +33,11 @@ def configs(domain: str, a, source: str, seed: int | None = None) -> tuple[Build
     powered run's seed-0 build: the same fingerprint, never sampled twice. The benchmark build takes `seed`
     (default a.seed); the train build takes a.train_seed whatever the benchmark's seed, so every seed of a
     domain shares one train build and what was trained on it (its problems are another split: disjoint)."""
+    acc = (a.min_acc, a.max_acc)
+    if a.preset == "paper" and acc == (PAPER["min_acc"], PAPER["max_acc"]):  # the preset's range: the domain's tiers'
+        acc = tuple(preset_for(domain)[k] for k in ("min_acc", "max_acc"))
     base = dict(domain=domain, model=a.model, source=source, oversample=a.oversample, rollouts=a.rollouts,
-                min_acc=a.min_acc, max_acc=a.max_acc, min_novel_numbers=a.min_novel_numbers,
+                min_acc=acc[0], max_acc=acc[1], min_novel_numbers=a.min_novel_numbers,
                 engine=a.engine, sampling=SamplingConfig(max_tokens=a.max_tokens),
                 **({"protocol": "paper", "screen": PAPER["screen"]} if a.preset == "paper" else {}))
     test = BuildConfig(problems=a.problems, states_per_problem=a.states, mc=a.mc, mc_extra=a.mc_extra,

@@ -33,12 +33,27 @@ from sveb.estimators import BASELINE
 
 BUILD_PROTOCOLS = ("sveb", "paper")  # BuildConfig.protocol; not the evaluation protocols (sveb.evaluate.protocols)
 TIERS = ((0.07, 0.17), (0.17, 0.37), (0.37, 0.77))  # (low, high] screening accuracy, equal problems per tier
+# programming adds (0, 0.07] (the authors' code: four tiers of 250 problems there, three of 1,000 elsewhere)
+PROGRAMMING_TIERS = ((0.0, 0.07),) + TIERS
 SCREEN = 20
 MAX_TOKENS = PAPER_MAX_TOKENS  # their max_length
 # BuildConfig fields the preset sets (sampling: temperature 0.7, SVEB's default too; max_tokens: MAX_TOKENS on
 # `sveb build` unless --max-tokens is given). mc_extra = 4: SVEB's independent MCS@1-4 rows beside theirs.
 PRESET = dict(rollouts=32, states_per_problem=1, step_pairs=False, mc=20, mc_extra=4, screen=SCREEN,
               min_acc=TIERS[0][0], max_acc=TIERS[-1][1], protocol="paper")
+
+
+def tiers_for(domain: str | None) -> tuple[tuple[float, float], ...]:
+    """The paper's screening tiers of a domain: equal numbers of problems in each."""
+    return PROGRAMMING_TIERS if domain == "programming" else TIERS
+
+
+def preset_for(domain: str | None) -> dict:
+    """PRESET with the domain's accuracy range (programming's lowest tier starts above 0)."""
+    tiers = tiers_for(domain)
+    return {**PRESET, "min_acc": tiers[0][0], "max_acc": tiers[-1][1]}
+
+
 REF_KS = (1, 2, 3, 4)  # the authors' noise rows shown (k of the n reference draws)
 REF_SUFFIX = "-ref"
 
@@ -71,7 +86,8 @@ def fp_parts(cfg) -> list:
     """What the paper protocol adds to the rollouts fingerprint (nothing for SVEB's: old builds keep theirs)."""
     if cfg.protocol == "sveb":
         return []
-    return [{"protocol": cfg.protocol, "tiers": [list(t) for t in TIERS], "number": "union-integers-before-boxed",
+    return [{"protocol": cfg.protocol, "tiers": [list(t) for t in tiers_for(cfg.domain)],
+             "number": "union-integers-before-boxed",
              "cut": "space-in-first-rollout", "continuation": "retokenised-full-budget"}]
 
 
@@ -82,7 +98,8 @@ def choice_parts(cfg, stage: str) -> list:
     on the rollouts as before (`fp_parts`); a build of SVEB's choices gets no mark."""
     if cfg.protocol == "paper":
         return []
-    marks = {"states": {"tiers": {"tiers": [list(t) for t in TIERS], "number": "union-integers-before-boxed"},
+    marks = {"states": {"tiers": {"tiers": [list(t) for t in tiers_for(cfg.domain)],
+                                  "number": "union-integers-before-boxed"},
                         "cut": {"cut": "space-in-first-rollout", "prefix": "retokenised-text"}},
              "references": {"continuation": {"continuation": "full-budget"}}}[stage]
     return [mark for k, mark in marks.items() if cfg.choice(k) != CHOICES[k][0]]
@@ -90,29 +107,29 @@ def choice_parts(cfg, stage: str) -> list:
 
 # --- screening -----------------------------------------------------------------------------------------------
 
-def tier_of(acc: float) -> int | None:
+def tier_of(acc: float, tiers: Sequence[tuple[float, float]] = TIERS) -> int | None:
     """Index of the tier (low, high] holding a screening accuracy, or None."""
-    for i, (lo, hi) in enumerate(TIERS):
+    for i, (lo, hi) in enumerate(tiers):
         if lo + 1e-9 < acc <= hi + 1e-9:
             return i
     return None
 
 
-def quotas(problems: int) -> list[int]:
+def quotas(problems: int, n: int = len(TIERS)) -> list[int]:
     """Problems per tier: equal, the first tiers one more when `problems` is not a multiple of the tier count."""
-    n = len(TIERS)
     return [problems // n + (i < problems % n) for i in range(n)]
 
 
-def shortfall(problems: int, kept_accuracy: Sequence[float]) -> str:
+def shortfall(problems: int, kept_accuracy: Sequence[float], tiers: Sequence[tuple[float, float]] = TIERS) -> str:
     """What a build that kept fewer problems than asked says under the paper's tiers: each short tier, kept of
     its quota (the sparsest tier decides how many candidates the build needs)."""
-    kept = [0] * len(TIERS)
+    kept = [0] * len(tiers)
     for acc in kept_accuracy:
-        tier = tier_of(acc)
+        tier = tier_of(acc, tiers)
         if tier is not None:
             kept[tier] += 1
-    short = [f"({lo}, {hi}] {k} of {q}" for (lo, hi), k, q in zip(TIERS, kept, quotas(problems)) if k < q]
+    short = [f"({lo:g}, {hi:g}] {k} of {q}" for (lo, hi), k, q in zip(tiers, kept, quotas(problems, len(tiers)))
+             if k < q]
     return "the paper's tiers ran short (" + "; ".join(short) + ")" if short else ""
 
 
@@ -151,7 +168,7 @@ def passes(cfg, problem: dict, texts: Sequence[str], rewards: Sequence[float], m
     if not len(rewards):
         return False, None
     acc = sum(rewards) / len(rewards)
-    ok = tier_of(acc) is not None
+    ok = tier_of(acc, tiers_for(getattr(cfg, "domain", None))) is not None
     if ok and min_novel:
         ok = len(novel_integers(problem, texts, rewards)) >= min_novel
     return ok, acc

@@ -117,7 +117,7 @@ def build(cfg: BuildConfig, root: str | Path, engine: Engine | None = None, cons
     if len(kept) < cfg.problems:
         if cfg.choice("tiers") == "paper":
             console.print(f"[yellow]only {len(kept)} of {cfg.problems} problems kept: "
-                          f"{paper.shortfall(cfg.problems, [accuracy[p['problem_id']] for p in kept])}; "
+                          f"{paper.shortfall(cfg.problems, [accuracy[p['problem_id']] for p in kept], paper.tiers_for(cfg.domain))}; "
                           "raise --oversample[/]")
         else:
             console.print(f"[yellow]only {len(kept)} of {cfg.problems} problems passed the difficulty filter "
@@ -182,7 +182,7 @@ def _stage_rollouts(cfg, bdir, fp, candidates, runner, console) -> tuple[list[di
     writes = []
     tiers = None
     if cfg.choice("tiers") == "paper" and n_screen:  # equal problems per screening tier: each tier's room
-        tiers = paper.quotas(cfg.problems)
+        tiers = paper.quotas(cfg.problems, len(paper.tiers_for(cfg.domain)))
 
     def screen(k):
         return runner.submit(jobs.screen_shard, cfg, spaths[k], shards[k], n_screen, fp, sfps[k])
@@ -210,7 +210,7 @@ def _stage_rollouts(cfg, bdir, fp, candidates, runner, console) -> tuple[list[di
             if acc is not None:
                 accuracy[p["problem_id"]] = acc
             if ok and tiers is not None:
-                tier = paper.tier_of(acc)
+                tier = paper.tier_of(acc, paper.tiers_for(cfg.domain))
                 if tiers[tier] > 0:
                     tiers[tier] -= 1
                     chosen.append(p)
