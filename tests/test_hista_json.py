@@ -247,3 +247,22 @@ def test_a_scripted_build_from_input_records_exports_back(tmp_path):
     by_q = {r["problem"]: r for r in INPUTS}
     assert n == 3 and all(r["verifier"] == "default" and r["solution"] == by_q[r["problem"]]["solution"]
                           for r in records)
+
+
+def test_two_copies_of_one_import_are_not_pooled_as_two_seeds(tmp_path):
+    import shutil
+    path = write(tmp_path / "generated.json", hand_written())
+    b = tmp_path / "b"
+    assert CliRunner().invoke(app, ["import", "--format", "hista-json", str(path), "--out", str(b),
+                                    "--model", "m"]).exit_code == 0
+    assert CliRunner().invoke(app, ["eval", "--build", str(b), "-e", "grpo"]).exit_code == 0
+    m = store.read_manifest(b)
+    root = tmp_path / "root"
+    one, two = (shutil.copytree(b, root / "m" / m["domain"] / name) for name in ("x", "y"))
+    r = CliRunner().invoke(app, ["leaderboard", "--root", str(root), "--out", str(tmp_path / "lb.csv")])
+    assert r.exit_code == 1 and "one build" in r.output and "twice" in r.output and "Traceback" not in r.output
+    flat = "".join(r.output.split())  # the line may wrap in the terminal
+    assert "".join(str(one).split()) in flat and "".join(str(two).split()) in flat
+    shutil.rmtree(two)
+    r = CliRunner().invoke(app, ["leaderboard", "--root", str(root), "--out", str(tmp_path / "lb.csv")])
+    assert r.exit_code == 0, r.output

@@ -141,6 +141,13 @@ def _records_seed(manifest: dict) -> bool:
     return isinstance(cfg, dict) and cfg.get("seed") is not None
 
 
+def _content(bdir: Path) -> str:
+    """What a build holds: an export's content hash, else its fingerprint (copies of one build share both)."""
+    m = store.read_manifest(bdir)
+    export = m.get("export") if isinstance(m.get("export"), dict) else {}
+    return str(export.get("content_hash") or m.get("build_fp") or bdir.name)
+
+
 def pools(views: list[View]) -> list[list[View]]:
     """Views grouped by pool key, each group in seed order; groups in order of first appearance."""
     groups: dict[str, list[View]] = {}
@@ -148,12 +155,14 @@ def pools(views: list[View]) -> list[list[View]]:
         groups.setdefault(pool_key(v.bdir), []).append(v)
     for g in groups.values():  # one seed twice (a copied build, or two builds of it) is one draw counted twice
         seen: dict = {}
-        for v in g:
+        for v in g:  # a build with no seed (imported from the authors' files) is one draw per fingerprint
             s = v.seeds[0]
-            if s is not None and s in seen:
-                raise EvalError(f"builds {seen[s].bdir} and {v.bdir} are both seed {s} of one config: they cannot be "
-                                f"pooled as independent seeds; keep one of them (move the other out of the root)")
-            seen.setdefault(s, v)
+            key = ("seed", s) if s is not None else ("build", _content(v.bdir))
+            if key in seen:
+                what = f"both seed {s} of one config" if s is not None else f"one build ({key[1][:16]}) twice"
+                raise EvalError(f"builds {seen[key].bdir} and {v.bdir} are {what}: they cannot be pooled as "
+                                f"independent seeds; keep one of them (move the other out of the root)")
+            seen[key] = v
     return [sorted(g, key=lambda v: (str(v.seeds[0]), v.fp)) for g in groups.values()]
 
 
