@@ -5,27 +5,12 @@ import json
 import shutil
 
 import pytest
-from typer.testing import CliRunner
 
 from sveb import board
 from sveb.board.bundle import estimates_key, read_bundle
-from sveb.cli import app
+
+from test_hostile_input_on_cpu import cli, one_line_error
 from sveb.evaluate import evaluate
-
-
-def cli(*args):
-    return CliRunner().invoke(app, [str(a) for a in args])
-
-
-def one_line_error(r, *fragments):
-    lines = [x for x in r.output.strip().splitlines() if x.strip()]
-    assert r.exit_code == 1, r.output
-    errors = [x for x in lines if x.startswith("error:")]
-    assert len(errors) == 1 and lines[-1] == errors[0], r.output
-    for f in fragments:
-        assert f in errors[0], (f, r.output)
-    assert "Traceback" not in r.output
-    return errors[0]
 
 
 def files(lb):

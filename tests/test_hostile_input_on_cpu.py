@@ -24,7 +24,7 @@ def one_line_error(r, *fragments):
     text = errors[0]
     for f in fragments:
         assert f in text, (f, r.output)
-    assert "Traceback" not in r.output
+    assert "Traceback" not in r.output and "Aborted" not in r.output
     return text
 
 

@@ -7,29 +7,13 @@ import gzip
 import json
 
 import pytest
-from typer.testing import CliRunner
 
-from sveb.cli import app
+
+from test_hostile_input_on_cpu import cli, one_line_error
 from sveb.data_builders.load import scan
 
 GSM = [{"question": f"Tom has {i} apples and buys one more. How many now?", "answer": f"He adds one.\n#### {i + 1}"}
        for i in range(6)]
-
-
-def cli(*args):
-    return CliRunner().invoke(app, [str(a) for a in args])
-
-
-def one_line_error(r, *fragments):
-    """exit 1, one `error:` line holding every fragment, no traceback."""
-    lines = [x for x in r.output.strip().splitlines() if x.strip()]
-    assert r.exit_code == 1, r.output
-    errors = [x for x in lines if x.startswith("error:")]
-    assert len(errors) == 1 and lines[-1] == errors[0], r.output
-    assert "Traceback" not in r.output and "Aborted" not in r.output, r.output
-    for f in fragments:
-        assert f in errors[0], (f, r.output)
-    return errors[0]
 
 
 def ls_problems(path, *args):
