@@ -8,9 +8,8 @@ import pytest
 
 from sveb import board
 from sveb.board.bundle import estimates_key, read_bundle
-
-from test_hostile_input_on_cpu import cli, one_line_error
 from sveb.evaluate import evaluate
+from test_hostile_input_on_cpu import cli, one_line_error
 
 
 def files(lb):
