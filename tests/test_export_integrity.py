@@ -114,3 +114,14 @@ def test_an_unreadable_shard_is_one_short_line(tmp_path):
         store.read_shard(path)
     text = str(e.value)
     assert "\n" not in text and str(path) in text and "unreadable Parquet shard" in text and len(text) < 400
+
+
+@pytest.mark.parametrize("edit, fragments", [
+    (lambda m: {**m, "n_states": "lots"}, ('n_states is "lots", expected a whole number >= 0',)),
+    (lambda m: {**m, "n_problems": -2}, ("n_problems is -2",)),
+    (lambda m: {**m, "n_states": True}, ("n_states is true",)),
+])
+def test_a_manifest_with_a_nonsense_count_is_refused(export_dir, edit, fragments):
+    from test_hostile_input_on_cpu import edit_manifest
+    edit_manifest(export_dir, edit)
+    refused(export_dir, *fragments)  # (a domain outside the builtin five stays allowed: domains are declarable)

@@ -197,7 +197,8 @@ def write_manifest(bdir: Path, manifest: dict) -> None:
 # The types a manifest's well-known keys must have where present (None: also null): a wrong one is a one-line
 # error where it is read, never an AttributeError after scores were written.
 MANIFEST_TYPES = {"config": (dict,), "export": (dict,), "fingerprints": (dict,), "truncated": (dict, type(None)),
-                  "model": (str,), "domain": (str,), "build_fp": (str,), "status": (str,)}
+                  "model": (str,), "domain": (str,), "build_fp": (str,), "status": (str,),
+                  "n_problems": (int,), "n_states": (int,), "n_candidates": (int,)}
 
 
 def read_manifest(bdir: Path) -> dict:
@@ -221,9 +222,10 @@ def read_manifest(bdir: Path) -> dict:
     if not isinstance(m, dict):
         raise StoreError(f"{path}: malformed manifest (a JSON {type(m).__name__}, expected an object)")
     for key, types in MANIFEST_TYPES.items():
-        if key in m and not isinstance(m[key], types):
-            raise StoreError(f"{path}: malformed manifest ({key} is {json.dumps(m[key])[:40]}, expected "
-                             f"{'an object' if dict in types else 'a string'})")
+        v = m.get(key)
+        if key in m and (not isinstance(v, types) or (int in types and (isinstance(v, bool) or v < 0))):
+            want = "an object" if dict in types else "a whole number >= 0" if int in types else "a string"
+            raise StoreError(f"{path}: malformed manifest ({key} is {json.dumps(v)[:40]}, expected {want})")
     return m
 
 
