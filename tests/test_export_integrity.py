@@ -125,3 +125,65 @@ def test_a_manifest_with_a_nonsense_count_is_refused(export_dir, edit, fragments
     from test_hostile_input_on_cpu import edit_manifest
     edit_manifest(export_dir, edit)
     refused(export_dir, *fragments)  # (a domain outside the builtin five stays allowed: domains are declarable)
+
+
+def test_review_fixes_big_numbers_and_hista_folder_and_undo(tmp_path, monkeypatch):
+    """A referee's review of the hardening (13th session): each of these escaped as a traceback or did too much."""
+    from sveb.board import txn
+    from sveb.board.validate import _number
+    from sveb.board.bundle import BundleError, read_bundle
+    from sveb.core.errors import UsageError
+    from sveb.evaluate.conformance import run_dir
+    assert "not a number in" in _number(10 ** 400, "cost.x.seconds", 1e9)  # past a float: refused, no raise
+    b = tmp_path / "bundle"
+    b.mkdir()
+    (b / "bundle.json").write_text('{"format": ' + "9" * 5000 + "}")
+    with pytest.raises(BundleError, match="more than 4300 digits"):
+        read_bundle(b)
+    c = tmp_path / "conf"
+    c.mkdir()
+    (c / "numca.jsonl").write_text('{"id": "x", "expected": ' + "1" * 5000 + "}\n")
+    with pytest.raises(UsageError, match="numca.jsonl:1: .*4300 digits"):
+        run_dir(c)
+    (c / "hista").mkdir()
+    (c / "hista" / "cases.jsonl").write_text("")
+    with pytest.raises(UsageError, match="holds none of"):  # hista/ itself is not its parent's whole set
+        run_dir(c / "hista")
+    board = tmp_path / "board"
+    (board / "bundles" / "k").mkdir(parents=True)  # an empty leftover folder the add renames over
+    (board / "board.json").write_text("old")
+    undo = txn.Undo(board, ["k"])
+    (board / "board.json").write_text("changed")  # its restore will fail
+    (board / "bundles" / "k" / "bundle.json").write_text("{}")
+    (board / "scores.csv").write_text("new")
+    monkeypatch.setattr(txn.store, "atomic_write_bytes", lambda p, d: (_ for _ in ()).throw(OSError("disk full")))
+    undo()  # a restore that fails does not stop the rest
+    assert not (board / "bundles" / "k").exists() and not (board / "scores.csv").exists()
+    assert (board / "board.json").read_text() == "changed"  # the one step that failed
+
+
+def test_rule_revisions_mark_only_the_builds_they_change():
+    from sveb.core.config import BuildConfig
+    from sveb.sample import paper
+    from sveb.sample.rules import rule_marks
+    assert rule_marks(BuildConfig(), "states") == [] and rule_marks(BuildConfig(), "rollouts") == []
+    builtin = BuildConfig(**paper.PRESET)  # the builtin number source: no number rule (min novel 0)
+    assert rule_marks(builtin, "rollouts") == [] and rule_marks(builtin, "states") == ["token cut 2"]
+    hub = BuildConfig(**paper.PRESET, source="hub")  # min novel 4: the paper's number rule applies
+    assert rule_marks(hub, "rollouts") == ["number rule 2"]
+    assert rule_marks(BuildConfig(tiers="paper", source="hub"), "states") == ["number rule 2"]
+    assert rule_marks(BuildConfig(cut="space", states_per_problem=1), "states") == ["token cut 2"]
+
+
+@pytest.mark.parametrize("domain, screen, ok", [("programming", 8, False), ("programming", 15, True),
+                                                ("number", 8, True), ("number", 5, False)])
+def test_the_lowest_paper_tier_must_be_reachable_by_the_screens(domain, screen, ok):
+    from sveb.core.config import BuildConfig
+    from sveb.core.errors import BuildError
+    from sveb.sample import paper
+    cfg = BuildConfig(domain=domain, tiers="paper", screen=screen)
+    if ok:
+        paper.validate(cfg)
+    else:
+        with pytest.raises(BuildError, match=f"--screen {screen}: .*needs at least"):
+            paper.validate(cfg)

@@ -145,6 +145,8 @@ def read_bundle(folder: Path) -> tuple[dict, pa.Table]:
         raise BundleError(f"{folder}/bundle.json: not JSON ({e.msg}, line {e.lineno})") from None
     except (UnicodeDecodeError, RecursionError) as e:
         raise BundleError(f"{folder}/bundle.json: not JSON ({type(e).__name__})") from None
+    except ValueError:  # after its subclasses above: int() refusing a number of over 4,300 digits
+        raise BundleError(f"{folder}/bundle.json: not JSON (a number with more than 4300 digits)") from None
     if not isinstance(meta, dict) or meta.get("format") != FORMAT:
         raise BundleError(f"{folder}/bundle.json: format is not '{FORMAT}'")
     if meta.get("format_version") != FORMAT_VERSION:

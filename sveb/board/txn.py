@@ -7,6 +7,7 @@ import tempfile
 from pathlib import Path
 
 from sveb import store
+from sveb.core.errors import SvebError
 
 
 def place(folder: Path, dest: Path) -> None:
@@ -28,15 +29,21 @@ class Undo:
         self.files = {p: p.read_bytes() if p.is_file() else None for p in
                       [board / n for n in ("board.json", "scores.parquet", "scores.csv")]
                       + [board / "scored" / f"{k}.json" for k in keys]}
-        self.made = [d for d in (board / "bundles" / k for k in keys) if not d.exists()]
+        # an empty leftover folder counts as absent: place() renames the new bundle over it
+        self.made = [d for d in (board / "bundles" / k for k in keys) if not d.is_dir() or not any(d.iterdir())]
         self.dirs = [d for d in (board / "bundles", board / "scored", board) if not d.exists()]  # deepest first
 
     def __call__(self) -> None:
+        # best effort, every step tried: a restore that fails (a full disk, often the add's own failure) must not
+        # hide the error being undone nor skip the steps after it
         for p, data in self.files.items():
-            if data is None:
-                p.unlink(missing_ok=True)
-            elif not p.is_file() or p.read_bytes() != data:
-                store.atomic_write_bytes(p, data)
+            try:
+                if data is None:
+                    p.unlink(missing_ok=True)
+                elif not p.is_file() or p.read_bytes() != data:
+                    store.atomic_write_bytes(p, data)
+            except (OSError, SvebError):
+                pass
         for d in self.made:
             shutil.rmtree(d, ignore_errors=True)
         for d in self.dirs:

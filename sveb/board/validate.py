@@ -27,8 +27,8 @@ def _string(x, field: str, optional: bool = True) -> str | None:
 def _number(x, field: str, top: float, integer: bool = False, low: float = 0, optional: bool = True) -> str | None:
     if x is None and optional:
         return None
-    if (isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and low <= x <= top
-            and (not integer or float(x).is_integer())):
+    if (isinstance(x, (int, float)) and not isinstance(x, bool) and low <= x <= top and math.isfinite(x)
+            and (not integer or float(x).is_integer())):  # the range first: an int past a float's range fails it
         return None
     top_ = str(top) if isinstance(top, int) else f"{top:g}"
     return (f"{field} is {_show(x)}, not {'an integer' if integer else 'a number'} in [{low:g}, {top_}]"

@@ -67,8 +67,9 @@ def build(
                                                "rollout had left) | full (the paper's: --max-tokens on top of the "
                                                "prefix). Default: the preset's."),
     tiers: Optional[str] = typer.Option(None, help="range (SVEB's: --min-acc..--max-acc) | paper (equal numbers of "
-                                        "problems in the accuracy tiers (0.07, 0.17], (0.17, 0.37], (0.37, 0.77], "
-                                        "and the paper's number rule). Default: the preset's."),
+                                        "problems in the accuracy tiers (0.07, 0.17], (0.17, 0.37], (0.37, 0.77]; "
+                                        "programming adds (0, 0.07], which needs --screen 15 or more; and the "
+                                        "paper's number rule). Default: the preset's."),
     ctx: typer.Context = None,
 ) -> None:
     """Sample rollouts, cut states, compute Monte-Carlo reference values."""

@@ -78,6 +78,8 @@ def _read_jsonl(path: Path) -> Iterator[tuple[int, dict]]:
             raise UsageError(f"{path}:{n}: not a JSON object ({e.msg})") from None
         except RecursionError:
             raise UsageError(f"{path}:{n}: not a JSON object (nested too deeply)") from None
+        except ValueError:  # after JSONDecodeError, its subclass: int() refusing a number of over 4,300 digits
+            raise UsageError(f"{path}:{n}: not a JSON object (a number with more than 4300 digits)") from None
         if not isinstance(case, dict):
             raise UsageError(f"{path}:{n}: not a JSON object")
         seen += 1
@@ -149,7 +151,8 @@ def case_dirs(root: Path) -> list[Path]:
     if not root.is_dir():
         raise UsageError(f"conformance: {root} is not a directory")
     found = {p.parent for name in ("numca.jsonl", "pacs.jsonl") for p in root.rglob(name) if p.is_file()}
-    found |= {p.parent.parent for p in root.rglob("cases.jsonl") if p.parent.name == "hista" and p.is_file()}
+    found |= {p.parent.parent for p in root.rglob("cases.jsonl")
+              if p.parent.name == "hista" and p.parent != root and p.is_file()}  # not the folder above ROOT
     if not found:
         raise UsageError(f"conformance: {root} holds none of numca.jsonl, hista/cases.jsonl, pacs.jsonl, in it or "
                          f"a folder below it (see FORMAT.md)")

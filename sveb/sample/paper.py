@@ -76,6 +76,11 @@ def validate(cfg) -> None:
     if cfg.choice("cut") == "space" and (cfg.states_per_problem != 1 or cfg.step_pairs):
         raise BuildError(f"--states-per-problem {cfg.states_per_problem}: {who} cuts one state per problem, in the "
                          f"group's first rollout (and no --step-pairs)")
+    low = tiers_for(cfg.domain)[0]
+    if cfg.choice("tiers") == "paper" and cfg.screen >= 1 and 1 / cfg.screen > low[1] + 1e-9:
+        raise BuildError(f"--screen {cfg.screen}: the paper's lowest {cfg.domain} tier ({low[0]:g}, {low[1]:g}] needs "
+                         f"at least {math.ceil(1 / low[1] - 1e-9)} screens (one correct of --screen must fall in it; "
+                         f"the paper's {SCREEN})")
     if cfg.choice("tiers") == "paper" and cfg.screen < 1:
         raise BuildError(f"--screen {cfg.screen}: the paper's protocol screens on {SCREEN} separate samples"
                          if cfg.protocol == "paper" else f"--screen {cfg.screen}: --tiers paper screens on samples "

@@ -67,10 +67,10 @@ def stage_fps(cfg: BuildConfig) -> dict[str, str]:
     problems = fingerprint(*parts)
     rollouts = fingerprint("rollouts", problems, model_identity(cfg.model), cfg.sampling, cfg.rollouts, cfg.seed,
                            dtype_of(cfg), v, "fresh groups after a separate screen", engine_key(cfg),
-                           *paper_fp_parts(cfg))
+                           *paper_fp_parts(cfg), *rule_marks(cfg, "rollouts"))
     states = fingerprint("states", rollouts, cfg.problems, cfg.min_acc, cfg.max_acc, min_novel(cfg),
                          cfg.states_per_problem, screen_size(cfg), v, *(["step pairs"] if cfg.step_pairs else []),
-                         *choice_parts(cfg, "states"))
+                         *choice_parts(cfg, "states"), *rule_marks(cfg, "states"))
     references = fingerprint("references", states, cfg.mc, cfg.mc_extra, v, *choice_parts(cfg, "references"))
     return {"problems": problems, "rollouts": rollouts, "states": states, "references": references}
 
@@ -86,6 +86,20 @@ def model_identity(model: str) -> str:
     if model in BUILTIN or not path.is_dir() or not weight_files(path):
         return model  # a name, or no weights to hash (a tokenizer-only stand-in): itself, as before
     return "weights:" + cached_weights_hash(path)
+
+
+def rule_marks(cfg: BuildConfig, stage: str) -> list[str]:
+    """Revisions of the paper's rules that change what a build holds, on the first stage they change, and only
+    for builds they apply to (the others keep their fingerprints): the number rule read as the authors' script
+    reads it (13th session: before `\\box`, ints, the solution's integers excluded), applied where the paper's tiers
+    screen with a number rule; the byte-safe token cut, wherever states are cut at a space."""
+    marks = []
+    if cfg.choice("tiers") == "paper" and min_novel(cfg) and stage == ("rollouts" if cfg.protocol == "paper"
+                                                                     else "states"):
+        marks.append("number rule 2")
+    if cfg.choice("cut") == "space" and stage == "states":
+        marks.append("token cut 2")
+    return marks
 
 
 def paper_fp_parts(cfg: BuildConfig) -> list:

@@ -56,6 +56,7 @@ def check_structure(bdir: Path, problems: list[dict], states: list[dict], rollou
         sid = _dup(r["state_id"] for r in refs)
         if sid is not None:
             refuse(f"state {sid} has two rows in references")
-        extra = next((r["state_id"] for r in refs if r["state_id"] not in {s["state_id"] for s in states}), None)
+        ids = {s["state_id"] for s in states}
+        extra = next((r["state_id"] for r in refs if r["state_id"] not in ids), None)
         if extra is not None:
             refuse(f"references hold state {extra}, which the states table lacks")
