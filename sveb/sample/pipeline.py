@@ -19,6 +19,7 @@ from rich.console import Console
 from sveb.sample import cuts, jobs, paper
 from sveb.core import schema
 from sveb import store
+from sveb.sample.adopt import adopt
 from sveb.sample.jobs import LazyEngine, dtype_of
 from sveb.sample.rules import context_needed, filter_open, locate, min_novel, screen_size, stage_fps
 from sveb.store.builds import load_rollouts, truncation
@@ -89,6 +90,10 @@ def build(cfg: BuildConfig, root: str | Path, engine: Engine | None = None, cons
                                   "own accuracy"}}
     console.print(f"compute dtype {dtype_of(cfg)} (--dtype {cfg.dtype}; CPU flags: {cpu()})")
     old = store.read_manifest(bdir) if (bdir / "manifest.json").exists() else {}
+    found = adopt(bdir, fps)
+    if found:
+        console.print(f"[dim]starting from {found[1]} shards of {found[0].name}, which shares this build's "
+                      f"rollouts[/]")
     store.write_manifest(bdir, {**old, **base, "status": "running"})
     lazy = LazyEngine(cfg, engine)
     runner = None
