@@ -22,6 +22,7 @@ import pyarrow.parquet as pq
 from sveb import store
 from sveb.board import validate
 from sveb.core.errors import SvebError
+from sveb.data_builders.files import json_why
 from sveb.lm import device as hardware
 
 FORMAT = "sveb-bundle"
@@ -145,8 +146,8 @@ def read_bundle(folder: Path) -> tuple[dict, pa.Table]:
         raise BundleError(f"{folder}/bundle.json: not JSON ({e.msg}, line {e.lineno})") from None
     except (UnicodeDecodeError, RecursionError) as e:
         raise BundleError(f"{folder}/bundle.json: not JSON ({type(e).__name__})") from None
-    except ValueError:  # after its subclasses above: int() refusing a number of over 4,300 digits
-        raise BundleError(f"{folder}/bundle.json: not JSON (a number with more than 4300 digits)") from None
+    except ValueError as e:  # after its subclasses above: int() refusing a too long number
+        raise BundleError(f"{folder}/bundle.json: not JSON ({json_why(e)})") from None
     if not isinstance(meta, dict) or meta.get("format") != FORMAT:
         raise BundleError(f"{folder}/bundle.json: format is not '{FORMAT}'")
     if meta.get("format_version") != FORMAT_VERSION:

@@ -25,6 +25,7 @@ from typing import Callable, Iterator
 
 import numpy as np
 
+from sveb.data_builders.files import json_why
 from sveb.core.errors import SvebError, UsageError
 from sveb.core.records import GroupHidden
 from sveb.estimators.base import ProblemGroup, Rollout, State
@@ -78,8 +79,8 @@ def _read_jsonl(path: Path) -> Iterator[tuple[int, dict]]:
             raise UsageError(f"{path}:{n}: not a JSON object ({e.msg})") from None
         except RecursionError:
             raise UsageError(f"{path}:{n}: not a JSON object (nested too deeply)") from None
-        except ValueError:  # after JSONDecodeError, its subclass: int() refusing a number of over 4,300 digits
-            raise UsageError(f"{path}:{n}: not a JSON object (a number with more than 4300 digits)") from None
+        except ValueError as e:  # after JSONDecodeError, its subclass: int() refusing a too long number
+            raise UsageError(f"{path}:{n}: not a JSON object ({json_why(e)})") from None
         if not isinstance(case, dict):
             raise UsageError(f"{path}:{n}: not a JSON object")
         seen += 1

@@ -213,8 +213,9 @@ def read_manifest(bdir: Path) -> dict:
         raise StoreError(f"{path}: corrupt manifest ({e.msg})") from None
     except UnicodeDecodeError:
         raise StoreError(f"{path}: corrupt manifest (not UTF-8 text)") from None
-    except ValueError:  # after JSONDecodeError and UnicodeDecodeError, its subclasses: int() refusing a long number
-        raise StoreError(f"{path}: corrupt manifest (a number with more than 4300 digits)") from None
+    except ValueError as e:  # after JSONDecodeError and UnicodeDecodeError, its subclasses: a too long int
+        from sveb.data_builders.files import json_why
+        raise StoreError(f"{path}: corrupt manifest ({json_why(e)})") from None
     except RecursionError:
         raise StoreError(f"{path}: corrupt manifest (nested too deeply)") from None
     except OSError as e:
