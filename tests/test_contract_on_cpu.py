@@ -137,3 +137,28 @@ def test_pacs_scores_only_what_its_states_read_and_values_them_the_same(data, mo
                                      [(s["rollout_idx"], s["t"]) for s in data.states if s["problem_id"] == pid])
         read.update({(pid, i): n for i, n in got.items()})
     assert sum(read.values()) < sum(lengths.values())  # the case saves something: it tests the short path
+
+
+@pytest.fixture(scope="module")
+def end_cut(tiny_llama_builds, tmp_path_factory):
+    """The test build with its first state moved to the end of its rollout (t = T): the paper's cut when a
+    response has no space. In a copy of the builds without their caches, so no cache read at the old t."""
+    import shutil
+    root = tiny_llama_builds[0]
+    copy = tmp_path_factory.mktemp("end-cut") / "root"
+    shutil.copytree(root, copy, ignore=shutil.ignore_patterns("hidden", "critics", "scores", "*.pt"))
+    data = load_build(copy / tiny_llama_builds[2].relative_to(root))
+    s = data.states[0]
+    r = next(r for r in data.rollouts[s["problem_id"]] if r["rollout_idx"] == s["rollout_idx"])
+    T = len(r["response_token_ids"])
+    assert s["t"] < T
+    data.states[0] = {**s, "t": T, "T": T, "prefix_text": r["response_text"]}
+    return data
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+@pytest.mark.parametrize("name", everything())
+def test_contract_at_a_cut_at_the_response_end(name, protocol, end_cut):
+    """Every estimator values a state holding the whole response (ppo read past its values' end there once)."""
+    values, _, _ = run(name, protocol, end_cut)
+    assert np.isfinite(values).all() and (values >= 0).all() and (values <= 1).all()

@@ -27,9 +27,13 @@ from sveb.core.models import resolve
 __all__ = ["PPO1", "PPON", "gae_targets"]
 
 
-def _seq(build_fp: str, row: dict) -> Seq:
-    return make_seq((build_fp, row["problem_id"], row["rollout_idx"]), row["prompt_token_ids"],
-                    row["response_token_ids"], row["reward"])
+def _seq(build_fp: str, row: dict, whole: bool = False) -> Seq:
+    """A rollout's sequence: values V(s_0..s_{T-1}); `whole` adds V(s_T), read at the response's last token,
+    for the paper's cut at the end of a response with no space (make_seq drops the last token it is given)."""
+    key, resp = (build_fp, row["problem_id"], row["rollout_idx"]), list(row["response_token_ids"])
+    if whole:
+        return make_seq(key + ("whole",), row["prompt_token_ids"], resp + [0], row["reward"])
+    return make_seq(key, row["prompt_token_ids"], resp, row["reward"])
 
 
 @dataclass
@@ -80,11 +84,15 @@ class _PPO(Estimator):
 
     def _value_states(self, critic: Critic, states: list[dict]) -> dict[str, float]:
         data, bfp = self._data, self._data.manifest["build_fp"]
-        need = sorted({(s["problem_id"], s["rollout_idx"]) for s in states})
-        rows = {(r["problem_id"], r["rollout_idx"]): r for pid in {p for p, _ in need} for r in data.rollouts[pid]}
-        vals = critic.values([_seq(bfp, rows[k]) for k in need])
-        return {s["state_id"]: float(np.clip(vals[(bfp, s["problem_id"], s["rollout_idx"])][s["t"]], 0.0, 1.0))
-                for s in states}
+        rows = {(r["problem_id"], r["rollout_idx"]): r for pid in {s["problem_id"] for s in states}
+                for r in data.rollouts[pid]}
+
+        def key(s):  # (problem, rollout, whether the cut is at the response's end)
+            pid, ridx = s["problem_id"], s["rollout_idx"]
+            return pid, ridx, s["t"] >= len(rows[pid, ridx]["response_token_ids"])
+        seqs = {k: _seq(bfp, rows[k[:2]], whole=k[2]) for k in sorted({key(s) for s in states})}
+        vals = critic.values(list(seqs.values()))
+        return {s["state_id"]: float(np.clip(vals[seqs[key(s)].key][s["t"]], 0.0, 1.0)) for s in states}
 
     def _mode(self, state: State, held_out: bool):
         return "all"
