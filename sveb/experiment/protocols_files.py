@@ -156,6 +156,8 @@ def markdown(rows: list[dict], settings: list, builds: list[dict], names: list[s
           f"the paired Δ of squared error vs {BASELINE} (▲ better, ▼ worse, = no difference; Holm over the "
           "estimator's family, as Table 4); ⇄ where the verdict differs from SVEB's preset on the same domain and "
           "protocol. scores.csv holds every number.", "", "## Settings", "",
+          "build s: the wall time of the run that completed the build (the manifest's `seconds`); a build resumed "
+          "over several runs counts its last run alone.", "",
           md_table(["setting", "departs from SVEB's preset by", "build", "problems", "states",
                     "problems shared with SVEB's", "build s"],
                    [[b["setting"], b["choice"], b["build"], b["problems"], b["states"], b["shared"], b["seconds"]]
