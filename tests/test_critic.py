@@ -87,6 +87,24 @@ def test_value_read_at_last_token_of_state(tiny, train_layers):
         np.testing.assert_allclose(got[s.key], want, rtol=1e-4, atol=1e-5)
 
 
+def test_through_end_adds_v_at_the_last_response_token(tiny):
+    """A state holding the whole response (t = T) reads V(s_T) at the response's last token: the same values
+    before it, one more at the end."""
+    c = Critic(CriticConfig(model=tiny), tiny, dtype="float32")
+    torch.manual_seed(2)
+    torch.nn.init.normal_(c.model.head.weight)
+    prompt, resp = [65, 66, 10], [97, 98, 99, 100]
+    short, whole = make_seq(("s",), prompt, resp, 1.0), make_seq(("w",), prompt, resp, 1.0, through_end=True)
+    assert (short.T, whole.T, len(whole.ids)) == (4, 5, 7)
+    got = c.values([short, whole])
+    lm = LlamaForCausalLM.from_pretrained(tiny).eval()
+    with torch.no_grad():
+        h = lm.model(input_ids=torch.tensor([prompt + resp])).last_hidden_state[0]
+        want = c.model.head(h).squeeze(-1)[len(prompt) - 1:].double().numpy()
+    np.testing.assert_allclose(got[("w",)], want, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(got[("s",)], want[:-1], rtol=1e-4, atol=1e-5)
+
+
 def test_training_reduces_loss(tiny, tmp_path):
     losses = []
     c = Critic(CriticConfig(model=tiny, lr=3e-3, epochs=8, batch=4, train_layers=1), tiny)

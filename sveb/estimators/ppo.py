@@ -27,13 +27,11 @@ from sveb.core.models import resolve
 __all__ = ["PPO1", "PPON", "gae_targets"]
 
 
-def _seq(build_fp: str, row: dict, whole: bool = False) -> Seq:
-    """A rollout's sequence: values V(s_0..s_{T-1}); `whole` adds V(s_T), read at the response's last token,
-    for the paper's cut at the end of a response with no space (make_seq drops the last token it is given)."""
-    key, resp = (build_fp, row["problem_id"], row["rollout_idx"]), list(row["response_token_ids"])
-    if whole:
-        return make_seq(key + ("whole",), row["prompt_token_ids"], resp + [0], row["reward"])
-    return make_seq(key, row["prompt_token_ids"], resp, row["reward"])
+def _seq(build_fp: str, row: dict, through_end: bool = False) -> Seq:
+    key = (build_fp, row["problem_id"], row["rollout_idx"])
+    # through the end: another key, so the critic's feature cache never serves the shorter sequence's features
+    return make_seq(key + ("through end",) if through_end else key, row["prompt_token_ids"],
+                    row["response_token_ids"], row["reward"], through_end)
 
 
 @dataclass
@@ -86,13 +84,14 @@ class _PPO(Estimator):
         data, bfp = self._data, self._data.manifest["build_fp"]
         rows = {(r["problem_id"], r["rollout_idx"]): r for pid in {s["problem_id"] for s in states}
                 for r in data.rollouts[pid]}
-
-        def key(s):  # (problem, rollout, whether the cut is at the response's end)
-            pid, ridx = s["problem_id"], s["rollout_idx"]
-            return pid, ridx, s["t"] >= len(rows[pid, ridx]["response_token_ids"])
-        seqs = {k: _seq(bfp, rows[k[:2]], whole=k[2]) for k in sorted({key(s) for s in states})}
+        ends: dict[tuple, bool] = {}  # (problem, rollout) -> whether a state holds its whole response (t = T)
+        for s in states:
+            k = (s["problem_id"], s["rollout_idx"])
+            ends[k] = ends.get(k, False) or s["t"] >= len(rows[k]["response_token_ids"])
+        seqs = {k: _seq(bfp, rows[k], through_end=ends[k]) for k in sorted(ends)}
         vals = critic.values(list(seqs.values()))
-        return {s["state_id"]: float(np.clip(vals[seqs[key(s)].key][s["t"]], 0.0, 1.0)) for s in states}
+        return {s["state_id"]: float(np.clip(vals[seqs[s["problem_id"], s["rollout_idx"]].key][s["t"]], 0.0, 1.0))
+                for s in states}
 
     def _mode(self, state: State, held_out: bool):
         return "all"

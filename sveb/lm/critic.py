@@ -65,18 +65,23 @@ class CriticConfig:
 
 @dataclass(frozen=True)
 class Seq:
-    """One rollout as the critic sees it: prompt + response[:-1] (V(s_T) is never read)."""
+    """One rollout as the critic sees it: prompt + response[:-1], values V(s_0..s_{T-1}); V(s_T) is the terminal's
+    and never trained. Made `through_end` (make_seq): prompt + response, one value more, V(s_T)."""
     key: tuple
     ids: tuple[int, ...]
     prompt_len: int
-    T: int                      # response tokens = values per rollout
+    T: int                      # values per rollout: its response tokens (+1 through the end)
     reward: float
 
 
-def make_seq(key: tuple, prompt: Sequence[int], response: Sequence[int], reward: float) -> Seq:
+def make_seq(key: tuple, prompt: Sequence[int], response: Sequence[int], reward: float,
+             through_end: bool = False) -> Seq:
+    """`through_end` for reading V(s_T) at the response's last token, the value of a state holding the whole
+    response (the paper's cut of a response with no space); never for training (GAE targets s_0..s_{T-1})."""
     if len(prompt) == 0:
         raise ValueError(f"rollout {key}: empty prompt (V(s_0) is read at the last prompt token)")
-    return Seq(key, tuple(prompt) + tuple(response[:-1]), len(prompt), len(response), float(reward))
+    ids = tuple(prompt) + tuple(response if through_end else response[:-1])
+    return Seq(key, ids, len(prompt), len(response) + int(through_end), float(reward))
 
 
 def _pad(rows: list[torch.Tensor]) -> torch.Tensor:
