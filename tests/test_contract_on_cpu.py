@@ -142,11 +142,13 @@ def test_pacs_scores_only_what_its_states_read_and_values_them_the_same(data, mo
 @pytest.fixture(scope="module")
 def end_cut(tiny_llama_builds, tmp_path_factory):
     """The test build with its first state moved to the end of its rollout (t = T): the paper's cut when a
-    response has no space. In a copy of the builds without their caches, so no cache read at the old t."""
+    response has no space. In a copy of the builds' tables alone (no cache the other tests wrote), so nothing
+    is read from a cache made at the old t."""
     import shutil
+    tables = {"manifest.json", "candidates", "problems", "screens", "rollouts", "states", "references"}
     root = tiny_llama_builds[0]
     copy = tmp_path_factory.mktemp("end-cut") / "root"
-    shutil.copytree(root, copy, ignore=shutil.ignore_patterns("hidden", "critics", "scores", "*.pt"))
+    shutil.copytree(root, copy, ignore=lambda d, names: set(names) - tables if "manifest.json" in names else set())
     data = load_build(copy / tiny_llama_builds[2].relative_to(root))
     s = data.states[0]
     r = next(r for r in data.rollouts[s["problem_id"]] if r["rollout_idx"] == s["rollout_idx"])
