@@ -162,5 +162,6 @@ def end_cut(tiny_llama_builds, tmp_path_factory):
 def test_contract_at_a_cut_at_the_response_end(name, end_cut):
     """Every estimator values a state holding the whole response (ppo read past its values' end there once).
     Held-out alone: both protocols read a state's t through the same code, and this keeps `make test` short."""
-    values, _, _ = run(name, "held-out", end_cut)
+    values, shift, _ = run(name, "held-out", end_cut)
     assert np.isfinite(values).all() and (values >= 0).all() and (values <= 1).all()
+    assert np.all(shift == 0), f"{name} moves by up to {shift.max():.3g} when its own outcome flips"
