@@ -7,8 +7,9 @@ sveb.experiment.protocols_files'. `a` is benchmarks/protocols.py's parsed flags.
 Pairing: the single-choice builds draw from SVEB's candidates with SVEB's seeds. Tiers and the cut are marked on
 the states fingerprint and the continuation on the references (sveb.sample.paper.choice_parts), so a build
 starts from SVEB's shards and keeps every one whose fingerprint matches (`share`): the continuation setting has
-SVEB's very states, the cut and tiers settings SVEB's groups on every problem both keep. G changes the rollout
-seeds: it shares problems, not draws."""
+SVEB's very states; the cut and tiers settings share problems and per-draw seeds, and a shard holding other
+problems than SVEB's is sampled again, where batch numerics can make a draw differ (docs/protocols.md, Pairing).
+G changes the rollout seeds: it shares problems, not draws."""
 
 from __future__ import annotations
 
@@ -101,8 +102,8 @@ def root_of(s: Setting, a) -> Path:
 
 def share(src: Path, dst: Path) -> None:
     """Start a new build from another's shards: the pipeline keeps those whose fingerprint is the one it would
-    write and samples the rest, so the stages two builds share hold the same draws (never a second sample that
-    a GPU's batch numerics could make differ)."""
+    write and samples the rest. A shard is kept whole or not at all: one that would hold other problems is
+    sampled again with the same per-draw seeds, where batch numerics can make a draw differ."""
     if (dst / "manifest.json").exists() or not (src / "manifest.json").exists() or not store.complete(src):
         return
     for table in ("candidates", "screens", "rollouts", "states"):
