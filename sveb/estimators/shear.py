@@ -99,7 +99,7 @@ def base_rate(d: np.ndarray, good: np.ndarray, base: float, d_min: float) -> flo
 class Shear(Estimator):
     """w, s: span length and stride in tokens; eps: Sinkhorn regularisation (a fraction of the group's mean
     hidden-state norm); exact: network simplex instead; span, compare, minimum, tail, readout: the rules above;
-    k nearest units (0: all) for readout=knn; d_min (clamp in units of the mean norm; 0.1, as Hista's: with
+    k nearest units (0: all) for readout=knn; d_min (clamp in units of the mean norm; 0.1, as hista-sveb: with
     1e-3 the state's own overlapping span won in-group for every t >= w) for readout=knn and base; layer:
     hidden layer (-1 = last)."""
     description = ("SVEB's construction from SHEAR's signal (SHEAR defines no V(s)): d+ / d- = the paper's span "
