@@ -49,3 +49,15 @@ def test_no_paths_outside_the_repo_in_user_docs():
     bad = [f"{p.relative_to(ROOT)}: {line.strip()}" for p in PAGES if p.name != "development.md"
            for line in p.read_text().splitlines() if "../" in line and "](../" not in line]
     assert not bad, "paths outside the repository:\n" + "\n".join(bad)
+
+
+def test_readme_table4_grid_is_the_tool_output_of_the_committed_scores():
+    """The README's Table 4 grid is what tools/readme_table4.py makes of results/table4/scores.csv: a verdict
+    mark or MAE edited by hand, or a stale grid after a rescoring, fails here."""
+    from tools.readme_table4 import table
+
+    grid = table(ROOT / "results" / "table4" / "scores.csv")
+    readme = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
+    start = readme.index(grid[0])
+    assert readme[start:start + len(grid)] == grid
+    assert any(line.split(" | ")[2].startswith("† ") for line in grid if line.startswith("| pacs-sveb"))

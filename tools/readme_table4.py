@@ -33,7 +33,8 @@ def table(path: Path) -> list[str]:
         cells = []
         for d in DOMAINS:
             h, i = by.get((d, n, "held-out")), by.get((d, n, "in-group"))
-            cells.append("-" if h is None and i is None else f"{cell(h)} · {cell(i)}{'†' if untested(h, i) else ''}")
+            dagger = "† " if untested(h, i) else ""  # before both values: the whole cell is untested
+            cells.append("-" if h is None and i is None else f"{dagger}{cell(h)} · {cell(i)}")
         out.append(f"| {n} | " + " | ".join(cells) + " |")
     return out
 
