@@ -260,7 +260,7 @@ def ref_rows(view, protocols: Sequence[str], ks: Sequence[int] = REF_KS) -> list
     """The authors' MCS@k rows of a paper-protocol view, per protocol present (they read no group, so their errors
     are the same under both; the paired Δ is against that protocol's grpo). Per state, the error is its exact
     expectation over the k-subsets of the reference draws, so the row's MAE is E|mean_k - mean_n| averaged over
-    states with no subsampling noise; its CI and tests resample problems as every row's. The reference is not
+    states with no subsampling noise; its CI and tests are every row's (cluster-robust t, clusters by problem). The reference is not
     independent of these estimates (they share draws): that is the authors' definition, shown as such."""
     from sveb.score import scoring  # scipy
     draws = _draws(view)

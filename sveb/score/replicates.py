@@ -2,8 +2,8 @@
 
 A trained estimator (ppo-1, ppo-n, pacs, probe, ...) scored again with `-P seed=K` differs from its default row
 only in the seed of its training. Such replicate rows say how much a result moves with the training draw
-(mean ± sd of MAE and of the paired Δ over the seeds); they are not new estimators, so they form a Holm
-family of their own and never weaken the headline verdicts.
+(mean ± sd of MAE and of the paired Δ over the seeds); they are not new estimators, so each is tested alone
+(family `alone`, unadjusted) and never enters, or weakens, the headline families.
 """
 
 from __future__ import annotations
