@@ -72,9 +72,7 @@ def test_every_documented_estimator_parameter_exists():
 
     names = set(entries())
     checked, wrong = 0, []
-    for path in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
-        if path.name == "history.md":
-            continue
+    for path in (p for p in PAGES if p.name != "history.md"):
         for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
             for cmd in re.findall(r"sveb (?:ablate|eval|submit)[^`|]*", line):
                 est = re.search(r"(?:-e|--estimator) ([a-z0-9-]+)", cmd)
