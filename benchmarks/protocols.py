@@ -13,6 +13,9 @@ estimates.parquet (every cell's per-state estimates) and timing.json (each build
     python benchmarks/protocols.py                         # the whole study (make protocols); rerun to resume
     python benchmarks/protocols.py --settings number-cut   # one setting (and SVEB's preset it is compared with)
     python benchmarks/protocols.py --from-exports          # the tables again from the stored estimates: seconds
+    python benchmarks/protocols.py --save-partial          # a setting still sampling: its shards so far into
+                                                           # results/protocols/partial/ (commit them; the next
+                                                           # run, in any clone, resumes from them)
     python benchmarks/protocols.py --engine scripted --domains number --source number=FILE ...  # tests: FILE of
                                                            # "What is a + b?" rows (tests/conftest.py)
 
@@ -54,6 +57,13 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--root", default="sveb_data/protocols")
     p.add_argument("--exports", default="results/protocols/exports")
     p.add_argument("--out", default="results/protocols")
+    p.add_argument("--partial", default=None,
+                   help="sampled shards of settings not yet exported, carried across fresh clones: taken before a "
+                        "setting is sampled, written by --save-partial, removed once it is exported (default: "
+                        "OUT/partial; '': off)")
+    p.add_argument("--save-partial", action="store_true",
+                   help="copy what each unexported setting has sampled under ROOT to PARTIAL (to commit before a "
+                        "session ends); no sampling")
     size, train = PRESETS["powered"]
     for k, v in (("problems", size["problems"]), ("states", size["states_per_problem"]),
                  ("rollouts", size["rollouts"]), ("choice-problems", 100), ("paper-problems", 200),
@@ -78,6 +88,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     if bad:
         p.error(f"--choices {bad[0]}: one of {', '.join(CHOICES)}")
     a.source = dict(s.split("=", 1) for s in a.source)
+    a.partial = str(Path(a.out) / "partial") if a.partial is None else a.partial
     a.candidates = CANDIDATES | {k: int(v) for k, v in (s.split("=", 1) for s in a.candidates)}
     missing = [d for d in a.domains if d not in a.candidates]
     if missing:

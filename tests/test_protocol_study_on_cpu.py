@@ -146,3 +146,73 @@ def test_the_benchmark_export_comes_before_the_train_build_and_a_missing_train_e
     import shutil
     shutil.rmtree(tmp_path / "ex" / "number-paper-train")
     assert P.build_setting(s, a, None, None, None) is None and calls == ["export number-paper-train"]
+
+
+class _StopsAfter(ScriptedEngine):
+    """The scripted engine, cut off (a session's end) after `n` generate calls."""
+
+    def __init__(self, n):
+        super().__init__()
+        self.n = n
+
+    def generate(self, requests, params, desc=""):
+        if len(self.calls) >= self.n:
+            raise KeyboardInterrupt("the session ends")
+        return super().generate(requests, params, desc)
+
+
+def test_a_setting_cut_off_resumes_in_a_fresh_clone_from_its_saved_shards(tmp_path):
+    """--save-partial copies what an unexported setting has sampled into OUT/partial (committed); a fresh clone
+    (an empty root) takes those shards back and samples only the rest; the export is the uninterrupted run's,
+    and the partial folder goes once the setting is exported."""
+    import pytest
+    from conftest import write_chain_source
+    src = write_chain_source(tmp_path / "dapo.jsonl")
+    driver = _driver()
+
+    def args(name):
+        return ["--engine", "scripted", "--domains", "number", "--source", f"number={src}", "--candidates",
+                "number=36", "--problems", "3", "--states", "2", "--rollouts", "8", "--mc", "10", "--mc-extra", "4",
+                "--max-tokens", "60", "--min-novel-numbers", "0", "--max-acc", "0.9", "--estimators", "grpo,mcs-1",
+                "--settings", "number-sveb", "--no-step-pairs", "--root", str(tmp_path / name / "root"),
+                "--exports", str(tmp_path / name / "exports"), "--out", str(tmp_path / name / "out")]
+
+    whole = ScriptedEngine()
+    driver.main(args("whole"), engine=whole)
+    assert len(whole.calls) >= 3  # screens, groups, references: enough calls to cut in between
+    with pytest.raises(KeyboardInterrupt):
+        driver.main(args("cut"), engine=_StopsAfter(len(whole.calls) - 1))  # all but the last call
+    assert not (tmp_path / "cut" / "exports" / "number-sveb").exists()
+    driver.main(args("cut") + ["--save-partial"])
+    carried = tmp_path / "cut" / "out" / "partial" / "number-sveb"
+    saved = sorted(carried.rglob("part-*.parquet"))
+    assert saved and not list(carried.rglob("hidden")) and not list(carried.rglob(".tmp-*"))
+    import shutil
+    shutil.rmtree(tmp_path / "cut" / "root")  # a fresh clone: no sveb_data
+    rest = ScriptedEngine()
+    driver.main(args("cut"), engine=rest)
+    assert len(rest.calls) == 1 and rest.calls[0] == whole.calls[-1]  # only what was not saved
+    for t in ("problems", "rollouts", "states", "references"):
+        assert _rows(tmp_path / "cut" / "exports" / "number-sveb", t, getattr(schema, t.upper())) == \
+            _rows(tmp_path / "whole" / "exports" / "number-sveb", t, getattr(schema, t.upper())), t
+    assert not carried.exists()  # exported: the partial shards are no longer needed
+
+
+def test_partial_load_takes_only_sampled_shards_and_keeps_what_is_there(tmp_path):
+    from sveb.experiment import partial
+    src = tmp_path / "partial"
+    (src / "m" / "number" / "fp" / "rollouts").mkdir(parents=True)
+    (src / "m" / "number" / "fp" / "hidden").mkdir(parents=True)
+    (src / "m" / "number" / "fp" / "rollouts" / "part-00000.parquet").write_bytes(b"carried")
+    (src / "m" / "number" / "fp" / "rollouts" / "part-00001.parquet").write_bytes(b"carried")
+    (src / "m" / "number" / "fp" / "rollouts" / ".tmp-x.parquet").write_bytes(b"half")
+    (src / "m" / "number" / "fp" / "hidden" / "part-00000.parquet").write_bytes(b"cache")
+    (src / "m" / "number" / "fp" / "notes.sh").write_bytes(b"rm -rf /")
+    root = tmp_path / "root"
+    (root / "m" / "number" / "fp" / "rollouts").mkdir(parents=True)
+    (root / "m" / "number" / "fp" / "rollouts" / "part-00001.parquet").write_bytes(b"mine")
+    assert partial.load(src, root) == 1
+    got = {p.relative_to(root).as_posix(): p.read_bytes() for p in root.rglob("*") if p.is_file()}
+    assert got == {"m/number/fp/rollouts/part-00000.parquet": b"carried",
+                   "m/number/fp/rollouts/part-00001.parquet": b"mine"}
+    assert partial.load(tmp_path / "absent", root) == 0

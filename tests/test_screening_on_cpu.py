@@ -124,3 +124,23 @@ def test_a_screen_run_ahead_and_not_needed_leaves_no_shard(tmp_path, small_cfg, 
     for t in ("problems", "screens", "rollouts", "states", "references"):
         assert sorted(map(key, store.read_table(late / t).to_pylist())) == \
             sorted(map(key, store.read_table(local / t).to_pylist())), t
+
+
+def test_a_small_build_screens_in_shards_of_twice_its_problems_and_keeps_the_same_problems(tmp_path, small_cfg,
+                                                                                          monkeypatch):
+    # `make demo`'s builds: 3 x problems candidates, about 2/3 of which pass. Shards of 2 x problems stop screening
+    # once the first shards hold enough; the kept set is the first `problems` passing candidates either way.
+    import sveb.sample.pipeline as pipeline
+    cfg = replace(small_cfg, min_acc=0.0, max_acc=0.999, screen=4)  # a filter every candidate passes
+    small = build(cfg, tmp_path / "small", engine=ScriptedEngine())
+    screened = set(rows(small, "screens"))
+    assert len(screened) == pipeline.SMALL_SHARD * cfg.problems < cfg.problems * cfg.oversample
+    assert len(list((small / "screens").glob("part-*"))) == 1
+    monkeypatch.setattr(pipeline, "SMALL_SHARD", 100)  # one shard of every candidate, as before
+    whole = build(cfg, tmp_path / "whole", engine=ScriptedEngine())
+    assert len(set(rows(whole, "screens"))) == cfg.problems * cfg.oversample
+    kept = lambda b: [p["problem_id"] for p in store.read_table(b / "problems").to_pylist()]  # noqa: E731
+    assert kept(small) == kept(whole) and len(kept(small)) == cfg.problems
+    same = lambda b: sorted((r["problem_id"], r["seed"], r["response_token_ids"])  # noqa: E731
+                            for r in store.read_table(b / "rollouts").to_pylist())
+    assert same(small) == same(whole)  # the groups are the same draws

@@ -9,8 +9,9 @@ BASE = dict(model="smollm2-135m", source="builtin", oversample=3, mc=20, mc_extr
             seed=0, sampling=SamplingConfig(max_tokens=256))
 # Each preset: the benchmark build's size, and the disjoint `train` build the trained estimators learn on.
 PRESETS = {
-    # `make demo`: every estimator in about 10 minutes on 2 cores (24 states: a demonstration, not evidence)
-    "demo": (dict(problems=8, rollouts=16, states_per_problem=3), dict(problems=8, states_per_problem=1, mc=2, mc_extra=0)),
+    # `make demo`: every estimator in about 10 minutes on 2 AVX2 cores (fp32), 5 with avx512_bf16 (18 states: a
+    # demonstration, not evidence). 8 + 8 problems took 19 minutes on AVX2 (docs/timings.md, 2026-11-28)
+    "demo": (dict(problems=6, rollouts=16, states_per_problem=3), dict(problems=4, states_per_problem=1, mc=2, mc_extra=0)),
     # `--quick`: a first look at a domain
     "quick": (dict(problems=6, rollouts=16, states_per_problem=2), dict(problems=6, states_per_problem=1, mc=2, mc_extra=0)),
     # `make powered`: 50 problems x 4 states (two pairs t1 < t2 of one rollout) per seed, run on seeds 0,1,2: 600

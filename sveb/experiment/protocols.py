@@ -22,6 +22,7 @@ from pathlib import Path
 from sveb import store
 from sveb.core.config import BuildConfig, SamplingConfig
 from sveb.experiment.runner import Sampler
+from sveb.experiment import partial
 from sveb.experiment.table4 import eval_domain, export_train, exported, restore, timed_build
 from sveb.sample import paper
 from sveb.sample.rules import locate
@@ -125,6 +126,10 @@ def build_setting(s: Setting, a, sampler: Sampler, console, model_dir) -> dict |
     need_train = train is not None and a.train and not (texp / "manifest.json").exists()
     root = root_of(s, a)
     timing = None
+    carried = Path(a.partial) / s.key if getattr(a, "partial", "") else None
+    if carried is not None and not ((exp / "manifest.json").exists() and (train is None or not need_train)):
+        if n := partial.load(carried, root):  # an earlier session's shards (--save-partial), committed
+            console.print(f"{s.key}: {n} sampled shards taken from {carried}")
     if not exported(exp, s.key, console):
         if s.group == "sveb" and s.key != s.base:
             share(locate(configs(Setting(s.base, s.domain, "sveb", ""), a)[0], root), locate(test, root))
@@ -132,7 +137,26 @@ def build_setting(s: Setting, a, sampler: Sampler, console, model_dir) -> dict |
         export_build(bdir, exp, model_dir)
     if need_train:
         export_train(sampler, train, root, texp, console, model_dir)
+    if carried is not None and carried.exists():  # exported: the export is what is committed from now on
+        shutil.rmtree(carried)
     return timing
+
+
+def save_partial(a, todo: list[Setting], console) -> None:
+    """`--save-partial`: what each setting not yet exported has sampled, copied to PARTIAL/<key>/ to be committed
+    (sveb.experiment.partial), for a later session's fresh clone to resume from."""
+    for s in todo:
+        if s.scored_as:
+            continue
+        test, train = configs(s, a)
+        done = [Path(a.exports) / k / "manifest.json" for k in (s.key, *([f"{s.key}-train"] if train else []))]
+        if all(m.exists() for m in done):
+            continue
+        root = root_of(s, a)
+        bdirs = [b for b in (locate(test, root), train and locate(train, root)) if b and b.exists()]
+        n = partial.save(bdirs, root, Path(a.partial) / s.key) if bdirs else 0
+        console.print(f"{s.key}: {n} sampled shards saved to {Path(a.partial) / s.key}" if n else
+                      f"{s.key}: nothing sampled yet under {root}")
 
 
 def eval_setting(s: Setting, a, names: list[str], console) -> list[dict]:
@@ -173,6 +197,9 @@ def run(a, engine=None, model_dir=None) -> Path:
     path = out / "estimates.parquet"
     if a.from_exports:
         write_tables(out, todo, Path(a.exports), names, read_estimates(path), console)
+        return out
+    if getattr(a, "save_partial", False):
+        save_partial(a, todo, console)
         return out
     a.train = a.train and needs_train(names)
     if engine is None and a.engine == "scripted":

@@ -38,6 +38,11 @@ from sveb.store.export import verify
 # "Batch size"), so a shard holds about ROLLOUT_BATCH screening rollouts.
 ROLLOUT_BATCH = 256  # screening rollouts per rollout shard (candidates = ROLLOUT_BATCH // screen size)
 SHARD_STATES = 16    # states per reference shard (x (mc + mc_extra) continuations)
+# A small build screens at most SMALL_SHARD x problems candidates a shard: the default model passes about 2/3 of
+# number candidates, so the first such shard usually holds enough, where one shard of all 3 x problems
+# candidates (oversample 3) screened half as many again as needed (`make demo`; docs/timings.md). Builds of 16
+# or more problems keep ROLLOUT_BATCH's shards.
+SMALL_SHARD = 2
 
 
 def _versions() -> dict[str, str]:
@@ -178,7 +183,7 @@ def _stage_rollouts(cfg, bdir, fp, candidates, runner, console) -> tuple[list[di
     kept: list[dict] = []
     accuracy: dict[str, float] = {}
     n_screen = screen_size(cfg)
-    per_shard = max(1, ROLLOUT_BATCH // (n_screen or cfg.rollouts))
+    per_shard = max(1, min(ROLLOUT_BATCH // (n_screen or cfg.rollouts), SMALL_SHARD * cfg.problems))
     shards = [candidates[i:i + per_shard] for i in range(0, len(candidates), per_shard)]
     paths = [store.shard_path(bdir / "rollouts", k) for k in range(len(shards))]
     spaths = [store.shard_path(bdir / "screens", k) for k in range(len(shards))]

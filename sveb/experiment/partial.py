@@ -1,0 +1,64 @@
+"""A long build's sampled shards carried across fresh clones. A protocol setting (or a Table 4 domain) can take
+longer than one working session, and `sveb_data/` is not kept with the repository: `save` copies what a build
+has sampled so far into a folder that is committed (benchmarks/protocols.py --save-partial), and `load` puts it
+back under a new root before the build runs, which then keeps every shard whose fingerprint is the one it
+would write and samples the rest (sveb.sample.pipeline). A shard sampled under another dtype, model or config
+has another fingerprint, so it is never mixed in: it is sampled again. Only the sampled tables travel, never
+the estimators' caches (hidden states, features, critics)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+SAMPLED = ("candidates", "problems", "screens", "rollouts", "states", "references")
+
+
+def _files(bdir: Path) -> list[Path]:
+    """A build's manifest and sampled shards (written whole by the store: a half-written one is a .tmp- file)."""
+    out = [bdir / "manifest.json"] if (bdir / "manifest.json").is_file() else []
+    for table in SAMPLED:
+        out += sorted(p for p in (bdir / table).glob("part-*.parquet") if p.is_file())
+    return out
+
+
+def save(bdirs: list[Path], root: Path, dest: Path) -> int:
+    """Copy each build's sampled files to DEST at their path under ROOT (DEST is replaced whole, so shards the
+    builds have since deleted do not linger); the number of shards copied."""
+    root = Path(root).resolve()
+    tmp = dest.with_name(f".{dest.name}.tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    n = 0
+    for bdir in bdirs:
+        for f in _files(Path(bdir)):
+            target = tmp / f.resolve().relative_to(root)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(f, target)
+            n += f.suffix == ".parquet"
+    if n == 0:
+        shutil.rmtree(tmp, ignore_errors=True)
+        return 0
+    shutil.rmtree(dest, ignore_errors=True)
+    tmp.rename(dest)
+    return n
+
+
+def load(src: Path, root: Path) -> int:
+    """Copy SRC's files under ROOT where ROOT has none at that path (what a run here has written wins); the number
+    of shards copied. Only the files `save` writes are taken: anything else in SRC is left out."""
+    if not src.is_dir():
+        return 0
+    n = 0
+    for f in sorted(src.rglob("*")):
+        rel = f.relative_to(src)
+        sampled = (len(rel.parts) >= 2 and rel.parts[-2] in SAMPLED and f.name.startswith("part-")
+                   and f.suffix == ".parquet")
+        if not f.is_file() or f.is_symlink() or not (sampled or f.name == "manifest.json"):
+            continue
+        target = Path(root) / rel
+        if target.exists():
+            continue
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(f, target)
+        n += sampled
+    return n
