@@ -187,6 +187,7 @@ def test_a_setting_cut_off_resumes_in_a_fresh_clone_from_its_saved_shards(tmp_pa
     carried = tmp_path / "cut" / "out" / "partial" / "number-sveb"
     saved = sorted(carried.rglob("part-*.parquet"))
     assert saved and not list(carried.rglob("hidden")) and not list(carried.rglob(".tmp-*"))
+    assert {p.name for p in carried.rglob("*") if p.is_file()} == {p.name for p in saved}  # shards only
     import shutil
     shutil.rmtree(tmp_path / "cut" / "root")  # a fresh clone: no sveb_data
     rest = ScriptedEngine()
@@ -208,6 +209,7 @@ def test_partial_load_takes_only_sampled_shards_and_keeps_what_is_there(tmp_path
     (src / "m" / "number" / "fp" / "rollouts" / ".tmp-x.parquet").write_bytes(b"half")
     (src / "m" / "number" / "fp" / "hidden" / "part-00000.parquet").write_bytes(b"cache")
     (src / "m" / "number" / "fp" / "notes.sh").write_bytes(b"rm -rf /")
+    (src / "m" / "number" / "fp" / "manifest.json").write_text('{"status": "complete"}')  # the build writes its own
     root = tmp_path / "root"
     (root / "m" / "number" / "fp" / "rollouts").mkdir(parents=True)
     (root / "m" / "number" / "fp" / "rollouts" / "part-00001.parquet").write_bytes(b"mine")

@@ -4,7 +4,8 @@ has sampled so far into a folder that is committed (benchmarks/protocols.py --sa
 back under a new root before the build runs, which then keeps every shard whose fingerprint is the one it
 would write and samples the rest (sveb.sample.pipeline). A shard sampled under another dtype, model or config
 has another fingerprint, so it is never mixed in: it is sampled again. Only the sampled tables travel, never
-the estimators' caches (hidden states, features, critics)."""
+the estimators' caches (hidden states, features, critics), nor the manifest: the build writes its own, and a
+carried file is never read as anything but a shard, whose fingerprint decides whether it is used."""
 
 from __future__ import annotations
 
@@ -15,8 +16,8 @@ SAMPLED = ("candidates", "problems", "screens", "rollouts", "states", "reference
 
 
 def _files(bdir: Path) -> list[Path]:
-    """A build's manifest and sampled shards (written whole by the store: a half-written one is a .tmp- file)."""
-    out = [bdir / "manifest.json"] if (bdir / "manifest.json").is_file() else []
+    """A build's sampled shards (written whole by the store: a half-written one is a .tmp- file)."""
+    out = []
     for table in SAMPLED:
         out += sorted(p for p in (bdir / table).glob("part-*.parquet") if p.is_file())
     return out
@@ -34,7 +35,7 @@ def save(bdirs: list[Path], root: Path, dest: Path) -> int:
             target = tmp / f.resolve().relative_to(root)
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(f, target)
-            n += f.suffix == ".parquet"
+            n += 1
     if n == 0:
         shutil.rmtree(tmp, ignore_errors=True)
         return 0
@@ -53,7 +54,7 @@ def load(src: Path, root: Path) -> int:
         rel = f.relative_to(src)
         sampled = (len(rel.parts) >= 2 and rel.parts[-2] in SAMPLED and f.name.startswith("part-")
                    and f.suffix == ".parquet")
-        if not f.is_file() or f.is_symlink() or not (sampled or f.name == "manifest.json"):
+        if not f.is_file() or f.is_symlink() or not sampled:
             continue
         target = Path(root) / rel
         if target.exists():
