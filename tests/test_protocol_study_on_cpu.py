@@ -218,3 +218,35 @@ def test_partial_load_takes_only_sampled_shards_and_keeps_what_is_there(tmp_path
     assert got == {"m/number/fp/rollouts/part-00000.parquet": b"carried",
                    "m/number/fp/rollouts/part-00001.parquet": b"mine"}
     assert partial.load(tmp_path / "absent", root) == 0
+
+
+def test_a_fresh_clone_does_not_score_a_finished_setting_again(tmp_path, monkeypatch):
+    """The estimators' caches live in the root, which a clone does not have; the stored estimates say a setting
+    is scored. A setting missing one estimator's rows is scored again."""
+    import shutil
+
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    import sveb.experiment.protocols as study
+    from conftest import write_chain_source
+    src = write_chain_source(tmp_path / "dapo.jsonl")
+    driver = _driver()
+    args = ["--engine", "scripted", "--domains", "number", "--source", f"number={src}", "--candidates", "number=36",
+            "--problems", "2", "--states", "2", "--rollouts", "8", "--mc", "10", "--mc-extra", "4", "--max-tokens",
+            "60", "--min-novel-numbers", "0", "--max-acc", "0.9", "--estimators", "grpo,mcs-1,numca",
+            "--settings", "number-sveb", "--root", str(tmp_path / "root"), "--exports", str(tmp_path / "exports"),
+            "--out", str(tmp_path / "out")]
+    out = driver.main(args)
+    before = (out / "scores.csv").read_text()
+    shutil.rmtree(tmp_path / "root")
+    scored = []
+    real = study.eval_setting
+    monkeypatch.setattr(study, "eval_setting", lambda s, *a: scored.append(s.key) or real(s, *a))
+    driver.main(args, engine=ScriptedEngine())
+    assert scored == [] and (out / "scores.csv").read_text() == before
+    t = pq.read_table(out / "estimates.parquet")
+    pq.write_table(t.filter(pc.not_equal(t["estimator"], "numca")), out / "estimates.parquet")
+    shutil.rmtree(tmp_path / "root")
+    driver.main(args, engine=ScriptedEngine())
+    assert scored == ["number-sveb"] and (out / "scores.csv").read_text() == before

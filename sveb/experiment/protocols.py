@@ -171,6 +171,21 @@ def eval_setting(s: Setting, a, names: list[str], console) -> list[dict]:
     return eval_domain(s.key, ns, names, console)[0]
 
 
+def already_scored(s: Setting, a, names: list[str], records: list[dict]) -> bool:
+    """Whether the stored estimates hold every estimator, with today's parameters, under both protocols on this
+    setting's export. A fresh clone has none of the estimators' caches (sveb_data/ is not committed): without
+    this a resumed study would score every finished setting again before it samples the next one."""
+    from sveb.estimators import make, params_fp
+    from sveb.evaluate.protocols import PROTOCOLS
+    exp = Path(a.exports) / s.key
+    if s.scored_as or not (exp / "manifest.json").exists():
+        return False
+    fp = store.read_manifest(exp)["build_fp"]
+    have = {(r["estimator"], r["params_fp"], r["protocol"]) for r in records
+            if r["domain"] == s.key and r["build_fp"] == fp}
+    return all((n, params_fp(make(n)), p) in have for n in names for p in PROTOCOLS)
+
+
 def weights_for(a, model_dir):
     """The weights an export hashes: the model's own, or a placeholder for the scripted engine (it has none)."""
     if model_dir is not None or a.engine != "scripted":
@@ -221,7 +236,11 @@ def run(a, engine=None, model_dir=None) -> Path:
         if spent:
             timings[s.key] = spent
             timings_path.write_text(json.dumps(timings, indent=1))
-        new = eval_setting(s, a, names, console)
+        if already_scored(s, a, names, records):
+            console.print(f"{s.key}: every estimator's estimates are in {path}; not scored again")
+            new = []
+        else:
+            new = eval_setting(s, a, names, console)
         if new:
             records = merge_estimates(records, new)
             write_estimates(path, records)
