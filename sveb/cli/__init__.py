@@ -265,7 +265,7 @@ def demo(
     domains: str = typer.Option("number", help="Space- or comma-separated domains."),
     engine: str = typer.Option("vllm"),
     estimators: str = typer.Option("", help="Comma-separated estimators (default: all)."),
-    preset: str = typer.Option("demo", help="demo: 6 problems x 16 rollouts x 3 states, a 4-problem train build (~10 min on 2 cores); quick: "
+    preset: str = typer.Option("demo", help="demo: 6 problems x 16 rollouts x 3 states, a 4-problem train build (~11 min on 2 AVX2 cores); quick: "
                                "6 x 16 x 2 per domain; powered: 50 x 16 x 4 in step pairs per seed (`make powered`: --seeds 0,1,2, 600 states, hours); "
                                "paper: the Hista/Numca authors' protocol (docs/data.md), 12 problems x 32 x 1."),
     quick: bool = typer.Option(False, help="Same as --preset quick."),

@@ -9,7 +9,7 @@ BASE = dict(model="smollm2-135m", source="builtin", oversample=3, mc=20, mc_extr
             seed=0, sampling=SamplingConfig(max_tokens=256))
 # Each preset: the benchmark build's size, and the disjoint `train` build the trained estimators learn on.
 PRESETS = {
-    # `make demo`: every estimator in about 10 minutes on 2 AVX2 cores (fp32), 5 with avx512_bf16 (18 states: a
+    # `make demo`: every estimator in 11 minutes on 2 AVX2 cores (fp32; ~5 expected with avx512_bf16) (18 states: a
     # demonstration, not evidence). 8 + 8 problems took 19 minutes on AVX2 (docs/timings.md, 2026-11-28)
     "demo": (dict(problems=6, rollouts=16, states_per_problem=3), dict(problems=4, states_per_problem=1, mc=2, mc_extra=0)),
     # `--quick`: a first look at a domain
