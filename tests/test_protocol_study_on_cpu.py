@@ -148,6 +148,15 @@ def test_the_benchmark_export_comes_before_the_train_build_and_a_missing_train_e
     assert P.build_setting(s, a, None, None, None) is None and calls == ["export number-paper-train"]
 
 
+def _sveb_preset_args(src, where, problems, estimators, *extra):
+    """The study on SVEB's number preset alone, scripted and small, with its root, exports and out under WHERE."""
+    return ["--engine", "scripted", "--domains", "number", "--source", f"number={src}", "--candidates", "number=36",
+            "--problems", problems, "--states", "2", "--rollouts", "8", "--mc", "10", "--mc-extra", "4",
+            "--max-tokens", "60", "--min-novel-numbers", "0", "--max-acc", "0.9", "--estimators", estimators,
+            "--settings", "number-sveb", *extra, "--root", str(where / "root"), "--exports", str(where / "exports"),
+            "--out", str(where / "out")]
+
+
 class _StopsAfter(ScriptedEngine):
     """The scripted engine, cut off (a session's end) after `n` generate calls."""
 
@@ -171,11 +180,7 @@ def test_a_setting_cut_off_resumes_in_a_fresh_clone_from_its_saved_shards(tmp_pa
     driver = _driver()
 
     def args(name):
-        return ["--engine", "scripted", "--domains", "number", "--source", f"number={src}", "--candidates",
-                "number=36", "--problems", "3", "--states", "2", "--rollouts", "8", "--mc", "10", "--mc-extra", "4",
-                "--max-tokens", "60", "--min-novel-numbers", "0", "--max-acc", "0.9", "--estimators", "grpo,mcs-1",
-                "--settings", "number-sveb", "--no-step-pairs", "--root", str(tmp_path / name / "root"),
-                "--exports", str(tmp_path / name / "exports"), "--out", str(tmp_path / name / "out")]
+        return _sveb_preset_args(src, tmp_path / name, "3", "grpo,mcs-1", "--no-step-pairs")
 
     whole = ScriptedEngine()
     driver.main(args("whole"), engine=whole)
@@ -232,11 +237,7 @@ def test_a_fresh_clone_does_not_score_a_finished_setting_again(tmp_path, monkeyp
     from conftest import write_chain_source
     src = write_chain_source(tmp_path / "dapo.jsonl")
     driver = _driver()
-    args = ["--engine", "scripted", "--domains", "number", "--source", f"number={src}", "--candidates", "number=36",
-            "--problems", "2", "--states", "2", "--rollouts", "8", "--mc", "10", "--mc-extra", "4", "--max-tokens",
-            "60", "--min-novel-numbers", "0", "--max-acc", "0.9", "--estimators", "grpo,mcs-1,numca",
-            "--settings", "number-sveb", "--root", str(tmp_path / "root"), "--exports", str(tmp_path / "exports"),
-            "--out", str(tmp_path / "out")]
+    args = _sveb_preset_args(src, tmp_path, "2", "grpo,mcs-1,numca")
     out = driver.main(args)
     before = (out / "scores.csv").read_text()
     shutil.rmtree(tmp_path / "root")

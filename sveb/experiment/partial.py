@@ -50,16 +50,12 @@ def load(src: Path, root: Path) -> int:
     if not src.is_dir():
         return 0
     n = 0
-    for f in sorted(src.rglob("*")):
+    for f in sorted(src.rglob("part-*.parquet")):
         rel = f.relative_to(src)
-        sampled = (len(rel.parts) >= 2 and rel.parts[-2] in SAMPLED and f.name.startswith("part-")
-                   and f.suffix == ".parquet")
-        if not f.is_file() or f.is_symlink() or not sampled:
-            continue
         target = Path(root) / rel
-        if target.exists():
+        if len(rel.parts) < 2 or rel.parts[-2] not in SAMPLED or not f.is_file() or f.is_symlink() or target.exists():
             continue
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(f, target)
-        n += sampled
+        n += 1
     return n

@@ -127,7 +127,7 @@ def build_setting(s: Setting, a, sampler: Sampler, console, model_dir) -> dict |
     root = root_of(s, a)
     timing = None
     carried = Path(a.partial) / s.key if getattr(a, "partial", "") else None
-    if carried is not None and not ((exp / "manifest.json").exists() and (train is None or not need_train)):
+    if carried is not None and not ((exp / "manifest.json").exists() and not need_train):
         if n := partial.load(carried, root):  # an earlier session's shards (--save-partial), committed
             console.print(f"{s.key}: {n} sampled shards taken from {carried}")
     if not exported(exp, s.key, console):
