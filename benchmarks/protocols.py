@@ -54,6 +54,10 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--estimators", default="", help="comma-separated (default: every registered one)")
     p.add_argument("--model", default=BASE["model"])
     p.add_argument("--engine", default="vllm", help="vllm | hf | scripted (tests: a source it answers)")
+    p.add_argument("--dtype", default="auto",
+                   help="compute dtype of every build: auto (bfloat16 on a GPU or an AVX-512 bf16 CPU, float32 "
+                        "otherwise), bfloat16 or float32. It is in the shards' fingerprints: pin it to resume "
+                        "another machine's partial shards")
     p.add_argument("--root", default="sveb_data/protocols")
     p.add_argument("--exports", default="results/protocols/exports")
     p.add_argument("--out", default="results/protocols")

@@ -61,6 +61,13 @@ def test_study_driver_end_to_end_on_the_scripted_engine(tmp_path):
     assert eng.calls == [] and (out / "scores.csv").read_text() == before
     driver.main(args + ["--from-exports"])
     assert (out / "scores.csv").read_text() == before
+    # one setting run (or its tables redone) alone: the study's tables keep every other setting's rows
+    md = (out / "protocols.md").read_text()
+    for extra in (["--settings", "number-G"], ["--settings", "number-cut", "--from-exports"]):
+        eng = ScriptedEngine()
+        driver.main(args + extra, engine=eng)
+        assert eng.calls == [] and (out / "scores.csv").read_text() == before, extra
+        assert (out / "protocols.md").read_text() == md, extra
 
 
 def test_each_setting_is_scored_before_the_next_is_sampled(tmp_path, monkeypatch):
@@ -251,3 +258,41 @@ def test_a_fresh_clone_does_not_score_a_finished_setting_again(tmp_path, monkeyp
     shutil.rmtree(tmp_path / "root")
     driver.main(args, engine=ScriptedEngine())
     assert scored == ["number-sveb"] and (out / "scores.csv").read_text() == before
+
+
+def test_dtype_pins_a_partial_sampled_on_another_cpu(tmp_path, monkeypatch):
+    """Shards carry the concrete dtype in their fingerprints: a setting cut off on an AVX2 machine (auto: float32)
+    resumes on an AVX-512 bf16 machine only with --dtype float32; under auto there it samples everything anew."""
+    import shutil
+
+    import pytest
+    from conftest import write_chain_source
+
+    import sveb.lm.device as device
+    src = write_chain_source(tmp_path / "dapo.jsonl")
+    driver = _driver()
+
+    def on(flags):
+        monkeypatch.setattr(device, "cpu_flags", lambda: frozenset(flags))
+
+    def args(name, *extra):
+        return _sveb_preset_args(src, tmp_path / name, "3", "grpo,mcs-1", "--no-step-pairs", *extra)
+
+    on({"avx2", "fma"})
+    whole = ScriptedEngine()
+    driver.main(args("whole"), engine=whole)
+    with pytest.raises(KeyboardInterrupt):
+        driver.main(args("cut"), engine=_StopsAfter(len(whole.calls) - 1))
+    driver.main(args("cut") + ["--save-partial"])
+    carried = tmp_path / "cut" / "out" / "partial"
+    keep = tmp_path / "kept-partial"
+    shutil.copytree(carried, keep)
+
+    on({"avx512f", "avx512_bf16"})
+    for extra, calls in (((), len(whole.calls)), (("--dtype", "float32"), 1)):
+        shutil.rmtree(tmp_path / "cut", ignore_errors=True)
+        shutil.copytree(keep, carried)
+        eng = ScriptedEngine()
+        driver.main(args("cut", *extra), engine=eng)
+        assert len(eng.calls) == calls, extra
+    assert store.read_manifest(tmp_path / "cut" / "exports" / "number-sveb")["dtype"] == "float32"

@@ -87,7 +87,8 @@ def configs(s: Setting, a) -> tuple[BuildConfig, BuildConfig | None]:
     base = dict(domain=s.domain, model=a.model, source=a.source.get(s.domain, "builtin"), problems=a.problems,
                 rollouts=a.rollouts, states_per_problem=a.states, step_pairs=a.step_pairs, mc=a.mc,
                 mc_extra=a.mc_extra, min_acc=a.min_acc, max_acc=a.max_acc, min_novel_numbers=a.min_novel_numbers,
-                seed=a.seed, engine=a.engine, sampling=SamplingConfig(max_tokens=a.max_tokens))
+                seed=a.seed, engine=a.engine, dtype=getattr(a, "dtype", "auto"),
+                sampling=SamplingConfig(max_tokens=a.max_tokens))
     test = BuildConfig(**{**base, **s.change})
     test = replace(test, oversample=max(1, a.candidates[s.domain] // test.problems))
     if s.key != f"{s.domain}-{s.group}":
@@ -209,9 +210,10 @@ def run(a, engine=None, model_dir=None) -> Path:
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     todo = settings(a)
+    study = settings(argparse.Namespace(**{**vars(a), "settings": []}))  # --settings picks what runs, not the tables
     path = out / "estimates.parquet"
     if a.from_exports:
-        write_tables(out, todo, Path(a.exports), names, read_estimates(path), console)
+        write_tables(out, study, Path(a.exports), names, read_estimates(path), console)
         return out
     if getattr(a, "save_partial", False):
         save_partial(a, todo, console)
@@ -244,5 +246,5 @@ def run(a, engine=None, model_dir=None) -> Path:
         if new:
             records = merge_estimates(records, new)
             write_estimates(path, records)
-        write_tables(out, todo, Path(a.exports), names, records, console)
+        write_tables(out, study, Path(a.exports), names, records, console)
     return out
