@@ -128,6 +128,7 @@ def build_setting(s: Setting, a, sampler: Sampler, console, model_dir) -> dict |
     root = root_of(s, a)
     timing = None
     carried = Path(a.partial) / s.key if getattr(a, "partial", "") else None
+    n = 0
     if carried is not None and not ((exp / "manifest.json").exists() and not need_train):
         if n := partial.load(carried, root):  # an earlier session's shards (--save-partial), committed
             console.print(f"{s.key}: {n} sampled shards taken from {carried}")
@@ -135,6 +136,8 @@ def build_setting(s: Setting, a, sampler: Sampler, console, model_dir) -> dict |
         if s.group == "sveb" and s.key != s.base:
             share(locate(configs(Setting(s.base, s.domain, "sveb", ""), a)[0], root), locate(test, root))
         bdir, timing = timed_build(sampler, test, root, console)
+        if timing and n:  # this run's seconds cover only what the carried shards left
+            timing["carried shards"] = n
         export_build(bdir, exp, model_dir)
     if need_train:
         export_train(sampler, train, root, texp, console, model_dir)
