@@ -32,6 +32,7 @@ import argparse
 from pathlib import Path
 
 from sveb.experiment.presets import BASE, PRESETS
+from sveb.experiment.partial import PartialError
 from sveb.experiment.protocols import CHOICES, run
 
 DOMAINS = ("number", "programming")
@@ -103,7 +104,10 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None, engine=None, model_dir=None) -> Path:
     """`engine`, `model_dir`: a passed-in engine (tests: the scripted one) and the weights to hash."""
-    return run(parse(argv), engine, model_dir)
+    try:
+        return run(parse(argv), engine, model_dir)
+    except PartialError as e:
+        raise SystemExit(f"protocols: {e}") from None
 
 
 if __name__ == "__main__":

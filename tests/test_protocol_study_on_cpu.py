@@ -199,7 +199,7 @@ def test_a_setting_cut_off_resumes_in_a_fresh_clone_from_its_saved_shards(tmp_pa
     carried = tmp_path / "cut" / "out" / "partial" / "number-sveb"
     saved = sorted(carried.rglob("part-*.parquet"))
     assert saved and not list(carried.rglob("hidden")) and not list(carried.rglob(".tmp-*"))
-    assert {p.name for p in carried.rglob("*") if p.is_file()} == {p.name for p in saved}  # shards only
+    assert {p.name for p in carried.rglob("*") if p.is_file()} == {p.name for p in saved} | {"saved.json"}
     import shutil
     shutil.rmtree(tmp_path / "cut" / "root")  # a fresh clone: no sveb_data
     rest = ScriptedEngine()
@@ -265,7 +265,8 @@ def test_a_fresh_clone_does_not_score_a_finished_setting_again(tmp_path, monkeyp
 
 def test_dtype_pins_a_partial_sampled_on_another_cpu(tmp_path, monkeypatch):
     """Shards carry the concrete dtype in their fingerprints: a setting cut off on an AVX2 machine (auto: float32)
-    resumes on an AVX-512 bf16 machine only with --dtype float32; under auto there it samples everything anew."""
+    resumes on an AVX-512 bf16 machine only with --dtype float32. Under auto the run stops with a one-line error
+    (saved.json names the dtype) before sampling; without that record it would sample everything anew."""
     import shutil
 
     import pytest
@@ -291,10 +292,21 @@ def test_dtype_pins_a_partial_sampled_on_another_cpu(tmp_path, monkeypatch):
     keep = tmp_path / "kept-partial"
     shutil.copytree(carried, keep)
 
+    import json
+    assert json.loads((keep / "number-sveb" / "saved.json").read_text())["dtype"] == "float32"
     on({"avx512f", "avx512_bf16"})
+    shutil.rmtree(tmp_path / "cut" / "root")
+    eng = ScriptedEngine()
+    with pytest.raises(SystemExit, match="sampled in float32; this run samples in bfloat16.*--dtype float32"):
+        driver.main(args("cut"), engine=eng)  # under auto it would sample everything anew and drop the shards
+    assert eng.calls == [] and sorted(carried.rglob("part-*")) != []
+    assert not list((tmp_path / "cut" / "root").rglob("part-*"))  # nothing sampled, nothing carried in
+    (carried / "number-sveb" / "saved.json").unlink()  # no record: the fingerprints alone decide
     for extra, calls in (((), len(whole.calls)), (("--dtype", "float32"), 1)):
         shutil.rmtree(tmp_path / "cut", ignore_errors=True)
         shutil.copytree(keep, carried)
+        if not extra:
+            (carried / "number-sveb" / "saved.json").unlink()
         eng = ScriptedEngine()
         driver.main(args("cut", *extra), engine=eng)
         assert len(eng.calls) == calls, extra

@@ -9,10 +9,16 @@ carried file is never read as anything but a shard, whose fingerprint decides wh
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
 SAMPLED = ("candidates", "problems", "screens", "rollouts", "states", "references")
+SAVED = "saved.json"  # what the shards were sampled under (dtype, CPU flags): read to warn, never to decide
+
+
+class PartialError(Exception):
+    """Carried shards a run would not use: stop before hours of sampling start over beside them."""
 
 
 def _files(bdir: Path) -> list[Path]:
@@ -23,9 +29,10 @@ def _files(bdir: Path) -> list[Path]:
     return out
 
 
-def save(bdirs: list[Path], root: Path, dest: Path) -> int:
+def save(bdirs: list[Path], root: Path, dest: Path, saved: dict | None = None) -> int:
     """Copy each build's sampled files to DEST at their path under ROOT (DEST is replaced whole, so shards the
-    builds have since deleted do not linger); the number of shards copied."""
+    builds have since deleted do not linger), with SAVED (what they were sampled under) as saved.json; the number
+    of shards copied."""
     root = Path(root).resolve()
     tmp = dest.with_name(f".{dest.name}.tmp")
     shutil.rmtree(tmp, ignore_errors=True)
@@ -39,9 +46,22 @@ def save(bdirs: list[Path], root: Path, dest: Path) -> int:
     if n == 0:
         shutil.rmtree(tmp, ignore_errors=True)
         return 0
+    (tmp / SAVED).write_text(json.dumps({**(saved or {}), "shards": n}, indent=1))
     shutil.rmtree(dest, ignore_errors=True)
     tmp.rename(dest)
     return n
+
+
+def check_dtype(src: Path, dtype: str) -> None:
+    """Raise if SRC's shards were sampled under another dtype than this run's: their fingerprints could not match,
+    so the run would sample the setting from scratch and then delete them."""
+    try:
+        had = json.loads((Path(src) / SAVED).read_text()).get("dtype")
+    except (OSError, ValueError, AttributeError):
+        return  # no record (or an unreadable one): the fingerprints still decide, shard by shard
+    if had and had != dtype:
+        raise PartialError(f"{src}: its shards were sampled in {had}; this run samples in {dtype} and would use none "
+                           f"of them: pass --dtype {had} (or delete {src} to start over)")
 
 
 def load(src: Path, root: Path) -> int:

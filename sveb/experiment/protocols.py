@@ -24,7 +24,9 @@ from sveb.core.config import BuildConfig, SamplingConfig
 from sveb.experiment.runner import Sampler
 from sveb.experiment import partial
 from sveb.experiment.table4 import eval_domain, export_train, exported, restore, timed_build
+from sveb.lm.device import describe as cpu
 from sveb.sample import paper
+from sveb.sample.jobs import dtype_of
 from sveb.sample.rules import locate
 from sveb.store.export import export_build
 
@@ -130,6 +132,7 @@ def build_setting(s: Setting, a, sampler: Sampler, console, model_dir) -> dict |
     carried = Path(a.partial) / s.key if getattr(a, "partial", "") else None
     n = 0
     if carried is not None and not ((exp / "manifest.json").exists() and not need_train):
+        partial.check_dtype(carried, dtype_of(test))
         if n := partial.load(carried, root):  # an earlier session's shards (--save-partial), committed
             console.print(f"{s.key}: {n} sampled shards taken from {carried}")
     if not exported(exp, s.key, console):
@@ -158,7 +161,8 @@ def save_partial(a, todo: list[Setting], console) -> None:
             continue
         root = root_of(s, a)
         bdirs = [b for b in (locate(test, root), train and locate(train, root)) if b and b.exists()]
-        n = partial.save(bdirs, root, Path(a.partial) / s.key) if bdirs else 0
+        saved = {"dtype": dtype_of(test), "cpu_flags": cpu()}
+        n = partial.save(bdirs, root, Path(a.partial) / s.key, saved) if bdirs else 0
         console.print(f"{s.key}: {n} sampled shards saved to {Path(a.partial) / s.key}" if n else
                       f"{s.key}: nothing sampled yet under {root}")
 
