@@ -9,7 +9,8 @@ sampled again, and scores already computed are kept (sveb.evaluate caches them).
 estimator x protocol: MAE [CI], Δ sq err vs grpo [CI], p,
 Holm p, verdict, SVEB's verdict, flips_vs_sveb, and the paired change against SVEB's preset), protocols.md,
 estimates.parquet (every cell's per-state estimates) and timing.json (each build's stage seconds; with
-"carried shards" where the run resumed from --save-partial shards: the seconds are then the rest's alone).
+"shards found" where the run found some already sampled (carried in, shared, an earlier run's): the
+seconds are then the rest's alone).
 
     python benchmarks/protocols.py                         # the whole study (make protocols); rerun to resume
     python benchmarks/protocols.py --settings number-cut   # one setting (and SVEB's preset it is compared with)

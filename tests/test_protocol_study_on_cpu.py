@@ -207,7 +207,7 @@ def test_a_setting_cut_off_resumes_in_a_fresh_clone_from_its_saved_shards(tmp_pa
     assert len(rest.calls) == 1 and rest.calls[0] == whole.calls[-1]  # only what was not saved
     import json
     spent = json.loads((tmp_path / "cut" / "out" / "timing.json").read_text())["number-sveb"]
-    assert spent["carried shards"] == len(saved)  # its seconds are the rest's alone, and it says so
+    assert spent["shards found"] == len(saved)  # its seconds are the rest's alone, and it says so
     for t in ("problems", "rollouts", "states", "references"):
         assert _rows(tmp_path / "cut" / "exports" / "number-sveb", t, getattr(schema, t.upper())) == \
             _rows(tmp_path / "whole" / "exports" / "number-sveb", t, getattr(schema, t.upper())), t

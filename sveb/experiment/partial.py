@@ -21,7 +21,7 @@ class PartialError(Exception):
     """Carried shards a run would not use: stop before hours of sampling start over beside them."""
 
 
-def _files(bdir: Path) -> list[Path]:
+def shards(bdir: Path) -> list[Path]:
     """A build's sampled shards (written whole by the store: a half-written one is a .tmp- file)."""
     out = []
     for table in SAMPLED:
@@ -38,7 +38,7 @@ def save(bdirs: list[Path], root: Path, dest: Path, saved: dict | None = None) -
     shutil.rmtree(tmp, ignore_errors=True)
     n = 0
     for bdir in bdirs:
-        for f in _files(Path(bdir)):
+        for f in shards(Path(bdir)):
             target = tmp / f.resolve().relative_to(root)
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(f, target)

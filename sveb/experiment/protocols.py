@@ -130,7 +130,6 @@ def build_setting(s: Setting, a, sampler: Sampler, console, model_dir) -> dict |
     root = root_of(s, a)
     timing = None
     carried = Path(a.partial) / s.key if getattr(a, "partial", "") else None
-    n = 0
     if carried is not None and not ((exp / "manifest.json").exists() and not need_train):
         partial.check_dtype(carried, dtype_of(test))
         if n := partial.load(carried, root):  # an earlier session's shards (--save-partial), committed
@@ -138,9 +137,10 @@ def build_setting(s: Setting, a, sampler: Sampler, console, model_dir) -> dict |
     if not exported(exp, s.key, console):
         if s.group == "sveb" and s.key != s.base:
             share(locate(configs(Setting(s.base, s.domain, "sveb", ""), a)[0], root), locate(test, root))
+        found = len(partial.shards(locate(test, root)))  # carried in, shared, or left by an earlier run here
         bdir, timing = timed_build(sampler, test, root, console)
-        if timing and n:  # this run's seconds cover only what the carried shards left
-            timing["carried shards"] = n
+        if timing and found:  # this run's seconds cover only what those shards left
+            timing["shards found"] = found
         export_build(bdir, exp, model_dir)
     if need_train:
         export_train(sampler, train, root, texp, console, model_dir)
