@@ -70,10 +70,11 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)
     r = shift(screens_of(args.a), screens_of(args.b), args.permutations, args.seed)
-    print(f"{r['problems']} shared problems ({r['other_prompt']} left out: other prompts); screening samples "
-          f"{r['samples_a']} in A, {r['samples_b']} in B")
-    print(f"pass rate A {r['pass_a']:.4f}, B {r['pass_b']:.4f}; B - A {r['diff']:+.4f} "
-          f"[{r['ci_low']:+.4f}, {r['ci_high']:+.4f}] (95% t over problems); permutation p {r['p_perm']:.4f}")
+    print(f"{r['problems']} shared problems ({r['other_prompt']} left out: other prompts)")
+    print(f"screening samples: {r['samples_a']} in A, {r['samples_b']} in B")
+    print(f"pass rate: A {r['pass_a']:.4f}, B {r['pass_b']:.4f}")
+    print(f"B - A {r['diff']:+.4f} [{r['ci_low']:+.4f}, {r['ci_high']:+.4f}] (95% t over problems); "
+          f"permutation p {r['p_perm']:.4f}")
     return r
 
 
