@@ -136,3 +136,32 @@ def test_a_rerun_of_a_complete_build_keeps_its_build_time(tmp_path, small_cfg):
     again = ScriptedEngine()
     assert build(small_cfg, tmp_path, engine=again) == bdir and not again.calls
     assert store.read_manifest(bdir)["seconds"] == 1234.5
+
+
+def test_reference_progress_lines_follow_the_work(tmp_path, small_cfg):
+    """Each 'references: shard k/n done' line comes after that shard's continuations were sampled, not when the
+    shard was queued (all shards are queued before the first one runs)."""
+    import io
+
+    from rich.console import Console
+
+    events = []
+
+    class Log(io.StringIO):
+        def write(self, s):
+            events.extend(("line", x) for x in s.splitlines() if x.startswith("references"))
+            return len(s)
+
+    class Recording(ScriptedEngine):
+        def generate(self, reqs, sampling, desc=None, **kw):
+            if desc == "references":
+                events.append(("generate", len(reqs)))
+            return super().generate(reqs, sampling, desc=desc, **kw)
+
+    cfg = replace(small_cfg, states_per_problem=6)  # 24 states: two reference shards
+    build(cfg, tmp_path, engine=Recording(), console=Console(file=Log(), width=200))
+    gens = [i for i, e in enumerate(events) if e[0] == "generate"]
+    done = [i for i, e in enumerate(events) if e[0] == "line" and " done " in e[1]]
+    assert len(gens) == 2 and len(done) == 2
+    assert gens[0] < done[0] < gens[1] < done[1]
+    assert "shard 1/2 done" in events[done[0]][1] and "shard 2/2 done" in events[done[1]][1]

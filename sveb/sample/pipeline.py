@@ -288,7 +288,6 @@ def _stage_references(cfg, bdir, fp, kept, states, runner, console, lazy: LazyEn
         sfp = fingerprint(fp, [s["state_id"] for s in shard])
         if store.shard_done(path, sfp):
             continue
-        console.print(f"references: shard {k + 1}/{len(shards)} ({len(shard)} states x {n} continuations)")
         rollouts = rollouts or load_rollouts(bdir, set(problems))
         inputs = []
         for s in shard:
@@ -299,9 +298,12 @@ def _stage_references(cfg, bdir, fp, kept, states, runner, console, lazy: LazyEn
             else:
                 inputs.append((r["prompt_token_ids"], r["response_token_ids"][: s["t"]]))
         mine = {s["problem_id"]: problems[s["problem_id"]] for s in shard}
-        handles.append(runner.submit(jobs.reference_shard, cfg, path, shard, inputs, mine, sfp))
-    for h in handles:
+        handles.append((k, len(shard), runner.submit(jobs.reference_shard, cfg, path, shard, inputs, mine, sfp)))
+    if handles:  # a shard's line when it lands: the jobs are queued at once and run later
+        console.print(f"references: {len(handles)} of {len(shards)} shards to sample ({n} continuations a state)")
+    for k, size, h in handles:
         runner.result(h)
+        console.print(f"references: shard {k + 1}/{len(shards)} done ({size} states x {n} continuations)")
     # drop shards a different state selection left behind
     for path in sorted((bdir / "references").glob("part-*.parquet"))[len(shards):]:
         path.unlink()
