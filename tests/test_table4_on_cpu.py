@@ -229,6 +229,22 @@ def test_a_cached_hidden_pass_keeps_the_time_its_computing_run_recorded():
     assert table4.hidden_pass(_Pass(cached={"a"}), data) >= 0.0  # part of it computed now: timed
 
 
+def test_the_shared_hidden_pass_shows_a_bar_over_its_problems(monkeypatch):
+    """The pass runs for minutes on a large build before any estimator prints: it must show its progress."""
+    import rich.progress
+    from types import SimpleNamespace
+    seen = []
+
+    def track(seq, description="", **kw):
+        seen.append((description, list(seq), kw.get("console")))
+        yield from seen[-1][1]
+    monkeypatch.setattr(rich.progress, "track", track)
+    data = SimpleNamespace(problems={"b": 0, "a": 0}, rollouts={"a": [], "b": []})
+    console = object()
+    table4.hidden_pass(_Pass(cached=set()), data, console)
+    assert seen == [("hidden states (shared pass)", ["a", "b"], console)]
+
+
 def test_a_cached_pass_unrecorded_is_estimated_from_its_files_write_times(tmp_path):
     import os
     for i, t in enumerate([100.0, 110.0, 130.0]):  # three problems; the span 30 s covers two of them

@@ -116,7 +116,7 @@ def eval_domain(domain: str, a, names: list[str], console, name: str | None = No
     if any(entry(n).needs_hidden or entry(n).needs_training for n in names):
         check_weights(bdir, data.manifest)
         hs = HiddenStates(bdir, data.manifest["model"])
-        seconds = hidden_pass(hs, data)
+        seconds = hidden_pass(hs, data, console)
         if seconds is not None:
             timing["hidden pass"] = seconds
         elif (est := cached_pass_seconds(hs.dir)) is not None:
@@ -148,11 +148,15 @@ def eval_seconds(bdir: Path, row: dict, wall: float) -> float:
     return float(est) + float(prep) if est is not None and np.isfinite(est) else wall
 
 
-def hidden_pass(hs, data) -> float | None:
+def hidden_pass(hs, data, console=None) -> float | None:
     """Seconds of the shared hidden-state pass every hidden-state consumer reads, or None when this run found
-    all of it cached (HiddenStates.ensure returns None for a cached group)."""
+    all of it cached (HiddenStates.ensure returns None for a cached group). A bar per problem: on a large build
+    (200 problems x 32 rollouts) the pass runs for minutes before the first estimator prints."""
+    from rich.progress import track
     t0 = time.perf_counter()
-    computed = [hs.ensure(pid, data.rollouts[pid]) is not None for pid in sorted(data.problems)]
+    pids = sorted(data.problems)
+    computed = [hs.ensure(pid, data.rollouts[pid]) is not None
+                for pid in track(pids, description="hidden states (shared pass)", console=console, transient=True)]
     return time.perf_counter() - t0 if any(computed) else None
 
 
