@@ -240,9 +240,12 @@ def test_the_shared_hidden_pass_shows_a_bar_over_its_problems(monkeypatch):
         yield from seen[-1][1]
     monkeypatch.setattr(rich.progress, "track", track)
     data = SimpleNamespace(problems={"b": 0, "a": 0}, rollouts={"a": [], "b": []})
-    console = object()
+    import io
+    from rich.console import Console
+    console = Console(file=io.StringIO(), width=120)  # not a terminal, as a nohup log: the line stands in for the bar
     table4.hidden_pass(_Pass(cached=set()), data, console)
     assert seen == [("hidden states (shared pass)", ["a", "b"], console)]
+    assert "hidden states: shared pass over 2 problems" in console.file.getvalue()
 
 
 def test_a_cached_pass_unrecorded_is_estimated_from_its_files_write_times(tmp_path):
