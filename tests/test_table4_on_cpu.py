@@ -231,7 +231,9 @@ def test_a_cached_hidden_pass_keeps_the_time_its_computing_run_recorded():
 
 def test_the_shared_hidden_pass_shows_a_bar_over_its_problems(monkeypatch):
     """The pass runs for minutes on a large build before any estimator prints: it must show its progress."""
+    import io
     import rich.progress
+    from rich.console import Console
     from types import SimpleNamespace
     seen = []
 
@@ -240,8 +242,6 @@ def test_the_shared_hidden_pass_shows_a_bar_over_its_problems(monkeypatch):
         yield from seen[-1][1]
     monkeypatch.setattr(rich.progress, "track", track)
     data = SimpleNamespace(problems={"b": 0, "a": 0}, rollouts={"a": [], "b": []})
-    import io
-    from rich.console import Console
     console = Console(file=io.StringIO(), width=120)  # not a terminal, as a nohup log: the line stands in for the bar
     table4.hidden_pass(_Pass(cached=set()), data, console)
     assert seen == [("hidden states (shared pass)", ["a", "b"], console)]

@@ -156,7 +156,7 @@ def hidden_pass(hs, data, console=None) -> float | None:
     t0 = time.perf_counter()
     pids = sorted(data.problems)
     if console is not None:  # a log file gets no live bar: this line says what the silence is
-        console.print(f"hidden states: shared pass over {len(pids)} problems (cached groups are read, not run)")
+        console.print(f"hidden states: shared pass over {len(pids)} problems (cached ones are read)")
     computed = [hs.ensure(pid, data.rollouts[pid]) is not None
                 for pid in track(pids, description="hidden states (shared pass)", console=console, transient=True)]
     return time.perf_counter() - t0 if any(computed) else None
