@@ -151,7 +151,14 @@ def pick_dtype(requested: str = "auto", gpu: bool | None = None, flags: frozense
     if requested != "auto":
         return requested
     gpu = torch_device() == "cuda" if gpu is None else gpu
-    return "bfloat16" if gpu or native_bf16(flags) else "float32"
+    if gpu:
+        return "bfloat16"
+    forced = os.environ.get("SVEB_CPU_DTYPE", "")
+    if forced:  # what `auto` means on this CPU, forced: lets one machine run the other kind's suite (.ci/run)
+        if forced not in ("float32", "bfloat16"):
+            raise UsageError(f"SVEB_CPU_DTYPE={forced}: expected float32 or bfloat16")
+        return forced
+    return "bfloat16" if native_bf16(flags) else "float32"
 
 
 def gpu_share() -> float:
