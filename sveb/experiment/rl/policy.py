@@ -1,0 +1,37 @@
+"""The policy a real run trains and samples: the hf engine's own model (fp32 weights; bf16 autocast where the
+compute dtype is bf16), so an update is what the next step samples from, with nothing reloaded; and the number
+domain's problems: a train pool from the train split, the held-out set from the test split (both seed 0, so every
+baseline and seed of a study sees the same data)."""
+
+from __future__ import annotations
+
+from sveb.core.config import SamplingConfig
+from sveb.engines import Request
+
+
+class AutocastEngine:
+    """An engine whose generate runs under bf16 autocast (the weights stay fp32 for the optimizer)."""
+
+    def __init__(self, engine):
+        self.engine, self.tokenizer = engine, engine.tokenizer
+
+    def generate(self, requests: list[Request], params: SamplingConfig, desc: str = ""):
+        import torch
+        with torch.autocast("cpu" if self.engine.device == "cpu" else "cuda", dtype=torch.bfloat16):
+            return self.engine.generate(requests, params, desc)
+
+
+def hf_policy(model: str, dtype: str, batch_size: int = 64):
+    """(engine, model): the hf engine on the resolved model in fp32, the model being the engine's own object."""
+    from sveb.core.models import resolve
+    from sveb.engines.hf import HFEngine
+    eng = HFEngine(resolve(model), batch_size=batch_size, dtype="float32")
+    return (AutocastEngine(eng) if dtype == "bfloat16" else eng), eng.model
+
+
+def number_pools(train_size: int, eval_size: int, domain: str = "number") -> tuple[list[dict], list[dict]]:
+    """(train pool, held-out set): builtin problems of the train and test splits, seed 0."""
+    from sveb.data_builders.load import load_problems
+    train, _ = load_problems(domain, "builtin", train_size, 0, "train")
+    held, _ = load_problems(domain, "builtin", eval_size, 0, "test")
+    return train, held
