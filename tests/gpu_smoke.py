@@ -7,6 +7,7 @@ seconds, peak GPU memory and peak host RSS. Exit status 1 if any output is not f
     python tests/gpu_smoke.py                                   # a CUDA machine: 3B shape, bf16
     python tests/gpu_smoke.py --device cpu --shape tiny --rollouts 4 --tokens 96   # what the test runs
     python tests/gpu_smoke.py --vllm /path/to/small-model       # + two vLLM runs compared (GPU with vLLM)
+    python tests/gpu_smoke.py --sizes 40,160,640 --json out.json  # growth with the rollouts (tests/gpu_scale.py)
 """
 
 from __future__ import annotations
@@ -179,8 +180,24 @@ def main(argv=None) -> int:
     ap.add_argument("--vllm", default="", help="a small real model: also compare two vLLM runs")
     ap.add_argument("--workdir", default=None, help="where the model and the build go (default: $TMPDIR)")
     ap.add_argument("--json", type=Path, help="write the rows here")
+    ap.add_argument("--sizes", default="", help="rollouts per size, e.g. 40,160,640: the scaling sweep "
+                    "(tests/gpu_scale.py), one JSON")
+    ap.add_argument("--group", type=int, default=0, help="sweep: rollouts per problem group (0: one group a size)")
+    ap.add_argument("--budget-s", type=float, default=450.0, help="sweep: stop before a size that would pass it")
+    ap.add_argument("--peak-flops", type=float, default=790e12, help="sweep: the device's peak (H200 bf16 matmul)")
+    ap.add_argument("--cache-scale", type=float, default=1.0, help="sweep: scales the in-memory feature budgets "
+                    "(a tiny shape's features fit any budget; scaled, they cross it as the 3B shape's do)")
+    ap.add_argument("--repeats", type=int, default=1, help="sweep: runs per size; the fastest counts")
+    ap.add_argument("--threads", type=int, default=1, help="sweep on a CPU: torch threads")
     args = ap.parse_args(argv)
     args.dtype = args.dtype or ("bfloat16" if args.device == "cuda" else "float32")
+    if args.sizes:
+        from gpu_scale import sweep
+        out = sweep(args)
+        if args.json:
+            args.json.write_text(json.dumps(out, indent=1) + "\n")
+        print(json.dumps(out["growth"]))
+        return 0 if out["finite"] else 1
     results = run(args)
     if args.json:
         args.json.write_text(json.dumps(results, indent=1) + "\n")

@@ -1,0 +1,230 @@
+"""The scaling sweep of `tests/gpu_smoke.py --sizes 40,160,640` (issue 60): SVEB's four GPU steps (the hidden-state
+pass, a critic fit, its checkpoint reuse, pacs's fit and prefix scores) at each number of rollouts, with seconds
+per token, the time split (disk reads and writes and host-device copies from sveb.lm.timers; the rest is compute
+and Python), the peak host RSS sampled during the step, tokens/s and the fraction of peak FLOP/s of the hidden
+pass, and each step's time per token relative to the first size. Before a size starts, its time is predicted
+from the previous size's rates; if the sweep would pass --budget-s it stops there and records why.
+tests/test_scaling_on_cpu.py runs the same steps (`run_size`) at a tiny shape."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+
+STEPS = ("hidden", "critic_fit", "critic_reuse", "pacs")
+SAFETY = 1.3  # the predicted time of the next size is padded by this much
+
+
+class Meter:
+    """Wall time, the I/O counters' gain and the peak RSS (sampled every 20 ms) of one step."""
+
+    def __init__(self, device: str):
+        self.device = device
+
+    def __enter__(self):
+        import torch
+        from sveb.lm import timers
+        if self.device == "cuda":
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+        self.before, self.peak, self.stop = timers.snapshot(), rss(), threading.Event()
+        self.thread = threading.Thread(target=self._sample, daemon=True)
+        self.thread.start()
+        self.t0 = time.perf_counter()
+        return self
+
+    def _sample(self):
+        while not self.stop.wait(0.02):
+            self.peak = max(self.peak, rss())
+
+    def __exit__(self, *exc):
+        import torch
+        from sveb.lm import timers
+        if self.device == "cuda":
+            torch.cuda.synchronize()
+        self.seconds = time.perf_counter() - self.t0
+        self.stop.set()
+        self.thread.join()
+        self.split = timers.since(self.before)
+        self.row = {"seconds": round(self.seconds, 3), "io_seconds": self.split["seconds"], "io_bytes": self.split["bytes"],
+                    "peak_host_rss_gib": round(max(self.peak, rss()) / 2**30, 3)}
+        if self.device == "cuda":
+            self.row["peak_gpu_gib"] = round(torch.cuda.max_memory_allocated() / 2**30, 2)
+        return False
+
+
+def rss() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def flops_per_token(shape: dict, context: float) -> float:
+    """A forward pass's FLOPs per token: 2 x the non-embedding weights (the LM head is not run) plus attention's
+    two products over `context` earlier positions on average (4 x layers x d x context)."""
+    d, f, n = shape["hidden_size"], shape["intermediate_size"], shape["num_hidden_layers"]
+    kv = d // shape["num_attention_heads"] * shape["num_key_value_heads"]
+    per_layer = 2 * d * d + 2 * d * kv + 3 * d * f
+    return 2.0 * n * per_layer + 4.0 * n * d * context
+
+
+def groups(n: int, group: int, tokens: int, vocab: int, seed: int = 0) -> dict[str, list[dict]]:
+    from gpu_smoke import make_rollouts
+    size = group or n
+    return {f"p{g}": make_rollouts(min(size, n - g * size), tokens, vocab, seed + g)
+            for g in range(-(-n // size))}
+
+
+def run_size(path: str, shape: dict, rows: dict[str, list[dict]], bdir: Path, device: str, dtype: str,
+             batch: int = 4, cache_scale: float = 1.0, only=STEPS) -> dict:
+    """Every step of `only` on these groups; {step: row}. The builds' files go under bdir."""
+    from sveb.estimators.pacs import PacsConfig, PacsScorer, make_pseq
+    from sveb.lm import critic as critic_mod
+    from sveb.lm.critic import Critic, CriticConfig, make_seq
+    from sveb.lm.device import empty_cache
+    from sveb.lm.hidden import HiddenStates, SharedFeatures
+    tokens = sum(len(r["prompt_token_ids"]) + len(r["response_token_ids"]) for g in rows.values() for r in g)
+    out, bfp = {}, "scale"
+    budget = int(critic_mod.CACHE_BYTES * cache_scale)
+    if "hidden" in only:
+        with Meter(device) as m:
+            hs = HiddenStates(bdir, path, layer=-1, dtype=dtype)
+            for pid, g in rows.items():
+                hs.ensure(pid, g)
+            hs.release()
+        out["hidden"] = m.row
+    seqs = [make_seq((bfp, pid, r["rollout_idx"]), r["prompt_token_ids"], r["response_token_ids"], r["reward"])
+            for pid, g in rows.items() for r in g]
+
+    def shared():
+        import inspect
+        from sveb.lm import hidden
+        kw = ({"group_cache_bytes": int(hidden.GROUP_CACHE_BYTES * cache_scale)}
+              if "group_cache_bytes" in inspect.signature(SharedFeatures).parameters else {})
+        fn = SharedFeatures(path, -3, **kw)
+        fn.dtype = dtype
+        fn.add(bfp, bdir, rows)
+        return fn
+    for name in ("critic_fit", "critic_reuse"):
+        if name not in only:
+            continue
+        with Meter(device) as m:
+            critic = Critic(CriticConfig(model=path, epochs=1, batch=batch), path, device=device, dtype=dtype,
+                            cache_bytes=budget)
+            critic.use_features(shared())
+            trained = []
+            critic.fit(seqs, bdir / "critics", "scale", on_epoch=lambda e, loss: trained.append(loss))
+            vals = critic.values(seqs)
+            del critic
+            empty_cache()
+        out[name] = {**m.row, "epochs_trained": len(trained), "finite": _finite(vals.values()) and _finite(trained)}
+    if "pacs" in only:
+        with Meter(device) as m:
+            scorer = PacsScorer(PacsConfig(model=path, epochs=1), path, device=device, dtype=dtype, cache_bytes=budget)
+            scorer.use_features(shared())
+            pseqs = [make_pseq(s.key, s.key[1], s.ids[:s.prompt_len], r["response_token_ids"], r["reward"])
+                     for s, r in zip(seqs, (r for g in rows.values() for r in g))]
+            scorer.fit(pseqs, bdir / "critics", "scale-pacs")
+            scores = scorer.prefix_scores(pseqs)
+            del scorer
+            empty_cache()
+        out["pacs"] = {**m.row, "finite": _finite(scores.values())}
+    for row in out.values():
+        row["tokens"] = tokens
+        row["us_per_token"] = round(row["seconds"] / tokens * 1e6, 3)
+    return out
+
+
+def _finite(arrays) -> bool:
+    return all(bool(np.all(np.isfinite(np.asarray(a)))) for a in arrays)
+
+
+def growth(per_size: list[dict]) -> dict[str, float]:
+    """Each step's time per token at the largest size it ran over that at the smallest."""
+    out = {}
+    for step in STEPS:
+        rates = [s["steps"][step]["us_per_token"] for s in per_size if step in s.get("steps", {})]
+        if len(rates) >= 2:
+            out[step] = round(rates[-1] / rates[0], 3)
+    return out
+
+
+def hidden_finite(bdir: Path) -> bool:
+    """Every stored state finite, read one rollout at a time (a 640-rollout group never sits in memory)."""
+    from sveb.lm.hidden import from_store
+    for path in Path(bdir).rglob("*.npz"):
+        with np.load(path) as z:
+            if not all(np.isfinite(from_store(z[k])).all() for k in z.files):
+                return False
+    return True
+
+
+def sweep(args) -> dict:
+    os.environ["SVEB_DEVICE"] = args.device
+    import torch
+    from gpu_smoke import SHAPES, make_model
+    from sveb.lm.device import device
+    dev = device()
+    if dev.torch != args.device:
+        raise SystemExit(f"asked for {args.device}, sveb.lm.device decided {dev.torch}")
+    sizes = [int(x) for x in args.sizes.split(",")]
+    shape = SHAPES[args.shape]
+    meta = {"device": dev.describe(), "torch": torch.__version__, "cuda": torch.version.cuda,
+            "gpu": torch.cuda.get_device_name(0) if args.device == "cuda" else None, "cpu_flags": cpu_flags(),
+            "shape": args.shape, "dtype": args.dtype, "tokens_per_rollout": args.tokens, "group": args.group,
+            "sizes": sizes, "budget_s": args.budget_s, "peak_flops": args.peak_flops,
+            "cache_scale": args.cache_scale}
+    if args.device == "cpu":
+        torch.set_num_threads(args.threads)  # OpenMP threads on a shared CPU spin: 1 thread ran a step 19x faster
+    out = {"meta": meta, "sizes": [], "stopped": None, "finite": True}
+    t_start = time.perf_counter()
+    with tempfile.TemporaryDirectory(dir=args.workdir) as tmp:
+        tmp = Path(tmp)
+        t0 = time.perf_counter()
+        path = make_model(args.shape, args.dtype, tmp / "model", args.device)
+        meta["model_seconds"] = round(time.perf_counter() - t0, 2)
+        prev = None
+        for n in sizes:
+            rows = groups(n, args.group, args.tokens, shape["vocab_size"])
+            tokens = sum(len(r["prompt_token_ids"]) + len(r["response_token_ids"]) for g in rows.values() for r in g)
+            if prev is not None:
+                need = SAFETY * args.repeats * sum(prev[s]["us_per_token"] for s in prev) * tokens / 1e6
+                left = args.budget_s - (time.perf_counter() - t_start)
+                if need > left:
+                    out["stopped"] = {"size": n, "predicted_s": round(need, 1), "left_s": round(left, 1),
+                                      "why": "the predicted time of this size passes --budget-s"}
+                    print(f"stopping before {n} rollouts: predicted {need:.0f} s, {left:.0f} s left", flush=True)
+                    break
+            best = None
+            for _ in range(args.repeats):
+                bdir = tmp / f"build-{n}"
+                steps = run_size(path, shape, rows, bdir, args.device, args.dtype, args.batch, args.cache_scale)
+                finite = hidden_finite(bdir) and all(r.get("finite", True) for r in steps.values())
+                shutil.rmtree(bdir)
+                out["finite"] &= finite
+                best = steps if best is None else {k: min(best[k], steps[k], key=lambda r: r["seconds"]) for k in steps}
+            h = best["hidden"]
+            ctx = float(np.mean([len(r["prompt_token_ids"]) + len(r["response_token_ids"])
+                                 for g in rows.values() for r in g])) / 2
+            h["tokens_per_s"] = round(tokens / h["seconds"], 1)
+            h["fraction_of_peak"] = round(tokens * flops_per_token(shape, ctx) / h["seconds"] / args.peak_flops, 4)
+            out["sizes"].append({"rollouts": n, "tokens": tokens, "steps": best, "finite": finite})
+            print(f"{n} rollouts: " + ", ".join(f"{k} {v['seconds']:.2f} s" for k, v in best.items()), flush=True)
+            prev = best
+    meta["threads"] = torch.get_num_threads()
+    out["growth"] = growth(out["sizes"])
+    out["total_seconds"] = round(time.perf_counter() - t_start, 1)
+    return out
+
+
+def cpu_flags() -> list[str]:
+    try:
+        flags = next(ln for ln in Path("/proc/cpuinfo").read_text().splitlines() if ln.startswith("flags")).split()
+    except (OSError, StopIteration):
+        return []
+    return sorted(f for f in flags if f in {"avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile"})
