@@ -17,7 +17,7 @@ import torch
 
 from sveb import estimators as reg
 from sveb.store.builds import load_build
-from sveb.estimators.base import Estimator
+from sveb.estimators.base import Estimator, view_for
 from sveb.evaluate.context import prepare
 from sveb.lm.hidden import hidden_provider
 from sveb.evaluate.protocols import PROTOCOLS, estimate_all
@@ -38,7 +38,7 @@ def data(tiny_llama_builds):
 
 def run(name: str, protocol: str, data, params=None):
     est = reg.make(name, params if params is not None else CHEAP.get(name, {}))
-    data = data.public()  # as evaluate() passes it: no reference values
+    data = view_for(est, data)  # as evaluate() hands it: no references, extra draws for a scale estimator alone
     prepare(est, data)  # as evaluate() does: the context built, the train build found
     return estimate_all(est, data, protocol, hidden_provider(est, data), own=protocol == "held-out")
 

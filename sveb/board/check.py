@@ -16,6 +16,7 @@ from sveb.board.pool import PROTOCOLS, clean as _clean
 from sveb.core.cost import cost_figures
 from sveb.core.errors import SvebError
 from sveb.estimators import BUILTIN, entry, make
+from sveb.estimators.base import view_for
 from sveb.evaluate.protocols import estimate_all
 from sveb.sample.paper import protocol_of
 
@@ -99,6 +100,7 @@ def score_rows(meta: dict, values: dict, data, checked: str = "self-declared") -
                               seconds=seconds if seconds is not None else float("nan"),
                               prepare_seconds=_reported(cost, "prepare_seconds"),
                               train_tokens=int(train) if train is not None else None),
+               "role": est.get("role"), "reads_references": bool(est.get("reads_references")),
                "provenance": prov.get("kind"), "provenance_check": checked, "distribution": prov.get("distribution"),
                "version": prov.get("version"), "target": est.get("target"), "sveb_version": meta.get("sveb_version"),
                "machine": json.dumps(meta.get("machine") or {}, sort_keys=True), "bundle": meta["key"]}
@@ -124,7 +126,7 @@ def provenance_check(meta: dict, values: dict, data) -> str:
         return "self-declared"
     try:
         mine = make(e.name, _params(e.name, json.dumps(est["params"])))
-        public = data.public()
+        public = view_for(mine, data)  # what `sveb eval` hands it: blind unless reference-scale
         for proto, (v, _) in values.items():
             got = estimate_all(mine, public, proto, progress=False)[0]
             if not np.allclose(got, v, rtol=0, atol=1e-9):

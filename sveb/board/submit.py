@@ -72,6 +72,7 @@ def submit(bdir: Path, name: str, params: dict[str, str], protocols: list[str], 
     meta = {
         "estimator": {"name": name, "target": e.target, "params": resolved, "params_fp": pfp, "role": e.role,
                       "needs_hidden": bool(est.needs_hidden), "needs_training": e.needs_training,
+                      "reads_references": bool(e.reads_references),  # handed the build's extra draws
                       "provenance": provenance(e)},
         "protocols": list(protocols),
         "build": ident,

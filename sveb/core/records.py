@@ -30,7 +30,7 @@ class State:
     rollout_idx: int
     t: int                                  # response tokens in the prefix
     prefix_text: str                        # decoded first t response tokens
-    extra_rewards: tuple[float, ...] = ()   # independent continuations (MCS@k baselines only)
+    extra_rewards: tuple[float, ...] = ()   # independent continuations: () unless the estimator reads references
 
 
 # hidden(rollout_idx) -> [T, d] float array of response-position hidden states
@@ -134,9 +134,10 @@ class BuildData:
     references: dict[str, dict] = field(default_factory=dict)  # the evaluator's alone: estimators get public()
     extras: dict[str, tuple[float, ...]] = field(default_factory=dict)  # independent draws (MCS@k baselines)
 
-    def public(self) -> "BuildData":
-        """What an estimator's prepare() receives: everything but the reference values."""
-        return replace(self, references={})
+    def public(self, extra_draws: bool = False) -> "BuildData":
+        """What an estimator receives: no reference draws or values, and the extra independent draws only with
+        `extra_draws` (a declared reference-scale estimator: sveb.estimators.base.view_for)."""
+        return replace(self, references={}, extras=dict(self.extras) if extra_draws else {})
 
 
 def group_for(data: BuildData, pid: str, hidden_fn: HiddenFn | None = None) -> ProblemGroup:

@@ -41,9 +41,12 @@ class Entry:
     needs_training: bool | None = None      # trains a model before estimating
     train_split: bool | None = None         # trains on a disjoint `--split train` build
     constructed: bool | None = None         # its V(s) is SVEB's construction from a paper that defines none
+    reads_references: bool | None = None    # handed the evaluated build's extra draws (reference scale only)
     origin: str = "sveb"                    # sveb | the plugin's distribution | "import path"
     variant: bool = False                   # SVEB's earlier reading of a paper's estimator, kept for comparison:
     #                                         not run by default, a Holm family of its own
+    family: str = ""                        # a Holm family of its own (external: another model; intrinsic: the
+    #                                         policy's own signals): not run by default, the main family stays as is
 
     def completed(self, caps: dict) -> "Entry":
         """This entry with every capability it leaves to its class filled in from `caps`."""
@@ -79,6 +82,8 @@ DECLARED: tuple[Entry, ...] = (
     Entry("grpo", "sveb.estimators.grpo:GroupMean"),
     *(Entry(f"mcs-{k}", "sveb.estimators.mcs:MonteCarlo", _MCS.format(k=k, s="s" * (k > 1)), preset={"k": k})
       for k in (1, 2, 3, 4)),
+    *(Entry(f"mcs-{form}-{k}", f"sveb.estimators.mcs_shrink:{cls}", preset={"k": k}, family="scale-variant")
+      for form, cls in (("eb", "MonteCarloShrunk"), ("cv", "MonteCarloCV")) for k in (1, 2, 3, 4)),
     Entry("numca", "sveb.estimators.numca:Numca"),
     Entry("numca-sveb", "sveb.estimators.numca_sveb:NumcaSVEB", variant=True),
     Entry("hista", "sveb.estimators.hista:Hista"),
@@ -107,7 +112,7 @@ DECLARED: tuple[Entry, ...] = (
 
 CAPABILITIES_FILE = Path(__file__).with_name("capabilities.json")  # written by sveb.estimators.capabilities
 DEFAULT_CAPS = {"description": "", "role": "estimator", "grid": {}, "needs_hidden": False, "needs_training": False,
-                "train_split": False, "constructed": False}  # a class not in the file yet (while it is written)
+                "train_split": False, "constructed": False, "reads_references": False}  # a class not in the file yet (while it is written)
 
 
 def _builtin() -> tuple[Entry, ...]:
@@ -148,7 +153,15 @@ def _with_class_info(e: Entry) -> Entry:
     caps = capabilities_of(e.load())
     if caps["role"] not in ROLES:
         raise UsageError(f"estimator '{e.name}' ({e.target}): role '{caps['role']}' is not one of {', '.join(ROLES)}")
+    if caps["reads_references"] and caps["role"] != "scale":  # the references are a scale row's alone
+        raise UsageError(f"estimator '{e.name}' ({e.target}): reads_references = True needs role 'scale' (a "
+                         f"reference-scale estimator, shown for scale and tested in no estimator family), not "
+                         f"'{caps['role']}'")
+    _SEEN[e.name] = caps["role"]  # an import path's role, for the tables this process writes (role_of)
     return e.completed(caps)
+
+
+_SEEN: dict[str, str] = {}  # name -> role of the plugins and import paths resolved in this process
 
 
 def entry(name: str) -> Entry:
@@ -163,10 +176,12 @@ def entry(name: str) -> Entry:
     raise UnknownEstimator(f"unknown estimator '{name}'{hint} (or pass module:Class)")
 
 
-def names(role: str | None = None, variants: bool = False) -> list[str]:
+def names(role: str | None = None, variants: bool = False, extra: bool = False) -> list[str]:
     """Registered SVEB estimators (in registry order), optionally of one role; SVEB's earlier variants
-    (`numca-sveb`, ...) only with `variants`."""
-    return [e.name for e in BUILTIN if (role is None or e.role == role) and (variants or not e.variant)]
+    (`numca-sveb`, ...) only with `variants`; those in a family of their own (judge, prm, logprob, ...) only
+    with `extra`."""
+    return [e.name for e in BUILTIN if (role is None or e.role == role) and (variants or not e.variant)
+            and (extra or not e.family)]
 
 
 def is_variant(name: str) -> bool:
@@ -183,6 +198,8 @@ def role_of(name: str) -> str:
     own = {e.name: e for e in BUILTIN}
     if name in own:
         return own[name].role
+    if name in _SEEN:  # resolved here (an import path is not imported again from a stored name)
+        return _SEEN[name]
     e = _plugins().get(name)
     try:
         return _with_class_info(e).role if e else "estimator"

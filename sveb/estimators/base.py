@@ -1,7 +1,11 @@
 """What every estimator sees, and the contract the evaluator holds it to.
 
 An estimator never sees reference rewards. The protocol is applied by the caller:
-under `held-out` the group passed in lacks the state's own rollout.
+under `held-out` the group passed in lacks the state's own rollout. Blind by construction: what it is handed
+(`view_for`) holds no reference data of the evaluated build, neither the reference draws and values nor the extra
+independent draws, unless its class declares `reads_references` (a reference-scale estimator, role "scale", the
+MCS@k kind), which then gets the extra draws (never the reference ones) as `State.extra_rewards`. A train build
+(`ctx.train`) is another, disjoint build: its references are an estimator's to learn from.
 
 An estimator is a @dataclass subclass of `Estimator` whose fields are its parameters
 (`-P key=value` on the CLI) and whose class attributes are its capabilities (declared once, here or on the
@@ -29,7 +33,8 @@ if TYPE_CHECKING:
     from rich.console import Console
 
 __all__ = ["BuildData", "Context", "Estimator", "HiddenFn", "PrefixHidden", "ProblemGroup", "Rollout", "State",
-           "TrainBuild", "as_context", "group_for", "group_mean", "hidden_source", "need_context"]
+           "TrainBuild", "as_context", "group_for", "group_mean", "hidden_source", "need_context", "reads_references",
+           "view_for"]
 
 
 @dataclass
@@ -78,7 +83,8 @@ class Estimator:
     model in prepare(), once per build), `train_split` (it trains on a disjoint `--split train` build: the
     evaluator finds it, checks it and hands it in as `ctx.train`), `trains_on_benchmark` (its dependence on a
     state's own outcome lives in its weights, so the own-outcome share is not measurable in-group),
-    `constructed` (its V(s) is SVEB's construction from a paper that defines none).
+    `constructed` (its V(s) is SVEB's construction from a paper that defines none), `reads_references` (it
+    reads the evaluated build's extra independent draws: a reference-scale estimator, role "scale" only).
     """
 
     name: str = ""                          # the registry name, set by sveb.estimators.make
@@ -90,6 +96,7 @@ class Estimator:
     train_split: ClassVar[bool] = False
     trains_on_benchmark: ClassVar[bool] = False
     constructed: ClassVar[bool] = False
+    reads_references: ClassVar[bool] = False
     layer: int = -1                         # hidden layer read when needs_hidden (a field where tunable)
 
     def train_spec(self) -> tuple[str, bool] | None:
@@ -114,7 +121,9 @@ class Estimator:
         return {}
 
 
-CAPABILITIES = ("description", "role", "grid", "needs_hidden", "needs_training", "train_split", "constructed")
+CAPABILITIES = ("description", "role", "grid", "needs_hidden", "needs_training", "train_split", "constructed",
+                "reads_references")
+FLAGS = ("needs_hidden", "needs_training", "train_split", "constructed", "reads_references")
 
 
 def capabilities_of(cls: type) -> dict:
@@ -125,9 +134,21 @@ def capabilities_of(cls: type) -> dict:
     caps["description"] = caps["description"] or (doc[0] if doc else "")
     caps["role"] = caps["role"] or "estimator"
     caps["grid"] = {k: [str(v) for v in vs] for k, vs in dict(caps["grid"] or {}).items()}
-    for f in ("needs_hidden", "needs_training", "train_split", "constructed"):
+    for f in FLAGS:
         caps[f] = bool(caps[f])
     return caps
+
+
+def reads_references(est) -> bool:
+    """Whether an estimator (or its class) declares itself reference-scale: it alone is handed the evaluated
+    build's extra draws. Declared on the class, not settable per object (a parameter cannot open the references)."""
+    return bool(getattr(type(est) if not isinstance(est, type) else est, "reads_references", False))
+
+
+def view_for(est, data: BuildData) -> BuildData:
+    """What an estimator's prepare() and estimate() are handed of the evaluated build: no reference values or draws
+    (`data.public()`), and the extra independent draws only for a declared reference-scale estimator."""
+    return data.public(extra_draws=reads_references(est))
 
 
 def takes_context(method) -> bool:

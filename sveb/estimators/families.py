@@ -2,7 +2,14 @@
 
 - main: the builtin estimators (registry role "estimator", not a variant) at their default settings;
 - scale: the MCS@k rows at their defaults;
+- scale-variant: the cheaper Monte-Carlo forms at the same k (`mcs-eb-k`, `mcs-cv-k`: sveb/estimators/mcs_shrink.py);
 - variant: SVEB's earlier readings of papers' estimators (`numca-sveb`, ...) at their defaults.
+- external: estimators that read a model other than the policy's value machinery (judge, prm) at their defaults;
+- intrinsic: the policy's own signals at a prefix (logprob, entropy, intrinsic) at their defaults: cheap baselines
+  whose verdicts are read among themselves, so they neither dilute the main family's Holm correction nor borrow
+  from it.
+A reference-scale estimator (`reads_references`: it reads the evaluated build's extra draws) is in a scale family
+(scale, scale-variant) and in no other; a registry that declares otherwise is an error here.
 Each family's size is its declared membership: a member not scored in a table counts as p = 1, so a verdict
 never depends on how many estimators someone scored. Anything else (a non-default setting, a training-seed
 replicate, a plugin) is tested alone (a family of one) and labelled "alone".
@@ -20,7 +27,8 @@ from pathlib import Path
 from sveb.estimators import BUILTIN, make, params_json
 
 DEFAULTS_FILE = Path(__file__).with_name("defaults.json")
-FAMILIES = ("main", "scale", "variant")
+FAMILIES = ("main", "scale", "variant", "external", "intrinsic", "scale-variant")
+SCALE = ("scale", "scale-variant")  # the families a reference-scale row may be in
 ALONE = "alone"
 
 
@@ -28,8 +36,14 @@ def declared_members() -> dict[str, tuple[str, ...]]:
     """family -> the builtin estimator names in it (registry order)."""
     out: dict[str, list[str]] = {f: [] for f in FAMILIES}
     for e in BUILTIN:
-        if e.role == "scale":
-            out["scale"].append(e.name)
+        if e.role == "scale" or e.reads_references:  # the references' readers: a scale family, no other
+            fam = e.family or "scale"
+            if e.role != "scale" or fam not in SCALE:
+                raise ValueError(f"estimator {e.name}: a reference-scale estimator has role scale and a family in "
+                                 f"{', '.join(SCALE)}, not role {e.role}, family {fam}")
+            out[fam].append(e.name)
+        elif e.family:
+            out[e.family].append(e.name)
         elif e.variant:
             out["variant"].append(e.name)
         elif e.role == "estimator":

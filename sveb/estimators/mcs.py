@@ -20,6 +20,7 @@ from sveb.estimators.base import Estimator, ProblemGroup, State
 class MonteCarlo(Estimator):
     description = "mean of k independent continuations of the state (MCS@k, for scale)"
     role = "scale"
+    reads_references = True                 # the evaluated build's extra draws: no other estimator gets them
     k: int = 1
 
     def estimate(self, group: ProblemGroup, states: Sequence[State]) -> np.ndarray:

@@ -15,7 +15,7 @@ from sveb.store.builds import load_build
 from sveb.core.config import fingerprint
 from sveb.core.errors import EvalError, UsageError
 from sveb.estimators import entry, make, params_fp, params_json
-from sveb.estimators.base import Estimator, call_cache_key, call_prepare
+from sveb.estimators.base import Estimator, call_cache_key, call_prepare, view_for
 from sveb.lm.hidden import HiddenStates
 from sveb.store.hista_json import refusal
 from sveb.evaluate.context import context_for
@@ -77,7 +77,7 @@ def evaluate(bdir: Path, name: str, params: dict[str, str] | None = None, protoc
     if est.needs_hidden or est.needs_training:  # it reads the model: the export's weights, or refused
         check_weights(bdir, manifest)
     full = load_build(bdir)
-    data = full.public()  # what the estimator sees: no reference values (only the evaluator reads them)
+    data = view_for(est, full)  # blind: no reference data, the extra draws only for a reference-scale estimator
     t0 = time.perf_counter()
     call_prepare(est, data, ctx)
     _record_prepare(bdir / "timings" / f"{key}.json", time.perf_counter() - t0)

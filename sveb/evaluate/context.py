@@ -12,7 +12,7 @@ from types import SimpleNamespace
 from sveb import store
 from sveb.core.errors import EvalError
 from sveb.core.records import BuildData
-from sveb.estimators.base import Context, Estimator, TrainBuild, call_prepare
+from sveb.estimators.base import Context, Estimator, TrainBuild, call_prepare, view_for
 from sveb.store.builds import load_build
 from sveb.store.train_builds import disjoint_problems, find_train_build
 from sveb.lm.checkpoints import build_key
@@ -73,7 +73,8 @@ def context_for(est: Estimator, bdir: Path, manifest: dict | None = None, consol
 
 
 def prepare(est: Estimator, data: BuildData, console=None) -> Context:
-    """Outside the evaluator (tests, benchmarks): the estimator's context built and prepare() called with it."""
+    """Outside the evaluator (tests, benchmarks): the estimator's context built and prepare() called with it (on
+    what the evaluator would hand it: view_for)."""
     ctx = context_for(est, data.bdir, data.manifest, console)
-    call_prepare(est, data, ctx)
+    call_prepare(est, view_for(est, data), ctx)
     return ctx

@@ -16,7 +16,7 @@ from rich.progress import track
 
 from sveb.store.builds import group_for, state_for
 from sveb.core.errors import EvalError
-from sveb.estimators.base import Estimator
+from sveb.estimators.base import Estimator, view_for
 from sveb.core.records import BuildData, ProblemGroup
 
 PROTOCOLS = ("held-out", "in-group")  # held-out is the headline; in-group is the paper's protocol
@@ -60,6 +60,7 @@ def estimate_all(est: Estimator, data: BuildData, protocol: str, hidden_provider
     state's own reward flipped, under the same protocol (held-out removes that rollout after the flip).
     """
     check_protocol(protocol)
+    data = view_for(est, data)  # blind whatever the caller passed: no references, extra draws for scale alone
     by_problem: dict[str, list[int]] = {}
     for i, s in enumerate(data.states):
         by_problem.setdefault(s["problem_id"], []).append(i)
