@@ -3,9 +3,11 @@ read the reference draws, the extra draws or the values learns nothing, in-proce
 through the CLI (another process) and through a bundle on a board; a plugin that declares itself reference-scale
 gets the extra draws (never the reference ones) and is kept out of every estimator family."""
 
+import subprocess
 import sys
 import textwrap
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -20,7 +22,12 @@ from sveb.estimators.families import family_of
 from sveb.evaluate import evaluate
 from sveb.store.builds import load_build
 
-from tests.helpers.plugin_env import REPO, sveb
+REPO = Path(__file__).resolve().parents[1]
+
+
+def sveb(env: dict, *args) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "sveb.cli", *map(str, args)], capture_output=True, text=True,
+                          env=env, cwd=REPO)
 
 PEEKERS = textwrap.dedent('''
     from dataclasses import dataclass
