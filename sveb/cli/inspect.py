@@ -56,7 +56,7 @@ def ls(what: str = typer.Argument(..., help="estimators | domains | models | bui
         t = _table("estimator", "what it computes")
         for e in [entry(n) for n in entries()]:
             flags = [e.role] + ["SVEB's V(s), not the paper's"] * e.constructed + ["hidden states"] * e.needs_hidden + \
-                ["trains"] * e.needs_training + \
+                ["trains"] * e.needs_training + ["reads the build's extra draws"] * bool(e.reads_references) + \
                 ["train build"] * e.train_split + [f"grid: {','.join(e.grid)}"] * bool(e.grid) + \
                 [f"from {e.origin}"] * (e.origin != "sveb")
             t.add_row(e.name, f"{escape(e.description)} [dim]({escape('; '.join(flags))})[/]")
