@@ -28,7 +28,8 @@ torch.set_num_threads(1)
 CHEAP = {"ppo-1": {"epochs": "1", "batch": "32"}, "ppo-n": {"epochs": "1", "batch": "32"}, "pacs": {"epochs": "1"}}
 # the example plugin's class, by import path (test_plugin_on_cpu.py installs it and goes through the CLI)
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples" / "sveb-example-plugin"))
-EXTRA = ["sveb_example_plugin:GroupMedian"]
+EXTRA = ["sveb_example_plugin:GroupMedian",  # and the Monte-Carlo forms a default run leaves out (issue 58.4)
+         *(f"mcs-{f}-{k}" for f in ("eb", "cv") for k in (1, 2, 3, 4))]
 
 
 @pytest.fixture(scope="module")

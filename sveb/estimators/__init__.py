@@ -77,13 +77,18 @@ class UnknownEstimator(UsageError):
 
 
 _MCS = "mean of {k} independent continuation{s} of the state (MCS@{k}, for scale; needs --mc-extra {k})"
+_EB = ("MCS@{k} shrunk toward the held-out group mean: beta-binomial posterior mean, the prior's concentration "
+       "fitted per build on the other problems (reference scale; needs --mc-extra {k})")
+_CV = ("MCS@{k} plus a fitted multiple of a zero-mean control from the group (reference scale; needs "
+       "--mc-extra {k})")
 # SVEB's own, in registry order: a name, its class, and only what the name changes of the class's declaration
 DECLARED: tuple[Entry, ...] = (
     Entry("grpo", "sveb.estimators.grpo:GroupMean"),
     *(Entry(f"mcs-{k}", "sveb.estimators.mcs:MonteCarlo", _MCS.format(k=k, s="s" * (k > 1)), preset={"k": k})
       for k in (1, 2, 3, 4)),
-    *(Entry(f"mcs-{form}-{k}", f"sveb.estimators.mcs_shrink:{cls}", preset={"k": k}, family="scale-variant")
-      for form, cls in (("eb", "MonteCarloShrunk"), ("cv", "MonteCarloCV")) for k in (1, 2, 3, 4)),
+    *(Entry(f"mcs-{form}-{k}", f"sveb.estimators.mcs_shrink:{cls}", about.format(k=k), preset={"k": k},
+            family="scale-variant")
+      for form, cls, about in (("eb", "MonteCarloShrunk", _EB), ("cv", "MonteCarloCV", _CV)) for k in (1, 2, 3, 4)),
     Entry("numca", "sveb.estimators.numca:Numca"),
     Entry("numca-sveb", "sveb.estimators.numca_sveb:NumcaSVEB", variant=True),
     Entry("hista", "sveb.estimators.hista:Hista"),
