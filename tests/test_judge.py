@@ -15,7 +15,7 @@ from sveb.estimators.judge import TEMPLATE, answer_ids, render, yes_log_odds, ye
 from sveb.evaluate.context import prepare
 from sveb.evaluate.protocols import PROTOCOLS, estimate_all
 from sveb.store.builds import load_build
-from test_prm import qwen_cfg, tiny_tokenizer
+from tests.helpers.tiny_prm import qwen_cfg, tiny_tokenizer
 
 torch.set_num_threads(1)
 

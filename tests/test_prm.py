@@ -9,9 +9,8 @@ import sys
 import numpy as np
 import pytest
 import torch
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-from transformers import (AutoModel, AutoTokenizer, PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM,
-                          Qwen2ForSequenceClassification, Qwen2ForTokenClassification)
+from transformers import (AutoModel, AutoTokenizer, Qwen2ForCausalLM, Qwen2ForSequenceClassification,
+                          Qwen2ForTokenClassification)
 
 from sveb import estimators as reg
 from sveb.core.errors import UsageError
@@ -21,11 +20,10 @@ from sveb.estimators import prm_formats as F
 from sveb.evaluate.context import prepare
 from sveb.evaluate.protocols import PROTOCOLS, estimate_all
 from sveb.store.builds import load_build
+from tests.helpers.tiny_prm import qwen_cfg, tiny_tokenizer
 
 torch.set_num_threads(1)
 
-CHATML = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
-          "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
 SYSTEM = F.QWEN_SYSTEM
 
 VALUE_HEAD = '''
@@ -52,27 +50,6 @@ class TinyValuePRM(PreTrainedModel):
         h = self.model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
         return (None, None, self.v_head(h).squeeze(-1))
 '''
-
-
-def tiny_tokenizer(path):
-    """A byte-level BPE tokenizer with a BOS, ChatML's markers, Qwen PRM's separator and Math-Shepherd's tag."""
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    corpus = ["What is 3 + 4? steps: 1 0 1 1. The answer is \\boxed{7}.", "+ - + - Yes No yes no"] * 20
-    tok.train_from_iterator(corpus, trainers.BpeTrainer(
-        vocab_size=320, special_tokens=["<s>", "<pad>", "<|im_start|>", "<|im_end|>", "<extra_0>"],
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False))
-    tok.add_tokens(["ки"])
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", pad_token="<pad>", eos_token="<|im_end|>")
-    fast.chat_template = CHATML
-    fast.save_pretrained(path)
-    return AutoTokenizer.from_pretrained(path)
-
-
-def qwen_cfg(vocab, **kw):
-    return Qwen2Config(vocab_size=vocab, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                       num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=2048, pad_token_id=1, **kw)
 
 
 def save_value_head(path, vocab, code_dir):

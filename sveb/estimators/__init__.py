@@ -112,6 +112,11 @@ DECLARED: tuple[Entry, ...] = (
           "logistic value probe on the policy's hidden states, entropy, t and the group's mean, trained on "
           "a disjoint problem set (labels: the train build's Monte-Carlo references)", preset={"regime": "mc"}),
     Entry("ppo-n", "sveb.estimators.ppo:PPON"),
+    Entry("judge", "sveb.estimators.judge:Judge", family="external"),
+    Entry("prm", "sveb.estimators.prm:PRM", family="external"),
+    Entry("logprob", "sveb.estimators.intrinsic:LogProb", family="intrinsic"),
+    Entry("entropy", "sveb.estimators.intrinsic:Entropy", family="intrinsic"),
+    Entry("intrinsic", "sveb.estimators.intrinsic:Intrinsic", family="intrinsic"),
 )
 
 
