@@ -201,3 +201,13 @@ def test_baselines_that_need_hidden_states_are_refused_in_one_line():
     from sveb.core.errors import UsageError
     with pytest.raises(UsageError, match="hidden states"):
         Baseline("hista")
+
+
+def test_cli_refuses_a_baseline_it_cannot_serve_before_loading_a_model(tmp_path):
+    from typer.testing import CliRunner
+    from sveb.cli import app
+    res = CliRunner().invoke(app, ["rl", "--baseline", "hista", "--out", str(tmp_path / "run")])
+    assert res.exit_code == 1 and "needs hidden states" in res.output and "Traceback" not in res.output
+    res = CliRunner().invoke(app, ["rl", "--baseline", "grpoo", "--out", str(tmp_path / "run")])
+    assert res.exit_code == 1 and "did you mean grpo" in res.output
+    assert not (tmp_path / "run").exists()

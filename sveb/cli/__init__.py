@@ -292,6 +292,7 @@ def demo(
 
 from sveb.cli import board as cli_board, conformance as cli_conformance, export as cli_export, inspect as cli_inspect  # noqa: E402,F401  (register `export`, `import`,
 #   `ls`, `plan`, `submit`, `leaderboard`, `conformance`)
+from sveb.cli import rl as cli_rl  # noqa: E402,F401  (register `rl`)
 
 if __name__ == "__main__":
     app()

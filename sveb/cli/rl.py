@@ -1,0 +1,58 @@
+"""`sveb rl`: the predictive-validity pilot's RL loop (issue 59) on the number domain, with an SVEB estimator as the
+value baseline."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import List
+
+import typer
+
+from sveb.cli.common import MODEL, app, console, out
+
+
+@app.command()
+def rl(
+    baseline: str = typer.Option("grpo", help="The value baseline at the cut states: none (the batch's held-out mean), "
+                                 "grpo, mcs-1..mcs-4, or a plugin estimator that reads only the group."),
+    param: List[str] = typer.Option([], "--param", "-P", help="The baseline estimator's parameter key=value; "
+                                    "repeatable."),
+    noise: float = typer.Option(0.0, help="Add N(0, noise^2) to every baseline value (a worse baseline on purpose)."),
+    steps: int = typer.Option(20, help="Policy updates (a rerun with more steps extends the run)."),
+    seed: int = typer.Option(0, help="Seeds every draw: problems, rollouts, cuts, continuations, noise."),
+    out_dir: Path = typer.Option(..., "--out", help="The run's folder: config, log.jsonl, the newest checkpoint. "
+                                 "A rerun resumes from the checkpoint; other settings are refused."),
+    problems: int = typer.Option(8, help="Problems per step."),
+    rollouts: int = typer.Option(8, help="Rollouts per problem (G)."),
+    cuts: int = typer.Option(2, help="Cut states per rollout (t uniform in [1, T-1], as a build cuts)."),
+    max_tokens: int = typer.Option(200, help="Token budget of a rollout."),
+    train_layers: int = typer.Option(2, help="Top decoder layers trained (0: every parameter)."),
+    lr: float = typer.Option(1e-5, help="AdamW learning rate."),
+    eval_every: int = typer.Option(5, help="Steps between held-out accuracy evaluations (also after the last)."),
+    eval_problems: int = typer.Option(64, help="Held-out problems (test split), one sample each, same seeds each time."),
+    train_pool: int = typer.Option(512, help="Train-split problems the steps draw from."),
+    dtype: str = typer.Option("auto", help="auto (bf16 on a CPU with native bf16, else fp32) | bfloat16 | float32."),
+    model: str = MODEL,
+):
+    """Train the policy with REINFORCE, advantages R - V(last cut state), V from the chosen baseline under the
+    held-out protocol; sampling through the hf engine, whose model is the policy. Prints step, reward and held-out
+    accuracy; writes OUT/log.jsonl."""
+    from sveb.core import signals
+    from sveb.evaluate import params_dict
+    from sveb.experiment.rl import RLConfig, run
+    from sveb.experiment.rl.policy import hf_policy, number_pools
+    from sveb.lm.device import pick_dtype
+    signals.install()
+    dt = pick_dtype(dtype)
+    cfg = RLConfig(baseline=baseline, baseline_params=tuple(sorted(params_dict(param).items())), noise=noise,
+                   steps=steps, seed=seed, problems=problems, rollouts=rollouts, cuts=cuts, max_tokens=max_tokens,
+                   train_layers=train_layers, lr=lr, eval_every=eval_every, eval_problems=eval_problems, dtype=dt,
+                   model=model)
+    from sveb.experiment.rl.baselines import Baseline
+    Baseline(cfg.baseline, dict(cfg.baseline_params), cfg.noise)  # a bad name fails before the model loads
+    train, held = number_pools(train_pool, eval_problems)
+    engine, policy = hf_policy(model, dt)
+    rows = run(cfg, out_dir, engine, policy, train, held, console=console)
+    last = next((r for r in reversed(rows) if "held_out_acc" in r), {})
+    out.print(f"{out_dir}: {rows[-1]['step']} steps, held-out accuracy {last.get('held_out_acc', float('nan')):.3f} "
+              f"(step {last.get('step', '-')}), compute dtype {dt}")
