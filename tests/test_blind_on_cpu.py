@@ -22,6 +22,8 @@ from sveb.estimators.families import family_of
 from sveb.evaluate import evaluate
 from sveb.store.builds import load_build
 
+pytestmark = pytest.mark.slow  # whole scripted builds and a subprocess
+
 REPO = Path(__file__).resolve().parents[1]
 
 
