@@ -15,13 +15,14 @@ from sveb.core.metrics import Metric
 # The columns as they were written by hand before the table (issue 33): nothing a user sees may move.
 LEADERBOARD = ["model", "domain", "estimator", "params", "protocol", "kind", "seeds", "n_builds", "n_states",
                "n_problems", "mae", "mae_ci_low", "mae_ci_high", "delta_sq", "delta_sq_ci_low", "delta_sq_ci_high",
-               "p_delta", "p_holm", "delta_sq_holm_low", "delta_sq_holm_high", "verdict", "family", "bias",
+               "p_delta", "p_holm", "delta_sq_holm_low", "delta_sq_holm_high", "verdict", "family", "trainings",
+               "training_sd", "bias",
                "bias_ci_low", "bias_ci_high", "calib_slope", "concordance", "sign_agreement", "sign_pairs", "rmse",
                "debiased_mse", "ref_noise", "oracle_floor", "own_share", "own_shift_p95", "own_shift_max",
-               "seconds", "build_fp", "params_fp", "build_protocol"]
+               "seconds", "build_fp", "params_fp", "build_protocol", "caveats"]
 PAIRED = ["model", "domain", "build_fp", "kind", "seeds", "protocol", "estimator", "params", "n_states",
           "n_problems", "mae", "mae_grpo", "delta_sq", "delta_sq_ci_low", "delta_sq_ci_high", "p_delta", "p_holm",
-          "delta_sq_holm_low", "delta_sq_holm_high", "verdict", "family"]
+          "delta_sq_holm_low", "delta_sq_holm_high", "verdict", "family", "trainings", "training_sd"]
 SITE = [("estimator", "estimator", True), ("mae", "MAE ± 95% CI", False),
         ("delta_sq", "Δ sq err vs grpo [95% CI]", False), ("p_holm", "p (Holm)", False),
         ("verdict", "verdict", True), ("extra_tokens_per_state", "extra tokens/state", False),
@@ -108,7 +109,7 @@ def test_a_new_metric_is_one_entry(scripted_build, tmp_path, monkeypatch):
     rows = leaderboard.rows(root)
     text = leaderboard.write_csv(rows, tmp_path / "lb.csv").read_text()
     got = list(csv.DictReader(io.StringIO(text)))
-    assert list(got[0])[-5:] == ["seconds", "mdae", "build_fp", "params_fp", "build_protocol"]
+    assert list(got[0])[-6:] == ["seconds", "mdae", "build_fp", "params_fp", "build_protocol", "caveats"]
     assert {g["estimator"]: g["mdae"] for g in got} == {r["estimator"]: f"{r['mdae']:.4f}" for r in stored}
     console = Console(width=200, record=True)
     leaderboard.print_pivot(rows, console, wide=True)

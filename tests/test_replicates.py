@@ -8,7 +8,9 @@ import numpy as np
 import pytest
 
 from sveb.score import pooling, replicates
+from sveb.estimators.families import family_size
 from sveb.score.replicates import default_params, spread, training_seed
+from sveb.score.trainings import over_trainings
 
 
 def _pj(name: str, **change) -> str:
@@ -59,16 +61,24 @@ def test_replicates_and_ablations_are_tested_alone():
     params = {("grpo", "g"): "{}", ("probe", "p0"): d}
     view = pooling.View(Path("b"), "m", "number", "complete", [], problem, ref, np.full(n, 0.5), est=est,
                         params=params)
-    alone = pooling.paired(view, "held-out")[("probe", "p0")]["p_holm"]
+    first = pooling.paired(view, "held-out")[("probe", "p0")]
+    alone, alone_p = first["p_holm"], first["p_delta"]
+    assert first["trainings"] == 1  # one training: said so, not pretended
     for k in range(1, 6):  # five more training seeds, each no better than grpo
         view.est[("probe", f"p{k}", "held-out")] = base + rng.normal(0, 0.01, n)
         view.params[("probe", f"p{k}")] = _pj("probe", seed=k)
     out = pooling.paired(view, "held-out")
-    assert out[("probe", "p0")]["p_holm"] == pytest.approx(alone)  # the headline p is not diluted
+    r0 = out[("probe", "p0")]  # the default row is now tested over its six trainings (sveb.score.trainings) ...
+    d = np.stack([(view.est[("probe", f"p{k}", "held-out")] - ref) ** 2 - (base - ref) ** 2 for k in range(6)])
+    assert r0["trainings"] == 6 and r0["p_delta"] == pytest.approx(over_trainings(d, problem)["p_delta"])
+    # ... and the replicates never join its family: its Holm p is that p times the declared family's size
+    assert alone == pytest.approx(min(1.0, family_size("main") * alone_p))
+    assert r0["p_holm"] == pytest.approx(min(1.0, family_size("main") * r0["p_delta"]))
     for k in range(1, 6):  # each replicate is tested alone (sveb.estimators.families): its Holm p is its p
         r = out[("probe", f"p{k}")]
         assert r["family"] == "alone" and r["p_holm"] == r["p_delta"]
     view.est[("probe", "abl", "held-out")] = base + rng.normal(0, 0.01, n)  # an ablation is tested alone too
     view.params[("probe", "abl")] = _pj("probe", pca=8)
     out = pooling.paired(view, "held-out")
-    assert out[("probe", "p0")]["p_holm"] == pytest.approx(alone) and out[("probe", "abl")]["family"] == "alone"
+    assert out[("probe", "p0")]["p_holm"] == pytest.approx(r0["p_holm"]) and out[("probe", "abl")]["family"] == "alone"
+    assert out[("probe", "abl")]["trainings"] is None  # an ablation is not a training of the default

@@ -10,6 +10,7 @@ import typer
 from sveb.core.config import MAX_TOKENS, PAPER_MAX_TOKENS
 from sveb.cli.common import (BUILD_DIR, DOMAIN, EXPECT, MODEL, RAY, ROOT, SEEDS, WORKERS, OptionalRayValue, _build_root, app,
                              console, out, parse_seeds)
+from sveb.cli.common import ALLOW_MIXED_DTYPE, ALLOW_UNEQUAL_SEEDS
 
 __all__ = ["app"]
 
@@ -143,6 +144,7 @@ def eval_(
                                           "and running the estimator per problem group (default as for build)."),
     gpus_per_worker: float = typer.Option(-1, help="--ray: GPUs per actor (-1: 1 where the cluster has GPUs)."),
     cpus_per_worker: float = typer.Option(1, help="--ray: CPUs per actor."),
+    allow_mixed_dtype: bool = ALLOW_MIXED_DTYPE, allow_unequal_seeds: bool = ALLOW_UNEQUAL_SEEDS,
 ):
     """Run estimators on a build and print their scores (hidden layer: -P layer=N)."""
     from sveb.sample.distributed import ray_options
@@ -185,7 +187,8 @@ def eval_(
                 evaluate(bdir, BASELINE, {}, p, console=console)
     from sveb.present.leaderboard import rows_of_builds
     shown = {(r["estimator"], r["params_fp"]) for r in rows}
-    board = [r for r in rows_of_builds(bdirs) if r["protocol"] in protocol
+    from sveb.score.pool_checks import Allow
+    board = [r for r in rows_of_builds(bdirs, Allow(allow_mixed_dtype, allow_unequal_seeds)) if r["protocol"] in protocol
              and ((r["estimator"], r["params_fp"]) in shown or r["estimator"] == BASELINE)]
     print_pivot(board, out)  # the paired Δ vs the baseline, Holm over every estimator stored on the build (as the leaderboard)
 
@@ -246,14 +249,17 @@ def report(root: Path = ROOT, out_dir: Path = typer.Option(Path("report"), "--ou
                                         "subject); repeatable. Writes by_KEY.csv and tables."),
            build_id: Optional[str] = BUILD_DIR,
            force: bool = typer.Option(False, "--force", help="Write into a non-empty --out that is not an earlier "
-                                      "report.")):
+                                      "report."),
+           allow_mixed_dtype: bool = ALLOW_MIXED_DTYPE, allow_unequal_seeds: bool = ALLOW_UNEQUAL_SEEDS):
     """Tables, plots and one static index.html from every build under ROOT."""
     from sveb.present.report import write_report
     from sveb.store import check_own_out, check_writable
     check_own_out(out_dir, "report", "SVEB report", force)
     check_writable(out_dir, "--out")
     root = _build_root(root, build_id)
-    index = write_report(root, out_dir, all_settings=all_settings, by=tuple(by))
+    from sveb.score.pool_checks import Allow
+    index = write_report(root, out_dir, all_settings=all_settings, by=tuple(by),
+                         allow=Allow(allow_mixed_dtype, allow_unequal_seeds))
     out.print(f"report: {index}")
 
 

@@ -10,6 +10,7 @@ from typing import List, Optional
 import typer
 
 from sveb.cli.common import BUILD_DIR, DOMAIN, EXPECT, MODEL, ROOT, _build_root, app, console, out
+from sveb.cli.common import ALLOW_MIXED_DTYPE, ALLOW_UNEQUAL_SEEDS
 
 board_app = typer.Typer(add_completion=False, invoke_without_command=True, no_args_is_help=False,
                         help="Gather every score under ROOT into one CSV (no subcommand), or manage a shared board.")
@@ -23,7 +24,8 @@ def leaderboard(ctx: typer.Context, root: Path = ROOT,
                 out_csv: Path = typer.Option(Path("leaderboard.csv"), "--out"),
                 wide: bool = typer.Option(False, "--wide", help="Also bias, calibration slope, ranking metrics and "
                                           "own-outcome shift, CIs as \\[low, high] (needs a wide terminal)."),
-                build_id: Optional[str] = BUILD_DIR):
+                build_id: Optional[str] = BUILD_DIR,
+                allow_mixed_dtype: bool = ALLOW_MIXED_DTYPE, allow_unequal_seeds: bool = ALLOW_UNEQUAL_SEEDS):
     """Gather every score under ROOT into one CSV and print one table per domain and protocol
     (subcommands: `add` bundles to a shared board, `html` its static site)."""
     if ctx.invoked_subcommand is not None:
@@ -32,7 +34,8 @@ def leaderboard(ctx: typer.Context, root: Path = ROOT,
     from sveb.store import check_writable
     check_writable(out_csv, "--out", file=True)
     root = _build_root(root, build_id)
-    r = rows(root)
+    from sveb.score.pool_checks import Allow
+    r = rows(root, allow=Allow(allow_mixed_dtype, allow_unequal_seeds))
     if not r:
         from sveb.core.errors import UsageError
         raise UsageError(f"no scores under {root}; run `sveb eval` first")

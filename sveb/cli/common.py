@@ -101,6 +101,10 @@ def _build_root(root, build):
 
 SEEDS = typer.Option(None, "--seeds", help="Build seeds, e.g. 0,1,2: one independent build per seed (instead of "
                      "--seed); reports and the leaderboard pool them.")
+ALLOW_MIXED_DTYPE = typer.Option(False, "--allow-mixed-dtype", help="Pool builds sampled, or estimates computed, "
+                                 "in different dtypes (refused by default); each such table says so.")
+ALLOW_UNEQUAL_SEEDS = typer.Option(False, "--allow-unequal-seeds", help="Pool seeds whose level or answer-type "
+                                   "mix differs (p < 0.01; refused by default); each such table says so.")
 
 
 def parse_seeds(seeds: str | None, default: int) -> list[int]:

@@ -71,6 +71,9 @@ METRICS: tuple[Metric, ...] = (
     Metric("delta_sq_holm_high", "Holm high", decimals=4, signed=True, kind="paired", views=_v(LB, PR)),
     Metric("verdict", "verdict", style="text", kind="paired", views=_v(LB, PR, ST)),
     Metric("family", "family", style="text", kind="paired", views=_v(LB, PR)),
+    # a trained estimator's test rests on this many trainings (1: no training spread in it; sveb.score.trainings)
+    Metric("trainings", "trainings", style="int", kind="paired", views=_v(LB, PR)),
+    Metric("training_sd", "training sd", decimals=4, kind="paired", views=_v(LB, PR)),
     Metric("extra_tokens_per_state", "extra tok", "extra tokens/state", style="tokens", direction="lower",
            kind="cost", views=_v(ST), sort_decimals=3),
     Metric("forward_tokens_per_state", "fwd tok", "forward tokens/state", style="tokens", direction="lower",

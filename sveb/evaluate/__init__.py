@@ -80,7 +80,8 @@ def evaluate(bdir: Path, name: str, params: dict[str, str] | None = None, protoc
     data = view_for(est, full)  # blind: no reference data, the extra draws only for a reference-scale estimator
     t0 = time.perf_counter()
     call_prepare(est, data, ctx)
-    _record_prepare(bdir / "timings" / f"{key}.json", time.perf_counter() - t0)
+    _record_prepare(bdir / "timings" / f"{key}.json", time.perf_counter() - t0,
+                    compute_kind() if est.needs_hidden or est.needs_training else None)
     if ray is not None and est.needs_training:
         # a trained estimator fits one model per build: per-group actors would each train it again
         console.print(f"{name}: trains one model per build, so it runs here rather than on Ray actors")
@@ -108,10 +109,13 @@ def evaluate(bdir: Path, name: str, params: dict[str, str] | None = None, protoc
     return _write_scores(score_path, sfp, manifest, ident, est_rows, full, seconds)
 
 
-def _record_prepare(path: Path, seconds: float) -> None:
-    """prepare()'s wall time (training, for an estimator that trains there): a cost a result bundle reports."""
+def _record_prepare(path: Path, seconds: float, compute: str | None = None) -> None:
+    """prepare()'s wall time (training, for an estimator that trains there): a cost a result bundle reports; and,
+    for an estimator that reads the model, where and in which dtype it computed (a table refuses to mix them:
+    sveb.score.pool_checks)."""
     import json
-    store.atomic_write_bytes(path, json.dumps({"prepare_seconds": seconds}).encode())
+    store.atomic_write_bytes(path, json.dumps({"prepare_seconds": seconds, **({"compute": compute} if compute else {})}
+                                              ).encode())
 
 
 def _write_scores(score_path: Path, sfp: str, manifest: dict, ident: dict, est_rows: list[dict], data: BuildData,

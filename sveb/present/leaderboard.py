@@ -19,13 +19,14 @@ from sveb import store
 from sveb.estimators import BASELINE, ROLES, rank
 from sveb.evaluate.protocols import PROTOCOLS
 from sveb.core import metrics
+from sveb.score.pool_checks import Allow
 from sveb.score.pooling import load_view, merge, paired, pools, read_scores
 from sveb.sample.paper import is_ref_row, protocol_of, ref_rows
 from sveb.score import replicates
 from sveb.score.replicates import default_params
 
 HEAD = ["model", "domain", "estimator", "params", "protocol", "kind", "seeds", "n_builds"]
-TAIL = ["build_fp", "params_fp", "build_protocol"]  # sveb | paper (sveb/sample/paper.py): never pooled together
+TAIL = ["build_fp", "params_fp", "build_protocol", "caveats"]  # sveb | paper (sveb/sample/paper.py): never pooled together
 
 
 def columns() -> list[str]:
@@ -66,28 +67,30 @@ def _rows_of(view, kind: str) -> list[dict]:
         c = cmp[r["protocol"]].get((r["estimator"], r["params_fp"]), {})
         row = {col: r.get(col) for col in cols}
         row.update({k: c.get(k) for k in pair}, kind=kind, n_builds=r.get("n_builds", 1), seeds=seeds,
-                   build_protocol=bp)
+                   build_protocol=bp, caveats=" | ".join(view.notes))
         out.append(row)
     if bp == "paper":  # the authors' MCS@k rows: k of the same reference draws, exact over subsets
-        out += [{**{col: r.get(col) for col in cols}, "kind": kind, "seeds": seeds, "build_protocol": bp}
-                for r in ref_rows(view, sorted(cmp))]
+        out += [{**{col: r.get(col) for col in cols}, "kind": kind, "seeds": seeds, "build_protocol": bp,
+                 "caveats": " | ".join(view.notes)} for r in ref_rows(view, sorted(cmp))]
     return out
 
 
-def rows(root: str | Path, builds: set | None = None) -> list[dict]:
+def rows(root: str | Path, builds: set | None = None, allow: Allow = Allow()) -> list[dict]:
     """Every score row under root (only the builds named in `builds` when given), pooled over seeds."""
-    return rows_of_builds([b for b in store.list_builds(root) if builds is None or b.name in builds])
+    return rows_of_builds([b for b in store.list_builds(root) if builds is None or b.name in builds], allow)
 
 
-def rows_of_builds(bdirs: list[Path]) -> list[dict]:
-    """The score rows of these builds (those with scores), pooled over seeds."""
+def rows_of_builds(bdirs: list[Path], allow: Allow = Allow()) -> list[dict]:
+    """The score rows of these builds (those with scores), pooled over seeds. A table that mixes seeds of
+    different problem mixes or two compute dtypes is refused unless `allow` says so (sveb.score.pool_checks);
+    then its rows' `caveats` say what it mixes."""
     views = []
     for bdir in bdirs:
         if (bdir / "scores").exists():
             scores = read_scores(bdir)
             views += [load_view(bdir, scores)] if scores else []
     out = []
-    for group in pools(views):
+    for group in pools(views, allow):
         if len(group) == 1:
             out += _rows_of(group[0], "build")
         else:
@@ -138,6 +141,14 @@ def labels(params: dict[tuple[str, str], str]) -> dict[tuple[str, str], str]:
     return out
 
 
+def _caveats(rs: list[dict]) -> str:
+    """What the table mixes, let through by a flag (sveb.score.pool_checks), and the trained estimators whose
+    verdict rests on one training (no training spread in its test: sveb.score.trainings)."""
+    one = sorted({r["estimator"] for r in rs if r.get("trainings") == 1})
+    return "".join(f"\n{c}" for c in dict.fromkeys(x for r in rs for x in (r.get("caveats") or "").split(" | ") if x)) \
+        + (f"\none training: {', '.join(one)} (its test has no training spread)" if one else "")
+
+
 def _holm_ci(r: dict) -> str:
     lo, hi = r.get("delta_sq_holm_low"), r.get("delta_sq_holm_high")
     return f"[{metrics.fmt(lo, 'delta_sq_holm_low')}, {metrics.fmt(hi, 'delta_sq_holm_high')}]" \
@@ -180,7 +191,7 @@ def print_pivot(rows_: list[dict], console: Console, wide: bool = False) -> None
         own = proto == "in-group" and not wide
         t = _table(title, f"Δ sq err: paired vs {BASELINE}, < 0 better; p: Holm-adjusted within the declared "
                    "family; " + ("[95% CI], Holm CI: the interval at Holm's level" if wide else "± 95% CI half-width")
-                   + ("; own: own-outcome share" if own else ""),
+                   + ("; own: own-outcome share" if own else "") + _caveats(rs),
                    ["estimator", "MAE", f"Δ sq err vs {BASELINE}", "p", "verdict", *(["own"] if own else []),
                     *(["Holm CI", "family"] if wide else [])])
         for r in rs:

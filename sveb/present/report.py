@@ -154,16 +154,17 @@ def _figures(v: View, proto: str, labels: dict, colors: dict, out: Path, cmp: di
 
 FIGURE_KINDS = ("mae", "hist", "calib", "position")  # the report's own PNG names start with these
 def write_report(root: Path, out: Path, all_settings: bool = False, by: tuple = (),
-                 builds: set | None = None) -> Path:
+                 builds: set | None = None, allow: pooling.Allow = pooling.Allow()) -> Path:
     """Write leaderboard.csv, paired.csv, table.md, PNG plots and index.html into `out`; return index.html.
     Ablation settings are left out where the default setting exists (leaderboard.csv keeps them all)
     unless `all_settings`. Each key of `by` adds MAE per value of that problem property (by_KEY.csv).
-    `builds`: only these build fingerprints (e.g. one preset's builds in a shared root)."""
+    `builds`: only these build fingerprints (e.g. one preset's builds in a shared root). `allow`: what a table
+    may mix (seeds of different problem mixes, two dtypes), said under each table that does."""
     root, out = Path(root), Path(out)
-    views, seed_groups, notes = _collect(root, builds)
+    views, seed_groups, notes = _collect(root, builds, allow)
     seed_views = [v for g in seed_groups for v in g]
     out.mkdir(parents=True, exist_ok=True)
-    board = leaderboard.rows(root, builds)
+    board = leaderboard.rows(root, builds, allow)
     leaderboard.write_csv(board, out / "leaderboard.csv")
     spread = replicates.of_rows(board)  # trained estimators' training seeds, when several were scored
     if spread:
@@ -190,7 +191,8 @@ def write_report(root: Path, out: Path, all_settings: bool = False, by: tuple = 
                 continue
             t = _table(cols, proto, labels)
             cells = [[lab, *(f"**{c}**" if b else c for c, b in zip(cs, bs))] for lab, cs, bs, _ in t["rows"]]
-            md += [f"## MAE: {t['title']}\n", md_table(["estimator", *t["header"]], cells), f"\n{NOTE}\n"]
+            caveats = [f"Caveat: {c}\n" for c in dict.fromkeys(c for v in cols for c in v.notes)]
+            md += [f"## MAE: {t['title']}\n", md_table(["estimator", *t["header"]], cells), f"\n{NOTE}\n", *caveats]
             own_rows = [[lab, *cs] for lab, cs in t["own"]]
             md += [f"Own-outcome share ({proto}): mean |Δ estimate| when the state's own final reward flips "
                    f"(0 by construction under held-out; {metrics.MISSING}: a critic trained on that rollout).\n",
@@ -200,7 +202,7 @@ def write_report(root: Path, out: Path, all_settings: bool = False, by: tuple = 
             body += [f"<h2>MAE: {html.escape(t['title'])}</h2>",
                      html_table(["estimator", *t["header"]], [[lab, *cs] for lab, cs, _, _ in t["rows"]],
                                  [k for *_, k in t["rows"]], [bs for _, _, bs, _ in t["rows"]]),
-                     f"<p class='note'>{html.escape(NOTE)}</p>",
+                     f"<p class='note'>{html.escape(NOTE)}</p>", *(f"<p class='note'>{html.escape(c)}</p>" for c in caveats),
                      f"<p>Own-outcome share ({html.escape(proto)}): mean |Δ estimate| when the state's own final "
                      "reward flips.</p>", html_table(["estimator", *t["cols"]], [[lab, *cs] for lab, cs in t["own"]]),
                      img(png)]

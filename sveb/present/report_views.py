@@ -24,9 +24,10 @@ def _proto_sorted(protos) -> list[str]:
     return sorted(protos, key=lambda p: (PROTOCOLS.index(p) if p in PROTOCOLS else len(PROTOCOLS), p))
 
 
-def _collect(root: Path, only: set | None = None) -> tuple[list[View], list[list[View]], list[str]]:
+def _collect(root: Path, only: set | None = None, allow: pooling.Allow = pooling.Allow()
+             ) -> tuple[list[View], list[list[View]], list[str]]:
     """The views the tables show (a pooled view per group of seeds, else the build) sorted, the groups of
-    seeds behind each pooled view, and notes."""
+    seeds behind each pooled view, and notes. Mixed seeds or dtypes are refused unless `allow` (pooling.pools)."""
     builds = [b for b in store.list_builds(root) if only is None or b.name in only]
     if not builds:
         raise ReportError(f"{root}: no builds found (run `sveb build` first)")
@@ -42,7 +43,7 @@ def _collect(root: Path, only: set | None = None) -> tuple[list[View], list[list
         unreadable = [n for n in notes if ": unreadable (" in n]
         raise ReportError(f"{root}: {unreadable[0]}" if unreadable else
                           f"{root}: none of the {len(builds)} builds has scores; run `sveb eval` on a build first")
-    groups = pooling.pools(views)
+    groups = pooling.pools(views, allow)
     shown = [pooling.merge(g) for g in groups]
     for v in shown:  # a model with two builds (or pools) of one domain gets one column per build
         twins = sum(w.model == v.model and w.domain == v.domain for w in shown)

@@ -16,7 +16,9 @@ import numpy as np
 from sveb.core import schema
 from sveb.core.config import BuildConfig
 from sveb.core.errors import EvalError
-from sveb.score import scoring
+from sveb.score import scoring, trainings
+from sveb.score.pool_checks import Allow, check
+from sveb.score.replicates import default_params, seed_of
 from sveb.score.rows import score_row
 from sveb import store
 from sveb.store.builds import pool_key
@@ -46,6 +48,7 @@ class View:
     bidx: np.ndarray | None = None     # index into bdirs per state
     seeds: list = field(default_factory=list)
     n_ref: int = 20
+    notes: list = field(default_factory=list)  # what a table over it must say (a refusal let through by a flag)
 
     @property
     def fp(self) -> str:
@@ -148,8 +151,10 @@ def _content(bdir: Path) -> str:
     return str(export.get("content_hash") or m.get("build_fp") or bdir.name)
 
 
-def pools(views: list[View]) -> list[list[View]]:
-    """Views grouped by pool key, each group in seed order; groups in order of first appearance."""
+def pools(views: list[View], allow: Allow = Allow()) -> list[list[View]]:
+    """Views grouped by pool key, each group in seed order; groups in order of first appearance. Each group is
+    checked (`check`): seeds of different problem mixes, or parts of different compute dtypes, are refused
+    (EvalError, one line) unless `allow` lets them through, and then every view of the group carries the note."""
     groups: dict[str, list[View]] = {}
     for v in views:
         groups.setdefault(pool_key(v.bdir), []).append(v)
@@ -163,7 +168,10 @@ def pools(views: list[View]) -> list[list[View]]:
                 raise EvalError(f"builds {seen[key].bdir} and {v.bdir} are {what}: they cannot be pooled as "
                                 f"independent seeds; keep one of them (move the other out of the root)")
             seen[key] = v
-    return [sorted(g, key=lambda v: (str(v.seeds[0]), v.fp)) for g in groups.values()]
+    out = [sorted(g, key=lambda v: (str(v.seeds[0]), v.fp)) for g in groups.values()]
+    for g in out:
+        check(g, allow)
+    return out
 
 
 def merge(views: list[View]) -> View:
@@ -184,7 +192,8 @@ def merge(views: list[View]) -> View:
                est=stack(lambda v: v.est), params={k: p for v in views for k, p in v.params.items()},
                pid=cat([v.pid for v in views]), rollout=cat([v.rollout for v in views]), t=cat([v.t for v in views]),
                shift=stack(lambda v: v.shift), bdirs=[v.bdir for v in views],
-               bidx=np.repeat(np.arange(len(views)), n), seeds=[v.seeds[0] for v in views], n_ref=first.n_ref)
+               bidx=np.repeat(np.arange(len(views)), n), seeds=[v.seeds[0] for v in views], n_ref=first.n_ref,
+               notes=list(dict.fromkeys(x for v in views for x in v.notes)))
     stored: dict[tuple, list[dict]] = {}
     for v in views:
         for r in v.scores:
@@ -215,7 +224,9 @@ def paired(v: View, protocol: str) -> dict[tuple[str, str], dict]:
         out[k[:2]] = {**res, "n_states": int(ok.sum()), "n_problems": len(set(v.problem[ok])),
                       "mae": float(np.abs(v.est[k][ok] - v.ref[ok]).mean()) if ok.any() else float("nan"),
                       "mae_grpo": float(np.abs(b[ok] - v.ref[ok]).mean()) if ok.any() else float("nan"),
-                      "family": family(k[:2], v.params.get(k[:2]))}
+                      "family": family(k[:2], v.params.get(k[:2])), "trainings": None,
+                      "training_sd": float("nan")}
+    _trainings(v, protocol, b, out)
     groups: dict[str, list] = {}
     for k, r in out.items():  # each row alone is a family of its own
         groups.setdefault(r["family"] if r["family"] != ALONE else f"{ALONE}:{k}", []).append(k)
@@ -228,3 +239,35 @@ def paired(v: View, protocol: str) -> dict[tuple[str, str], dict]:
             r["delta_sq_holm_low"], r["delta_sq_holm_high"] = scoring.holm_interval(
                 r["delta_sq"], r["delta_sq_se"], r["df"], r["p_delta"], r["p_holm"])
     return out
+
+
+def _trainings(v: View, protocol: str, b: np.ndarray, out: dict) -> None:
+    """A trained estimator (one whose default settings have a training `seed`) scored with several training seeds
+    on these states: its default row's test becomes the test over trainings (sveb.score.trainings: the mean Δ over
+    trainings, its SE with the between-training variance), on the states every training scored. Every row of a
+    trained estimator says how many trainings its test rests on (`trainings`: 1 = one training, no spread in it);
+    other estimators have none."""
+    by_name: dict[str, dict] = {}
+    for k in out:
+        d = default_params(k[0])
+        pj = v.params.get(k)  # none recorded (Table 4's arrays): the row is at its default settings
+        seed = seed_of(d if pj is None else pj, d) if d is not None else None
+        if seed is not None:
+            by_name.setdefault(k[0], {})[seed] = k
+    for name, by_seed in by_name.items():
+        for k in by_seed.values():
+            out[k]["trainings"] = 1
+        default = by_seed.get(seed_of(default_params(name), default_params(name)))
+        if default is None or len(by_seed) < 2:
+            continue
+        seeds = sorted(by_seed, key=str)
+        arrs = [v.est[(*by_seed[s], protocol)] for s in seeds]
+        ok = np.isfinite(b) & np.isfinite(v.ref) & np.logical_and.reduce([np.isfinite(a) for a in arrs])
+        d = np.stack([(a[ok] - v.ref[ok]) ** 2 - (b[ok] - v.ref[ok]) ** 2 for a in arrs])
+        res = trainings.over_trainings(d, v.problem[ok])
+        out[default].update({c: res[c] for c in ("delta_sq", "delta_sq_ci_low", "delta_sq_ci_high", "p_delta",
+                                                 "delta_sq_se", "df", "trainings", "training_sd")},
+                            n_states=int(ok.sum()), n_problems=len(set(v.problem[ok])),
+                            mae=float(np.mean([np.abs(a[ok] - v.ref[ok]).mean() for a in arrs])),
+                            mae_grpo=float(np.abs(b[ok] - v.ref[ok]).mean()),
+                            training_seeds=",".join(map(str, seeds)))
