@@ -73,7 +73,7 @@ def test_a_tampered_table_is_refused_naming_it(exported, tmp_path):
     root, bdir, ex = exported
     path = next((ex / "references").glob("part-*.parquet"))
     t = pq.read_table(path).to_pylist()
-    t[0]["value"] = 1.0 - t[0]["value"]
+    t[0]["value"] = 0.125 if t[0]["value"] != 0.125 else 0.375  # always an edit (1 - v is none at v = 0.5)
     pq.write_table(pq.read_table(path).from_pylist(t, schema=pq.read_schema(path)), path)
     with pytest.raises(ExportError, match="table references does not match"):
         find_build(root, None, None, str(ex))
@@ -186,7 +186,7 @@ def test_a_same_size_edit_in_the_same_timestamp_tick_is_still_caught(exported, m
     monkeypatch.setattr(export, "_stamp", lambda b, names: stamp)  # the edit below leaves the stamp as it was
     path = next((ex / "references").glob("part-*.parquet"))
     t = pq.read_table(path).to_pylist()
-    t[0]["value"] = 1.0 - t[0]["value"]
+    t[0]["value"] = 0.125 if t[0]["value"] != 0.125 else 0.375  # the same size, and always an edit
     pq.write_table(pq.read_table(path).from_pylist(t, schema=pq.read_schema(path)), path)
     with pytest.raises(ExportError, match="table references does not match"):
         verify(ex)

@@ -67,13 +67,25 @@ def test_export_writes_the_authors_records(round_trip):
         assert len(r["correct_responses"]) + len(r["wrong_responses"]) == 8  # G rollouts
 
 
+def _on_a_repeated_response(bdir) -> bool:
+    """Some state's rollout has the same text as an earlier rollout of its problem. The authors' records keep a
+    state's response text, not its rollout index, so the import puts such a state on the first rollout of that
+    text: its step pairs (states of one rollout) can then differ, and only they."""
+    texts: dict[str, list[str]] = {}
+    for r in sorted(store.read_table(bdir / "rollouts").to_pylist(), key=lambda r: r["rollout_idx"]):
+        texts.setdefault(r["problem_id"], []).append(r["response_text"])
+    return any(texts[s["problem_id"]].index(texts[s["problem_id"]][s["rollout_idx"]]) != s["rollout_idx"]
+               for s in store.read_table(bdir / "states").to_pylist())
+
+
 def test_export_then_import_gives_identical_grpo_and_numca_scores(round_trip):
     bdir, _, imported = round_trip
+    keys = [k for k in SCORE_KEYS if not (_on_a_repeated_response(bdir) and k.startswith("sign_"))]
     for name in ("grpo", "numca"):
         for protocol in ("held-out", "in-group"):
             a = evaluate(bdir, name, {}, protocol)
             b = evaluate(imported, name, {}, protocol)
-            assert {k: a[k] for k in SCORE_KEYS} == pytest.approx({k: b[k] for k in SCORE_KEYS}, nan_ok=True), name
+            assert {k: a[k] for k in keys} == pytest.approx({k: b[k] for k in keys}, nan_ok=True), name
     assert store.content_hash(imported) == store.read_manifest(imported)["export"]["content_hash"]
 
 

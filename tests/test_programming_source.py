@@ -1,6 +1,6 @@
-"""The builtin programming generator: enough problems per split for four disjoint seeds of 150 candidates,
-and every task's reference solution passes its own tests (in process for all of them, through the grader for
-a sample of every level)."""
+"""The builtin programming generator: enough problems per split for every seed slot (8 test seeds of 150
+candidates, 4 train seeds of 200), and every task's reference solution passes its own tests (in process for all
+of them, through the grader for a sample of every level)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import json
 import random
 import re
 import sys
+from collections import Counter
 from functools import cache
 from itertools import combinations
 
@@ -45,14 +46,17 @@ def test_each_split_holds_at_least_700_problems():
     assert splits.count("test") >= 700 and splits.count("train") >= 700
 
 
-def test_four_seeds_of_150_are_disjoint_without_a_shortfall():
-    for split in ("test", "train"):
-        warned: list[str] = []
-        draws = {s: [p["problem_id"] for p in pg.builtin(150, s, split, warn=warned.append)] for s in range(4)}
-        assert not warned
-        assert all(len(set(d)) == 150 and all(split_of(pid) == split for pid in d) for d in draws.values())
-        for a, b in combinations(draws, 2):
-            assert not set(draws[a]) & set(draws[b]), (split, a, b)
+def test_every_seed_slot_fills_disjoint():
+    """8 test seeds of 150 and 4 train seeds of 200, each a third per level (sveb.data_builders.seeds)."""
+    from sveb.data_builders.seeds import SLOTS, allocate
+    for split, n in (("test", 150), ("train", 200)):
+        draws = {s: pg.builtin(n, s, split) for s in range(SLOTS[split])}
+        ids = {s: [p["problem_id"] for p in d] for s, d in draws.items()}
+        assert all(len(set(d)) == n and all(split_of(pid) == split for pid in d) for d in ids.values())
+        for d in draws.values():  # a third a level: 50 each of 150; 67, 67, 66 of 200
+            assert Counter(json.loads(p["meta"])["level"] for p in d) == allocate(n, pg.LEVELS)
+        for a, b in combinations(ids, 2):
+            assert not set(ids[a]) & set(ids[b]), (split, a, b)
 
 
 def test_the_tests_depend_on_the_task_only():

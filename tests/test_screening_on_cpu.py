@@ -15,11 +15,12 @@ from sveb.sample.pipeline import build
 
 
 def many_sums(tmp_path):
-    """768 'What is a + b + c?' problems in DAPO-Math's schema (the scripted engine answers them)."""
+    """6,156 'What is a + b + c?' problems in DAPO-Math's schema (the scripted engine answers them): about 3,080
+    test problems, dealt into 8 seeds of about 377 (sveb.data_builders.seeds)."""
     import json
     src = tmp_path / "many.jsonl"
     src.write_text("\n".join(json.dumps({"prompt": f"What is {a} + {b} + {c}?", "solution": str(a + b + c)})
-                             for a in range(1, 9) for b in range(1, 9) for c in range(1, 13)))
+                             for a in range(1, 10) for b in range(1, 10) for c in range(1, 77)))
     return src
 
 
@@ -62,7 +63,7 @@ def test_a_kept_group_is_the_draw_an_unfiltered_build_makes(tmp_path, small_cfg)
 def test_groups_are_unbiased_for_the_true_value_where_screens_are_not(tmp_path, small_cfg):
     """Keep only problems whose 8 screening rollouts were mostly wrong: the screens' accuracy then underestimates
     the problems' true values (selection), while the G fresh rollouts are unbiased for them."""
-    cfg = replace(small_cfg, source=str(many_sums(tmp_path)), problems=700, oversample=1, rollouts=16, screen=8, min_acc=0.0,
+    cfg = replace(small_cfg, source=str(many_sums(tmp_path)), problems=370, oversample=1, rollouts=16, screen=8, min_acc=0.0,
                   max_acc=0.375, states_per_problem=1, mc=1, mc_extra=0)
     bdir = build(cfg, tmp_path / "root", engine=ScriptedEngine())
     problems = {p["problem_id"]: p for p in store.read_table(bdir / "problems").to_pylist()}
@@ -90,7 +91,7 @@ def test_the_screening_bias_benchmark_sees_the_selection(tmp_path, small_cfg):
     spec = importlib.util.spec_from_file_location("screening_bias", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
-    cfg = replace(small_cfg, source=str(many_sums(tmp_path)), problems=60, oversample=10, rollouts=16, screen=8,
+    cfg = replace(small_cfg, source=str(many_sums(tmp_path)), problems=60, oversample=6, rollouts=16, screen=8,
                   min_acc=0.0, max_acc=0.375, states_per_problem=2, mc=40, mc_extra=0)
     d = mod.grpo_before_after(*mod.load(build(cfg, tmp_path / "root", engine=ScriptedEngine())))
     assert len(d["ref"]) >= 100

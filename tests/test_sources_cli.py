@@ -196,9 +196,10 @@ def test_problems_fingerprint_changes_only_when_the_new_knobs_are_set():
     from sveb.core import schema as sch
     from sveb.sample.pipeline import stage_fps
     cfg = BuildConfig()
+    from sveb.data_builders.seeds import DRAW
     old_formula = fingerprint("problems", cfg.domain, cfg.source, cfg.split, cfg.problems * cfg.oversample, cfg.seed,
-                              sch.SCHEMA_VERSION)
-    assert stage_fps(cfg)["problems"] == old_formula  # builds made before --field/--min-tests keep their place
+                              sch.SCHEMA_VERSION, DRAW)
+    assert stage_fps(cfg)["problems"] == old_formula  # the knobs enter only when set (DRAW: the seeds' rule)
     fps = {stage_fps(c)["problems"] for c in (cfg, replace(cfg, min_tests=3), replace(cfg, min_tests=4),
                                               replace(cfg, fields=(("answer", "a"), ("question", "q"))))}
     assert len(fps) == 4
@@ -228,8 +229,9 @@ def test_a_local_source_counts_by_its_bytes_not_its_path(tmp_path, monkeypatch):
     one = stage_fps(replace(cfg, source=str(folder)))
     (folder / "y.jsonl").write_bytes(b"")
     assert stage_fps(replace(cfg, source=str(folder))) != one  # a folder counts every data file in it
+    from sveb.data_builders.seeds import DRAW
     assert stage_fps(replace(cfg, source="hub"))["problems"] == fingerprint(
-        "problems", "number", "hub", "test", cfg.problems * cfg.oversample, cfg.seed, sch.SCHEMA_VERSION)
+        "problems", "number", "hub", "test", cfg.problems * cfg.oversample, cfg.seed, sch.SCHEMA_VERSION, DRAW)
 
 
 def test_report_by_level_on_a_field_source(tmp_path):

@@ -5,10 +5,11 @@ cannot become a problem, `SourceError`), the domains, and `Source`, the descript
 Beside it, importing only this vocabulary (and each other downward):
   number, math, science, general, programming   one module per domain:
       HUB_ID, HUB_CONFIG, HUB_SPLIT             the dataset the paper's code used (written there only)
-      builtin(n, seed, split) -> list[dict]     offline procedural problems (seeds disjoint)
+      builtin(n, seed, split) -> list[dict]     offline procedural problems (seeds: a stratified partition)
       from_record(rec) -> dict                  one row of the dataset's own schema -> problem dict
                                                 (raise SkipRow("reason") to skip it)
       prompt(problem) -> list[dict]             chat messages for the policy
+  seeds                                         seeds as a stratified partition of a source (slots, draws)
   boxed, rows                                   text helpers the domains and readers share
   gsm8k, math500, arc, gpqa, mmlu, mbpp, humaneval, paper, hista
                                                 dataset readers: each defines `SOURCE = Source(...)` (or
@@ -29,6 +30,7 @@ from functools import lru_cache
 from typing import Any, Callable
 
 from sveb.core.errors import SvebError, UsageError
+from sveb.data_builders.seeds import SLOTS, level_pools, partition_draw
 
 @dataclass(frozen=True)
 class Domain:
@@ -114,73 +116,18 @@ def make_problem(domain: str, source: str, question: str, answer: str, answer_ty
 
 
 def sample_builtin(domain: str, n: int, seed: int, split: str, levels: dict[int, float],
-                   make: Callable[[int, random.Random], dict], warn: Callable[[str], None] | None = None,
-                   ask: str | None = None) -> list[dict]:
-    """n distinct problems of the split from a seeded mix of levels; `make(level, rng)` builds one.
+                   make: Callable[[int, random.Random], dict], ask: str | None = None) -> list[dict]:
+    """Seed `seed`'s n problems of the split, `levels` (level -> weight) the mix; `make(level, rng)` builds one.
 
-    Seeds of one (domain, split, n) draw disjoint problems, by sequential exclusion: seed s draws from its own
-    stream exactly as seed 0 draws from its, skipping every problem seeds 0..s-1 drew (so seed 0 is the plain
-    draw, and seed s differs from its plain draw only where it overlapped). Should the problems no earlier seed
-    drew run out, the seed goes on with earlier seeds' problems and says so through `warn` (see seed_shortfall)."""
-    taken: set[str] = set()
-    for s in range(seed + 1):
-        out, reused = _builtin_draw(domain, n, s, split, levels, make, taken)
-        taken.update(p["problem_id"] for p in out)
-    if reused and warn is not None:
-        warn(seed_shortfall(seed, f"builtin {domain}", len(taken), n, split, reused, ask, about=True))
-    return out
-
-
-def _builtin_draw(domain: str, n: int, seed: int, split: str, levels: dict[int, float],
-                  make: Callable[[int, random.Random], dict], taken: set[str]) -> tuple[list[dict], int]:
-    """One seed's draw, skipping `taken` while the stream still yields others; also how many it had to repeat."""
-    rng = random.Random(f"{domain}-builtin-{seed}")
-    kept = [lv for lv, w in levels.items() if w > 0]
-    weights = [levels[lv] for lv in kept]
-    out, seen, tries, last, fresh_only = [], set(), 0, 0, bool(taken)
-    while len(out) < n:
-        tries += 1
-        if fresh_only and (tries - last > 20 * n + 2_000 or tries > 100 * n + 10_000):
-            fresh_only, tries = False, 0  # what no earlier seed drew ran out (or all but gone): go on with theirs
-        if tries > 100 * n + 10_000:  # finite problem spaces: say so instead of looping
-            raise UsageError(f"builtin {domain}: only {len(out)} distinct {split} problems found, {n} asked")
-        p = make(rng.choices(kept, weights)[0], rng)
-        pid = p["problem_id"]
-        if split_of(pid) == split and pid not in seen and not (fresh_only and pid in taken):
-            seen.add(pid)
-            out.append(p)
-            last = tries
-    return out, len(seen & taken)
-
-
-def disjoint_draw(problems: list, n: int, seed: int) -> tuple[list, int]:
-    """Seed `seed`'s n draws from a pool, by sequential exclusion; also how many repeat an earlier seed's.
-
-    Seed s shuffles the pool with random.Random(s), as every seed did before seeds were made disjoint, and takes the
-    first n that none of seeds 0..s-1 took: seed 0 is the plain shuffle's first n, seed s differs from it only where
-    it overlapped an earlier seed. Only when the pool holds fewer than (s + 1) x n does seed s fill up with earlier
-    seeds' problems (in its own order, after every fresh one)."""
-    taken: set[int] = set()
-    picked, fresh = [], 0
-    for s in range(seed + 1):
-        order = list(range(len(problems)))
-        random.Random(s).shuffle(order)  # the same permutation as shuffling the pool itself
-        new = [i for i in order if i not in taken][:n]
-        picked, fresh = new + [i for i in order if i in taken][:n - len(new)], len(new)
-        taken.update(picked)
-    return [problems[i] for i in picked], len(picked) - fresh
-
-
-def seed_shortfall(seed: int, where: str, usable: int, n: int, split: str, reused: int, ask: str | None,
-                   about: bool = False) -> str:
-    """One line for a seed whose candidates repeat earlier seeds' problems because the source ran out."""
-    fit = max(usable // n, 1) - 1
-    enough = "seed 0 only" if fit == 0 else f"seeds 0-{fit}"
-    earlier = "seed 0" if seed == 1 else f"seeds 0-{seed - 1}"
-    return (f"--seed {seed}: {where} holds {'about ' if about else ''}{usable} usable {split} problems, enough for "
-            f"{enough} at {ask or f'{n} candidates a seed'}; {reused} of this seed's {n} candidates repeat problems "
-            f"of {earlier} (seeds of one config draw disjoint problems while the source lasts: use a lower --seed, "
-            f"fewer candidates or a larger source)")
+    Each level's source is a finite pool (sveb.data_builders.seeds.level_pools); its split is dealt into the
+    split's seed slots, and the seed takes each level's share of n from its own slot (seeds.partition_draw):
+    seeds are disjoint and hold the same level mix. A slot too small for its share is an error, never a repeat."""
+    if split not in SLOTS:
+        raise UsageError(f"--split {split}: builtin {domain} has a test and a train split")
+    kept = {lv: w for lv, w in levels.items() if w > 0}
+    pools = level_pools(domain, kept, make)
+    strata = {lv: [p for p in pools[lv] if split_of(p["problem_id"]) == split] for lv in kept}
+    return partition_draw(strata, kept, n, seed, (domain, "builtin", split), SLOTS[split], f"builtin {domain}", ask)
 
 
 @dataclass(frozen=True)
@@ -206,6 +153,9 @@ class Source:
     # Rows whose answer type is decided per row (answer_types empty: each row must fit --domain, else it is skipped),
     # and the domain a file names by its rows where no --domain is given (e.g. the authors' verifier field).
     domain_of: Callable[[Any], str | None] | None = None
+    # The meta field seeds stratify on (sveb.data_builders.seeds): its level, subject or type; a row without it
+    # is in stratum "none" (one stratum where no row has it).
+    stratum: str = "level"
 
     def split_rule(self) -> str:
         return "own: " + "/".join(self.own_splits) if self.own_splits else "halves by id hash"

@@ -32,63 +32,162 @@ TYPE_MAP = {t: "math" for t in ("integer", "float", "expression", "fraction", "p
 TYPE_MAP.update({"boolean": "string", "string": "string", "multiple choice": "choice"})
 _LEADING_LETTER = re.compile(r"^\(?([A-J])[).:]\s+\S")  # "B. 23%", "(B) 23%"
 
-OPPOSITES = {
-    "hot": "cold", "cold": "hot", "up": "down", "down": "up", "day": "night", "night": "day",
-    "wet": "dry", "dry": "wet", "happy": "sad", "sad": "happy", "black": "white", "white": "black",
-    "fast": "slow", "slow": "fast", "tall": "short", "empty": "full", "full": "empty",
-    "boy": "girl", "girl": "boy", "north": "south", "south": "north", "east": "west", "west": "east",
-    "first": "last", "top": "bottom", "bottom": "top", "push": "pull", "pull": "push",
-    "true": "false", "false": "true", "inside": "outside", "outside": "inside",
-    "early": "late", "late": "early", "always": "never", "never": "always",
-}
+# word -> its opposite, listed both ways where both are words a small model knows
+_PAIRS = ("hot cold, up down, day night, wet dry, happy sad, black white, fast slow, tall short, empty full, boy girl, "
+          "north south, east west, first last, top bottom, push pull, true false, inside outside, early late, "
+          "always never, big small, open closed, light dark, old young, rich poor, hard soft, loud quiet, "
+          "strong weak, thick thin, left right, in out, on off, yes no, win lose, buy sell, "
+          "give take, come go, start finish, begin end, laugh cry, love hate, friend enemy, question answer, "
+          "sweet sour, clean dirty, wide narrow, deep shallow, near far, high low, above below, before after, "
+          "front back, enter exit, add subtract, arrive leave, awake asleep, brave afraid, cheap expensive, "
+          "safe dangerous, easy difficult, remember forget, sunrise sunset, summer winter, king queen, "
+          "husband wife, uncle aunt, son daughter, brother sister, alive dead, asleep awake, accept refuse, "
+          "include exclude, increase decrease, maximum minimum, inhale exhale, import export, ancient modern, "
+          "polite rude, noisy silent, smooth rough, sharp blunt, tight loose, wild tame, sick healthy, "
+          "float sink, pass fail, lend borrow, catch throw, whisper shout, crooked straight, found lost")
+OPPOSITES: dict[str, str] = {}
+for _pair in _PAIRS.split(", "):
+    _a, _b = _pair.split()
+    OPPOSITES.setdefault(_a, _b)
+    OPPOSITES.setdefault(_b, _a)
+OPPOSITE = ('What is the opposite of "{w}"? Answer with one word.', 'Give the opposite of the word "{w}" in one word.',
+            'Which word means the opposite of "{w}"? Answer with one word.',
+            'Name the antonym of "{w}". Answer with one word.')
 PLURALS = {"mouse": "mice", "child": "children", "foot": "feet", "tooth": "teeth", "man": "men",
            "woman": "women", "goose": "geese", "cat": "cats", "box": "boxes", "dog": "dogs",
-           "bus": "buses", "baby": "babies", "leaf": "leaves", "knife": "knives"}
+           "bus": "buses", "baby": "babies", "leaf": "leaves", "knife": "knives", "person": "people",
+           "ox": "oxen", "wolf": "wolves", "wife": "wives", "life": "lives", "half": "halves", "city": "cities",
+           "party": "parties", "story": "stories", "lady": "ladies", "fox": "foxes", "glass": "glasses",
+           "dish": "dishes", "church": "churches", "watch": "watches", "potato": "potatoes", "tomato": "tomatoes",
+           "hero": "heroes", "book": "books", "car": "cars", "tree": "trees", "house": "houses", "bird": "birds",
+           "apple": "apples", "chair": "chairs", "cup": "cups", "sheep": "sheep", "fish": "fish", "deer": "deer",
+           "toy": "toys", "day": "days", "key": "keys", "boy": "boys", "horse": "horses", "class": "classes",
+           "brush": "brushes", "bench": "benches", "loaf": "loaves", "shelf": "shelves", "thief": "thieves",
+           "cherry": "cherries", "puppy": "puppies", "family": "families", "louse": "lice", "cactus": "cacti"}
+PAST = {"go": "went", "see": "saw", "eat": "ate", "run": "ran", "swim": "swam", "sing": "sang", "drink": "drank",
+        "write": "wrote", "take": "took", "give": "gave", "come": "came", "make": "made", "find": "found",
+        "think": "thought", "buy": "bought", "bring": "brought", "catch": "caught", "teach": "taught",
+        "sleep": "slept", "keep": "kept", "feel": "felt", "leave": "left", "meet": "met", "sit": "sat",
+        "stand": "stood", "speak": "spoke", "break": "broke", "choose": "chose", "drive": "drove", "ride": "rode",
+        "fly": "flew", "draw": "drew", "grow": "grew", "know": "knew", "throw": "threw", "blow": "blew",
+        "fall": "fell", "hold": "held", "tell": "told", "sell": "sold", "win": "won", "begin": "began",
+        "forget": "forgot", "get": "got", "hide": "hid", "bite": "bit", "wake": "woke", "wear": "wore",
+        "tear": "tore", "steal": "stole", "freeze": "froze", "dig": "dug", "hang": "hung", "lend": "lent",
+        "send": "sent", "spend": "spent", "build": "built", "lose": "lost", "pay": "paid", "say": "said",
+        "walk": "walked", "jump": "jumped", "play": "played", "cook": "cooked", "paint": "painted",
+        "open": "opened", "climb": "climbed", "laugh": "laughed", "dance": "danced", "clean": "cleaned"}
 DAYS = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"]
 MONTHS = ["January", "February", "March", "April", "May", "June", "July", "August",
           "September", "October", "November", "December"]
 # (big unit, small unit, small units per big unit)
 CONVERSIONS = [("meters", "centimeters", 100), ("hours", "minutes", 60), ("weeks", "days", 7),
-               ("kilograms", "grams", 1000), ("years", "months", 12), ("minutes", "seconds", 60)]
-WORDS = ["cat", "sun", "tree", "house", "apple", "river", "garden", "planet", "orange", "banana",
-         "school", "window", "pencil", "yellow", "dog", "bird", "cloud", "water", "friend", "rabbit"]
+               ("kilograms", "grams", 1000), ("years", "months", 12), ("minutes", "seconds", 60),
+               ("days", "hours", 24), ("kilometers", "meters", 1000), ("liters", "milliliters", 1000),
+               ("centuries", "years", 100), ("decades", "years", 10), ("dozens", "eggs", 12),
+               ("feet", "inches", 12), ("yards", "feet", 3), ("pounds", "ounces", 16), ("gallons", "quarts", 4),
+               ("dollars", "cents", 100), ("meters", "millimeters", 1000), ("fortnights", "days", 14),
+               ("millennia", "years", 1000)]
+CONVERT = ("How many {small} are in {k} {big}?", "{k} {big} is how many {small}?",
+           "Convert {k} {big} to {small}. Answer with a number.")
+WORDS = sorted(set("cat sun tree house apple river garden planet orange banana school window pencil yellow dog bird "
+                   "cloud water friend rabbit table chair bottle flower mountain forest ocean island bridge castle "
+                   "dragon rocket candle basket button carpet cookie dinner doctor engine farmer finger guitar "
+                   "hammer jacket kitten ladder lemon letter magnet market monkey needle number pepper pillow "
+                   "pocket puzzle rainbow ribbon shadow silver spider spoon stone summer sunset teacher ticket tiger "
+                   "tomato turtle violin wallet winter wizard zebra anchor bakery balloon bicycle blanket cabbage "
+                   "camera cherry circle coffee dolphin eagle elbow feather garlic giraffe helmet insect jungle "
+                   "kettle lizard meadow muffin napkin noodle octopus parrot peanut penguin picnic pirate potato "
+                   "pumpkin quiet radio robot saddle sandal season singer sister soccer squirrel statue sugar "
+                   "thunder toast tunnel umbrella valley vinegar walnut whale yogurt zipper bread grape horse "
+                   "music paper smile storm truck".split()))
+VOWELS = "aeiou"
+
+
+def _level2(rng: random.Random) -> tuple[str, str, str]:
+    """A yes/no question about numbers: (question, yes|no, template)."""
+    r = rng.random()
+    if r < 0.25:
+        x, kind = rng.randint(1, 100), rng.choice(["odd", "even"])
+        yes = (x % 2 == 1) == (kind == "odd")
+        return f"Is {x} an {kind} number? Answer yes or no.", "yes" if yes else "no", "parity"
+    if r < 0.5:
+        a, b = rng.sample(range(1, 21), 2)
+        rel = rng.choice(["greater", "less"])
+        yes = a > b if rel == "greater" else a < b
+        return f"Is {a} {rel} than {b}? Answer yes or no.", "yes" if yes else "no", "compare"
+    if r < 0.75:
+        x, k = rng.randint(10, 60), rng.randint(2, 9)
+        return f"Is {x} divisible by {k}? Answer yes or no.", "yes" if x % k == 0 else "no", "divisible"
+    a, b = rng.randint(1, 9), rng.randint(1, 9)
+    c = a + b + rng.choice([-1, 0, 0, 1])
+    return f"Is {a} + {b} equal to {c}? Answer yes or no.", "yes" if a + b == c else "no", "sum_check"
+
+
+def _level4(rng: random.Random) -> tuple[str, str, str]:
+    """What comes next (or before) in a week, a year or the alphabet, and word forms: (question, answer, template)."""
+    r = rng.random()
+    if r < 0.25:
+        i, k, after = rng.randrange(7), rng.randint(1, 6), rng.random() < 0.5
+        j, rel = (i + k, "after") if after else (i - k, "before")
+        if k == 1:
+            return f"What day of the week comes {rel} {DAYS[i]}?", DAYS[j % 7], f"{'next' if after else 'previous'}_day"
+        return f"What day of the week is {k} days {rel} {DAYS[i]}?", DAYS[j % 7], f"days_{rel}"
+    if r < 0.5:
+        i, k, after = rng.randrange(12), rng.randint(1, 11), rng.random() < 0.5
+        j, rel = (i + k, "after") if after else (i - k, "before")
+        if k == 1:
+            return f"What month comes {rel} {MONTHS[i]}?", MONTHS[j % 12], f"{'next' if after else 'previous'}_month"
+        return f"What month is {k} months {rel} {MONTHS[i]}?", MONTHS[j % 12], f"months_{rel}"
+    if r < 0.6:
+        i = rng.randrange(25)
+        if rng.random() < 0.5:
+            return (f"What letter comes after {chr(65 + i)} in the alphabet?", chr(66 + i), "next_letter")
+        return f"What letter comes before {chr(66 + i)} in the alphabet?", chr(65 + i), "previous_letter"
+    if r < 0.8:
+        w = rng.choice(sorted(PLURALS))
+        form = rng.choice(['What is the plural of the word "{w}"?', 'Write the plural form of "{w}".'])
+        return form.format(w=w), PLURALS[w], "plural"
+    w = rng.choice(sorted(PAST))
+    form = rng.choice(['What is the past tense of the verb "{w}"?', 'Write the past tense of "{w}".'])
+    return form.format(w=w), PAST[w], "past_tense"
+
+
+def _level5(rng: random.Random) -> tuple[str, str, str]:
+    """Counting letters of a word: (question, count, template)."""
+    w, r = rng.choice(WORDS), rng.random()
+    if r < 0.35:
+        return f"How many letters are in the word \"{w}\"?", str(len(w)), "letters"
+    if r < 0.6:
+        n = sum(ch in VOWELS for ch in w)
+        return f"How many vowels (a, e, i, o, u) are in the word \"{w}\"?", str(n), "vowels"
+    ch = rng.choice(sorted(set(w)))
+    return f"How many times does the letter \"{ch}\" appear in the word \"{w}\"?", str(w.count(ch)), "letter_count"
 
 
 def generate(level: int, rng: random.Random) -> tuple[str, str, str, str]:
     """(question, answer, answer_type, template name) for one level."""
     if level == 1:
         w = rng.choice(sorted(OPPOSITES))
-        return f"What is the opposite of \"{w}\"? Answer with one word.", OPPOSITES[w], "string", "opposite"
+        return rng.choice(OPPOSITE).format(w=w), OPPOSITES[w], "string", "opposite"
     if level == 2:
-        if rng.random() < 0.5:
-            x, kind = rng.randint(1, 50), rng.choice(["odd", "even"])
-            yes = (x % 2 == 1) == (kind == "odd")
-            return f"Is {x} an {kind} number? Answer yes or no.", "yes" if yes else "no", "string", "parity"
-        a, b = rng.sample(range(1, 21), 2)
-        rel = rng.choice(["greater", "less"])
-        yes = a > b if rel == "greater" else a < b
-        return f"Is {a} {rel} than {b}? Answer yes or no.", "yes" if yes else "no", "string", "compare"
+        return _typed(_level2(rng), "string")
     if level == 3:
         big, small, factor = rng.choice(CONVERSIONS)
-        k = rng.randint(2, 9)
-        return f"How many {small} are in {k} {big}?", str(k * factor), "math", "convert"
+        k = rng.randint(2, 12)
+        return rng.choice(CONVERT).format(k=k, big=big, small=small), str(k * factor), "math", "convert"
     if level == 4:
-        r = rng.random()
-        if r < 0.4:
-            i = rng.randrange(7)
-            return f"What day of the week comes after {DAYS[i]}?", DAYS[(i + 1) % 7], "string", "next_day"
-        if r < 0.7:
-            i = rng.randrange(12)
-            return f"What month comes after {MONTHS[i]}?", MONTHS[(i + 1) % 12], "string", "next_month"
-        w = rng.choice(sorted(PLURALS))
-        return f"What is the plural of the word \"{w}\"?", PLURALS[w], "string", "plural"
+        return _typed(_level4(rng), "string")
     if level == 5:
-        w = rng.choice(WORDS)
-        return f"How many letters are in the word \"{w}\"?", str(len(w)), "math", "letters"
+        return _typed(_level5(rng), "math")
     raise ValueError(f"unknown general level {level}")
 
 
-def builtin(n: int, seed: int, split: str, **kw) -> list[dict]:  # kw: warn, ask (sample_builtin)
+def _typed(qat: tuple[str, str, str], kind: str) -> tuple[str, str, str, str]:
+    q, a, template = qat
+    return q, a, kind, template
+
+
+def builtin(n: int, seed: int, split: str, **kw) -> list[dict]:  # kw: ask (sample_builtin)
     def make(level: int, rng: random.Random) -> dict:
         q, a, kind, template = generate(level, rng)
         return make_problem("general", "builtin", q, a, kind, meta={"level": level, "template": template})

@@ -22,5 +22,5 @@ def read(rec: dict) -> dict:
 SOURCE = Source(
     name="gpqa-diamond", domain="science", hub_id="Idavidrein/gpqa", hub_config="gpqa_diamond", hub_split="train",
     licence="CC BY 4.0", read=read, answer_types=frozenset({"choice"}),
-    columns=("Question", "Correct Answer", "Incorrect Answer 1"),
+    columns=("Question", "Correct Answer", "Incorrect Answer 1"), stratum="High-level domain",
     about="gpqa_diamond.csv (198 rows): Question, Correct Answer, Incorrect Answer 1-3, Subdomain")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import difflib
 import hashlib
 import importlib
+import json
 import logging
 import pkgutil
 import re
@@ -17,10 +18,10 @@ from pathlib import Path
 from typing import Callable
 
 import sveb.data_builders as package
-from sveb.data_builders import (FITS, SkipRow, Source, SourceError, disjoint_draw, domain_module, make_problem,
-                                seed_shortfall, split_of)
+from sveb.data_builders import FITS, SkipRow, Source, SourceError, domain_module, make_problem, split_of
 from sveb.data_builders import fields as fieldmap
 from sveb.data_builders.files import data_files, read_hub, read_local
+from sveb.data_builders.seeds import SLOT_MIN, dataset_slots, partition_draw
 
 log = logging.getLogger(__name__)
 
@@ -277,20 +278,20 @@ def scan(domain: str, text: str, fields: tuple = (), min_tests: int = -1) -> Loa
 
 def load_problems(domain: str, source: str, n: int, seed: int, split: str, fields: tuple = (), min_tests: int = -1,
                   warn: Callable[[str], None] | None = None, ask: str | None = None) -> tuple[list[dict], dict[str, int]]:
-    """Up to n candidate problems of the split, seeded; also the count of skipped rows per reason.
+    """Seed `seed`'s n candidate problems of the split; also the count of skipped rows per reason.
 
     source: builtin | hub (the domain's paper dataset) | NAME | NAME=PATH | PATH (see `sveb ls sources`);
     fields: ((key, column), ...) for a file with its own columns; min_tests: -1 = the source's default.
-    Seeds of one (domain, source, split, fields, n) draw disjoint problems while the source lasts
-    (`sveb.data_builders.disjoint_draw`); a seed that must repeat earlier seeds' problems says so through `warn`,
-    naming `ask` (how n was made, e.g. "--problems 8 x --oversample 4"). Warnings (a gold that looks like a worked
-    solution) go to `warn` before anything is sampled."""
+    Seeds are a stratified partition of the source's split (sveb.data_builders.seeds): disjoint, each with the
+    split's mix of strata (meta "level"); a seed whose slot is too small for n is an error naming `ask` (how n was
+    made, e.g. "--problems 8 x --oversample 4"). Warnings (a gold that looks like a worked solution) go to `warn`
+    before anything is sampled."""
     mod = domain_module(domain)
     say = warn or log.warning
     if source == "builtin":
         if fields:
             raise SourceError("--field applies to a file source, not to --source builtin")
-        return mod.builtin(n, seed, split, warn=say, ask=ask), {}
+        return mod.builtin(n, seed, split, ask=ask), {}
     loaded = scan(domain, source, tuple(fields), min_tests)
     for w in loaded.warnings:
         say(w)
@@ -299,8 +300,24 @@ def load_problems(domain: str, source: str, n: int, seed: int, split: str, field
         have = sorted({loaded.split(p) for p in loaded.problems})
         raise SourceError(f"--source {source}: holds no {split} rows (only {', '.join(have)}); pass the dataset's "
                           f"{split} file (its name says {split}, e.g. {split}.jsonl)")
-    problems.sort(key=lambda p: p["problem_id"])
-    out, reused = disjoint_draw(problems, n, seed)
-    if reused:
-        say(seed_shortfall(seed, f"--source {source}", len(problems), n, split, reused, ask))
+    src = loaded.spec.source
+    name = src.stratum if src is not None else "level"
+    strata: dict[str, list[dict]] = {}
+    for p in map(dict, problems):
+        meta = json.loads(p["meta"])
+        meta["level"] = meta.get(name, "none")  # the stratum, under one key for every source (pooling reads it)
+        if name != "level":
+            meta["stratum"] = name
+        p["meta"] = json.dumps(meta, sort_keys=True)
+        strata.setdefault(str(meta["level"]), []).append(p)
+    key = (domain, src.name if src is not None else "fields", split)
+    slots = dataset_slots(split, len(problems))
+    if slots == 1:  # too small to deal into seeds: each seed its own sample of the whole split, all of it at most
+        n = min(n, len(problems))
+        if seed > 0:
+            say(f"--seed {seed}: --source {source} holds {len(problems)} {split} problems, under {2 * SLOT_MIN}, "
+                f"too few to deal into disjoint seeds: this seed's candidates overlap other seeds' (use a larger "
+                f"source for replicate seeds)")
+    out = partition_draw(strata, {k: len(v) for k, v in strata.items()}, n, seed, key, slots,
+                         f"--source {source}", ask, name=name)
     return out, dict(loaded.skipped)

@@ -22,4 +22,5 @@ def read(rec: dict) -> dict:
 SOURCE = Source(
     name="mmlu-stem", domain="science", hub_id="TIGER-Lab/MMLU-STEM", hub_config=None, hub_split="test",
     licence="MIT", read=read, answer_types=frozenset({"choice"}), columns=("question", "choices", "answer"),
+    stratum="subject",
     about="test.jsonl (3018 rows, Qwen2.5-Math's file): question, type (subject), choices, answer (0-3)")

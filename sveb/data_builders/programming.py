@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import random
 import string
+from typing import Callable
 
 from sveb.data_builders import Domain, SkipRow, make_problem, sample_builtin
 from sveb.data_builders.boxed import require_text
@@ -70,6 +71,14 @@ def _function_task(level: int, rng: random.Random):
              [_ints(0, 100)]),
             (f"returns True if x is greater than {t} and False otherwise", "is_above", "x", f"return x > {t}",
              lambda x: x > t, [_ints(0, 100)]),
+            (f"returns True if x is less than {t} and False otherwise", "is_below", "x", f"return x < {t}",
+             lambda x: x < t, [_ints(0, 100)]),
+            (f"returns the larger of x and {k}", "at_least_k", "x", f"return max(x, {k})", lambda x: max(x, k),
+             [_ints(0, 150)]),
+            (f"returns the smaller of x and {k}", "at_most_k", "x", f"return min(x, {k})", lambda x: min(x, k),
+             [_ints(0, 150)]),
+            (f"returns the absolute difference of x and {k}", "distance_to_k", "x", f"return abs(x - {k})",
+             lambda x: abs(x - k), [_ints(0, 150)]),
             (two[0], two[1], "a, b", f"return {two[2]}", two[3], [_ints(), _ints()])])
     c, k, t, d = rng.choice(string.ascii_lowercase), rng.randint(2, 9), rng.randint(-15, 55), rng.randint(1, 60)
     letters = [lambda r: _word(r, c + "abcde")]
@@ -105,6 +114,20 @@ def _function_task(level: int, rng: random.Random):
          f"return sum(1 for x in nums if x < {t})", lambda ns: sum(1 for x in ns if x < t), [_nums]),
         (f"returns a new list of the numbers in the list nums that are greater than {t}", "keep_above", "nums",
          f"return [x for x in nums if x > {t}]", lambda ns: [x for x in ns if x > t], [_nums]),
+        (f"returns True if the letter '{c}' appears in the string s and False otherwise", "has_char", "s",
+         f"return '{c}' in s", lambda s: c in s, letters),
+        (f"returns the string s with every letter '{c}' replaced by '*'", "mask_char", "s",
+         f"return s.replace('{c}', '*')", lambda s: s.replace(c, "*"), letters),
+        (f"returns a new list of the numbers in the list nums that are less than {t}", "keep_below", "nums",
+         f"return [x for x in nums if x < {t}]", lambda ns: [x for x in ns if x < t], [_nums]),
+        (f"returns a new list with {d} subtracted from each number in the list nums", "unshift", "nums",
+         f"return [x - {d} for x in nums]", lambda ns: [x - d for x in ns], [_nums]),
+        (f"returns a new list with each number in the list nums greater than {t} replaced by {t}", "clip", "nums",
+         f"return [min(x, {t}) for x in nums]", lambda ns: [min(x, t) for x in ns], [_nums]),
+        (f"returns the string s with the letter '{c}' added at its start", "prefix_char", "s",
+         f"return '{c}' + s", lambda s: c + s, [_word]),
+        (f"returns the string s with the letter '{c}' added at its end", "suffix_char", "s",
+         f"return s + '{c}'", lambda s: s + c, [_word]),
         ("returns the string s reversed", "reverse", "s", "return s[::-1]", lambda s: s[::-1], [_word]),
         ("returns the number of vowels (a, e, i, o, u) in the lowercase string s", "count_vowels", "s",
          "return sum(ch in 'aeiou' for ch in s)", lambda s: sum(ch in "aeiou" for ch in s), [_word]),
@@ -156,6 +179,21 @@ def _stdin_task(rng: random.Random):
         (f"Read a line of integers separated by spaces and print how many of them are greater than {t}.",
          f"print(sum(1 for x in map(int, input().split()) if x > {t}))",
          lambda s: f"{sum(1 for x in map(int, s.split()) if x > t)}\n", line),
+        (f"Read two integers a and b from one line and print (a - b) * {m}.", read2 + f"(a - b) * {m})",
+         lambda s: f"{(ab(s)[0] - ab(s)[1]) * m}\n", two),
+        (f"Read a non-negative integer n and print n divided by {m}, rounded down.", f"print(int(input()) // {m})",
+         lambda s: f"{int(s) // m}\n", lambda r: f"{r.randint(0, 100)}\n"),
+        (f"Read a word and print it with every letter '{c}' removed.", f"print(input().strip().replace('{c}', ''))",
+         lambda s: s.strip().replace(c, "") + "\n", lambda r: _word(r, c + "abcde") + "\n"),
+        (f"Read a line of integers separated by spaces and print the sum of those less than {t}.",
+         f"print(sum(x for x in map(int, input().split()) if x < {t}))",
+         lambda s: f"{sum(x for x in map(int, s.split()) if x < t)}\n", line),
+        (f"Read a line of integers separated by spaces and print how many of them are less than {t}.",
+         f"print(sum(1 for x in map(int, input().split()) if x < {t}))",
+         lambda s: f"{sum(1 for x in map(int, s.split()) if x < t)}\n", line),
+        (f"Read an integer n and print yes if n is greater than {t}, and no otherwise.",
+         f"print('yes' if int(input()) > {t} else 'no')", lambda s: ("yes" if int(s) > t else "no") + "\n",
+         lambda r: f"{r.randint(-20, 80)}\n"),
         ("Read a word and print its length.", "print(len(input().strip()))", lambda s: f"{len(s.strip())}\n", word),
         ("Read a word and print it reversed.", "print(input().strip()[::-1])", lambda s: s.strip()[::-1] + "\n",
          word),
@@ -173,33 +211,53 @@ def _distinct(gen, rng: random.Random, k: int) -> list:
     return out
 
 
-def generate(level: int, rng: random.Random) -> tuple[str, list[dict], str]:
-    """(question, test cases, reference solution); the tests depend on the task only, not on rng state."""
+def _task(level: int, rng: random.Random) -> tuple[str, Callable[[], tuple[str, list[dict], str]]]:
+    """(the task's identity, a function that writes it out): only choosing the task draws from rng, so a pool
+    writes each distinct task once (its tests come from a generator seeded with the task itself)."""
     if level in (1, 2):
         what, fn, params, body, f, gens = _function_task(level, rng)
         core = f"Write a Python function `{fn}({params})` that {what}."
-        trng = random.Random(core)
-        args = _distinct(lambda r: [g(r) for g in gens], trng, N_TESTS)
-        tests = [{"input": json.dumps(a), "output": json.dumps(f(*a)), "type": "function_call", "fn_name": fn}
-                 for a in args]
-        shown = ", ".join(map(repr, args[0]))
-        question = f"{core} For example, {fn}({shown}) should return {f(*args[0])!r}."
-        return question, tests, f"def {fn}({params}):\n    {body}\n"
+
+        def write():
+            args = _distinct(lambda r: [g(r) for g in gens], random.Random(core), N_TESTS)
+            tests = [{"input": json.dumps(a), "output": json.dumps(f(*a)), "type": "function_call", "fn_name": fn}
+                     for a in args]
+            shown = ", ".join(map(repr, args[0]))
+            question = f"{core} For example, {fn}({shown}) should return {f(*args[0])!r}."
+            return question, tests, f"def {fn}({params}):\n    {body}\n"
+        return core, write
     if level == 3:
         core, ref, f, gen = _stdin_task(rng)
-        inputs = _distinct(gen, random.Random(core), N_TESTS)
-        tests = [{"input": s, "output": f(s), "type": "stdin_stdout", "fn_name": None} for s in inputs]
-        question = f"{core}\n\nExample input:\n{inputs[0].rstrip()}\n\nExample output:\n{tests[0]['output'].rstrip()}"
-        return question, tests, ref + "\n"
+
+        def write():
+            inputs = _distinct(gen, random.Random(core), N_TESTS)
+            tests = [{"input": s, "output": f(s), "type": "stdin_stdout", "fn_name": None} for s in inputs]
+            question = (f"{core}\n\nExample input:\n{inputs[0].rstrip()}\n\n"
+                        f"Example output:\n{tests[0]['output'].rstrip()}")
+            return question, tests, ref + "\n"
+        return core, write
     raise ValueError(f"unknown programming level {level}")
 
 
-def builtin(n: int, seed: int, split: str, **kw) -> list[dict]:  # kw: warn, ask (sample_builtin)
-    def make(level: int, rng: random.Random) -> dict:
-        q, tests, ref = generate(level, rng)
-        return make_problem("programming", "builtin", q, "", "code", tests=tests,
-                            meta={"level": level, "reference_solution": ref})
-    return sample_builtin("programming", n, seed, split, LEVELS, make, **kw)  # ~1,760 tasks in all
+def generate(level: int, rng: random.Random) -> tuple[str, list[dict], str]:
+    """(question, test cases, reference solution); the tests depend on the task only, not on rng state."""
+    return _task(level, rng)[1]()
+
+
+_WRITTEN: dict[str, dict] = {}  # a task's problem, written once per process (pools draw a task many times)
+
+
+def _make(level: int, rng: random.Random) -> dict:
+    core, write = _task(level, rng)
+    if core not in _WRITTEN:
+        q, tests, ref = write()
+        _WRITTEN[core] = make_problem("programming", "builtin", q, "", "code", tests=tests,
+                                      meta={"level": level, "reference_solution": ref})
+    return _WRITTEN[core]
+
+
+def builtin(n: int, seed: int, split: str, **kw) -> list[dict]:  # kw: ask (sample_builtin)
+    return sample_builtin("programming", n, seed, split, LEVELS, _make, **kw)
 
 
 def read_test_case(tc) -> dict:

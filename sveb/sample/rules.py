@@ -15,6 +15,7 @@ from sveb.core.errors import BuildError, did_you_mean
 from sveb.core.models import model_slug, resolve
 from sveb.data_builders.load import identity as source_identity
 from sveb.data_builders.load import resolve as resolve_source
+from sveb.data_builders.seeds import DRAW
 from sveb.sample.paper import choice_parts, fp_parts
 
 
@@ -62,8 +63,7 @@ def stage_fps(cfg: BuildConfig) -> dict[str, str]:
     parts = ["problems", cfg.domain, source, cfg.split, cfg.problems * cfg.oversample, cfg.seed, v]
     if cfg.fields or cfg.min_tests >= 0:  # only when set, so builds made before these knobs keep their fingerprints
         parts.append({"fields": sorted(map(list, cfg.fields)), "min_tests": cfg.min_tests})
-    if cfg.seed > 0:  # seeds draw disjoint candidates (load_problems); seed 0's draw, and fingerprint, are unchanged
-        parts.append("disjoint seeds")
+    parts.append(DRAW)  # how seeds draw their candidates (sveb.data_builders.seeds): an older draw is never reused
     problems = fingerprint(*parts)
     rollouts = fingerprint("rollouts", problems, model_identity(cfg.model), cfg.sampling, cfg.rollouts, cfg.seed,
                            dtype_of(cfg), v, "fresh groups after a separate screen", engine_key(cfg),
