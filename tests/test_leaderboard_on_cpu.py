@@ -11,7 +11,7 @@ from rich.console import Console
 
 from sveb.present import leaderboard
 from sveb.score import pooling, scoring
-from sveb.core import schema
+from sveb.core import metrics, schema
 from sveb import store
 from sveb.core.config import BuildConfig, SamplingConfig
 from sveb.engines.scripted import ScriptedEngine
@@ -152,6 +152,10 @@ def test_pivot_is_readable_in_80_columns(root, wide):
             assert cell in text
             if x["estimator"] != "grpo":
                 assert (x["verdict"] if wide or x["verdict"] != "no difference" else "no diff") in text
+            if wide:  # the third table: k_eq with its interval
+                assert metrics.fmt_ci(x, "k_eq", interval=True) in text
+            elif x["protocol"] == "held-out":  # beside MAE (in-group tables show the own share there)
+                assert leaderboard._keq(x) in text
     assert "per seed" in text and "seed 2" in text
     assert "oracle floor" in text and ("calibration" in text) == wide and ("own" in text)
 
@@ -176,13 +180,20 @@ def test_pivot_in_group_row_with_every_column_fits_80():
            "protocol": "in-group", "estimator": "hidden-align", "params_fp": "p", "params": "{}", "mae": 0.2513,
            "mae_ci_low": 0.2012, "mae_ci_high": 0.3034, "n_states": 1200, "n_problems": 300,
            "delta_sq": -0.0123, "delta_sq_ci_low": -0.0201, "delta_sq_ci_high": -0.0044, "p_holm": 0.0613,
-           "verdict": "no difference", "own_share": 0.1251, "oracle_floor": 0.04, "ref_noise": 0.05}
+           "verdict": "no difference", "own_share": 0.1251, "oracle_floor": 0.04, "ref_noise": 0.05,
+           "k_eq": float("inf"), "k_eq_ci_low": 123.4, "k_eq_ci_high": float("inf")}
     con, big = (Console(width=w, record=True, color_system=None) for w in (80, 400))
     leaderboard.print_pivot([row], con)
     leaderboard.print_pivot([row], big)
     text = con.export_text()
     assert _words(big.export_text()) <= _words(text) and "…" not in text
     assert "0.125" in text and "-0.0123 ± 0.0078" in text and "0.061" in text
+    # held-out: k_eq beside MAE, open above (no finite k matches): ">low"
+    con, big = (Console(width=w, record=True, color_system=None) for w in (80, 400))
+    leaderboard.print_pivot([{**row, "protocol": "held-out"}], con)
+    leaderboard.print_pivot([{**row, "protocol": "held-out"}], big)
+    text = con.export_text()
+    assert _words(big.export_text()) <= _words(text) and "…" not in text and ">123.4" in text
 
 
 def test_report_pools_seeds_into_one_column(root, tmp_path):

@@ -14,20 +14,27 @@ from sveb.core.metrics import Metric
 
 # The columns as they were written by hand before the table (issue 33): nothing a user sees may move.
 LEADERBOARD = ["model", "domain", "estimator", "params", "protocol", "kind", "seeds", "n_builds", "n_states",
-               "n_problems", "mae", "mae_ci_low", "mae_ci_high", "delta_sq", "delta_sq_ci_low", "delta_sq_ci_high",
+               "n_problems", "mae", "mae_ci_low", "mae_ci_high", "k_eq", "k_eq_ci_low", "k_eq_ci_high", "delta_sq",
+               "delta_sq_ci_low", "delta_sq_ci_high",
                "p_delta", "p_holm", "delta_sq_holm_low", "delta_sq_holm_high", "verdict", "family", "trainings",
                "training_sd", "bias",
-               "bias_ci_low", "bias_ci_high", "calib_slope", "concordance", "sign_agreement", "sign_pairs", "rmse",
+               "bias_ci_low", "bias_ci_high", "calib_slope", "concordance", "sign_agreement", "sign_pairs",
+               # issue 57: the metrics neighbouring benchmarks read
+               "spearman", "spearman_raw", "spearman_within", "spearman_within_raw", "kendall", "kendall_within",
+               "ece", "ece_raw", "brier", "brier_reliability", "brier_resolution", "auroc_own", "sibling_top1",
+               "sibling_chance", "sibling_sets", "drop_f1", "drop_rollouts", "rmse",
                "debiased_mse", "ref_noise", "oracle_floor", "own_share", "own_shift_p95", "own_shift_max",
                "seconds", "build_fp", "params_fp", "build_protocol", "caveats"]
 PAIRED = ["model", "domain", "build_fp", "kind", "seeds", "protocol", "estimator", "params", "n_states",
           "n_problems", "mae", "mae_grpo", "delta_sq", "delta_sq_ci_low", "delta_sq_ci_high", "p_delta", "p_holm",
           "delta_sq_holm_low", "delta_sq_holm_high", "verdict", "family", "trainings", "training_sd"]
 SITE = [("estimator", "estimator", True), ("mae", "MAE ± 95% CI", False),
-        ("delta_sq", "Δ sq err vs grpo [95% CI]", False), ("p_holm", "p (Holm)", False),
+        ("k_eq", "worth k rollouts [95% CI]", False), ("delta_sq", "Δ sq err vs grpo [95% CI]", False), ("p_holm", "p (Holm)", False),
         ("verdict", "verdict", True), ("extra_tokens_per_state", "extra tokens/state", False),
         ("forward_tokens_per_state", "forward tokens/state", False), ("seconds_per_state", "s/state", False),
-        ("prepare_seconds", "prepare s", False), ("own_share", "own share", False),
+        ("prepare_seconds", "prepare s", False), ("spearman", "Spearman (noise-corrected)", False),
+        ("ece", "ECE (l2, noise-debiased)", False), ("auroc_own", "AUROC of the own outcome (held-out)", False),
+        ("own_share", "own share", False),
         ("provenance", "provenance", True), ("bundle", "bundle", True)]
 SCORES = {"model": "string", "domain": "string", "build_fp": "string", "estimator": "string", "params_fp": "string",
           "params": "string", "protocol": "string", "n_states": "int32", "n_problems": "int32", "mae": "double",
@@ -35,7 +42,11 @@ SCORES = {"model": "string", "domain": "string", "build_fp": "string", "estimato
           "ref_noise": "double", "oracle_floor": "double", "own_share": "double", "seconds": "double",
           "bias": "double", "bias_ci_low": "double", "bias_ci_high": "double", "calib_slope": "double",
           "concordance": "double", "sign_agreement": "double", "sign_pairs": "int32", "own_shift_p95": "double",
-          "own_shift_max": "double"}
+          "own_shift_max": "double", "k_eq": "double", "k_eq_ci_low": "double", "k_eq_ci_high": "double",
+          **{c: "double" for c in ("spearman", "spearman_raw", "spearman_within", "spearman_within_raw", "kendall",
+                                   "kendall_within", "ece", "ece_raw", "brier", "brier_reliability",
+                                   "brier_resolution", "auroc_own", "sibling_top1", "sibling_chance", "drop_f1")},
+          "sibling_sets": "int32", "drop_rollouts": "int32"}
 
 
 def test_derived_columns_are_todays():
@@ -48,7 +59,8 @@ def test_derived_columns_are_todays():
     assert {f.name: str(f.type) for f in schema.SCORES} == SCORES
     assert [m.header for m in metrics.shown(metrics.TERMINAL)] == ["bias", "slope", "concord", "sign", "pairs",
                                                                     "own", "own p95", "own max"]
-    assert metrics.shown(metrics.REPORT) == []
+    assert [m.name for m in metrics.shown(metrics.REPORT)] == ["k_eq", "spearman", "ece", "auroc_own",
+                                                                "sibling_top1", "drop_f1"]
     from sveb.present import table4  # the paper's layout: its own order, its metric columns from the table
     own = {"domain", "estimator", "protocol", "delta_sq_se", "df", "p", "family_size", "mde_80", "estimates", "builds"}
     assert {c for c in table4.COLUMNS if metrics.metric(c) is None} == own

@@ -24,6 +24,7 @@ PAIRED = "paired"            # the report's paired.csv: each estimator against t
 SITE = "site"                # the board's static page (sveb leaderboard html)
 TERMINAL = "terminal"        # the second table of `sveb leaderboard --wide`
 REPORT = "report"            # a table of its own in the report: estimators as rows, builds as columns
+NEIGHBOURS = "neighbours"    # the third table of `sveb leaderboard --wide`: k_eq and the neighbouring benchmarks'
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,7 @@ class Metric:
     wide: str = ""                # long header: the site and the report (the short one when empty)
     decimals: int = 3
     style: str = "fixed"          # fixed | p (p-value: "<0.001") | int | text | tokens (0 decimals from 10) | general (.Ng)
+    #                               | keq (fixed, inf as ∞; an interval open above as [low, ∞], or ">low" alone)
     signed: bool = False          # shown with its sign (+0.012)
     direction: str = ""           # lower | higher: which side is better; "" none (bias: 0 is best)
     kind: str = "state"           # state: from per-state estimates and references; reference: of the references
@@ -50,7 +52,7 @@ class Metric:
 
 
 F64, I32 = pa.float64(), pa.int32()
-LB, PR, ST, TM = LEADERBOARD, PAIRED, SITE, TERMINAL
+LB, PR, ST, TM, NB = LEADERBOARD, PAIRED, SITE, TERMINAL, NEIGHBOURS
 
 
 def _v(*names: str) -> frozenset:
@@ -62,6 +64,9 @@ METRICS: tuple[Metric, ...] = (
     Metric("n_states", "states", style="int", kind="count", arrow=I32, views=_v(LB, PR)),
     Metric("n_problems", "problems", style="int", kind="count", arrow=I32, views=_v(LB, PR)),
     Metric("mae", "MAE", "MAE ± 95% CI", direction="lower", arrow=F64, ci=True, views=_v(LB, PR, ST)),
+    # rollout-equivalent (sveb.score.rollout_eq): the MCS@k whose expected squared error it matches; inf: no finite k
+    Metric("k_eq", "k_eq", "worth k rollouts [95% CI]", decimals=1, style="keq", direction="higher", arrow=F64,
+           ci=True, interval=True, views=_v(LB, ST, REPORT, NB)),
     Metric("mae_grpo", "MAE grpo", direction="lower", kind="paired", views=_v(PR)),
     Metric("delta_sq", "Δ sq err", "Δ sq err vs grpo [95% CI]", decimals=4, signed=True, direction="lower",
            kind="paired", ci=True, interval=True, views=_v(LB, PR, ST)),
@@ -87,6 +92,33 @@ METRICS: tuple[Metric, ...] = (
     Metric("concordance", "concord", direction="higher", arrow=F64, views=_v(LB, TM)),
     Metric("sign_agreement", "sign", direction="higher", arrow=F64, views=_v(LB, TM)),
     Metric("sign_pairs", "pairs", style="int", kind="count", arrow=I32, views=_v(LB, TM)),
+    # what neighbouring benchmarks read (sveb.score.ranks, calibration, choices); the corrected ones have the
+    # reference's noise removed, the _raw ones are against the reference as it is
+    Metric("spearman", "spearman", "Spearman (noise-corrected)", direction="higher", arrow=F64,
+           views=_v(LB, ST, REPORT, NB)),
+    Metric("spearman_raw", "spearman raw", direction="higher", arrow=F64, views=_v(LB)),
+    Metric("spearman_within", "spearman in", "Spearman within problem (noise-corrected)", direction="higher",
+           arrow=F64, views=_v(LB, NB)),
+    Metric("spearman_within_raw", "spearman in raw", direction="higher", arrow=F64, views=_v(LB)),
+    Metric("kendall", "kendall", "Kendall tau-b (raw)", direction="higher", arrow=F64, views=_v(LB, NB)),
+    Metric("kendall_within", "kendall in", "Kendall tau-b within problem (raw)", direction="higher", arrow=F64,
+           views=_v(LB)),
+    Metric("ece", "ECE", "ECE (l2, noise-debiased)", direction="lower", arrow=F64,
+           views=_v(LB, ST, REPORT, NB)),
+    Metric("ece_raw", "ECE raw", direction="lower", arrow=F64, views=_v(LB)),
+    Metric("brier", "Brier", direction="lower", arrow=F64, views=_v(LB, NB)),
+    Metric("brier_reliability", "Brier rel", "Brier reliability (debiased)", decimals=4, direction="lower",
+           arrow=F64, views=_v(LB)),
+    Metric("brier_resolution", "Brier res", "Brier resolution (debiased)", decimals=4, direction="higher",
+           arrow=F64, views=_v(LB)),
+    Metric("auroc_own", "AUROC", "AUROC of the own outcome (held-out)", direction="higher", arrow=F64,
+           views=_v(LB, ST, REPORT, NB)),
+    Metric("sibling_top1", "top-1", "sibling top-1", direction="higher", arrow=F64, views=_v(LB, REPORT, NB)),
+    Metric("sibling_chance", "chance", "sibling top-1 by chance", kind="reference", arrow=F64, views=_v(LB, NB)),
+    Metric("sibling_sets", "sibling sets", style="int", kind="count", arrow=I32, views=_v(LB)),
+    Metric("drop_f1", "drop F1", "value-drop localisation F1", direction="higher", arrow=F64,
+           views=_v(LB, REPORT, NB)),
+    Metric("drop_rollouts", "drop rollouts", style="int", kind="count", arrow=I32, views=_v(LB)),
     Metric("rmse", "RMSE", direction="lower", arrow=F64, views=_v(LB)),
     Metric("debiased_mse", "debiased MSE", direction="lower", arrow=F64, views=_v(LB)),
     Metric("ref_noise", "ref noise", kind="reference", arrow=F64, views=_v(LB)),
@@ -148,6 +180,8 @@ def fmt(x, m: Metric | str, nd: int | None = None, signed: bool | None = None, m
     signed = m.signed if signed is None else signed
     if m.style == "text":
         return str(x) if x not in (None, "") else missing
+    if m.style == "keq" and isinstance(x, float) and x == math.inf:
+        return "∞"
     if not ok(x):
         return missing
     if m.style == "int":
@@ -167,6 +201,8 @@ def fmt_ci(r: dict, m: Metric | str, interval: bool = False, nd: int | None = No
     m = metric(m) if isinstance(m, str) else m
     x, lo, hi = r.get(m.name), r.get(f"{m.name}_ci_low"), r.get(f"{m.name}_ci_high")
     v = fmt(x, m, nd, signed)
+    if m.style == "keq" and ok(lo) and isinstance(hi, float) and hi == math.inf:  # unbounded above
+        return f">{fmt(lo, m, nd)}" if not ok(x) else f"{v} [{fmt(lo, m, nd)}, ∞]"
     if not ok(x) or not (ok(lo) and ok(hi)):
         return v
     if interval:

@@ -9,7 +9,7 @@ from sveb.core import metrics
 SCHEMA_VERSION = 2
 # Bumped when the scores computed from stored estimates change (new columns): evaluate recomputes score rows
 # (from the stored estimates, without rerunning the estimator) while builds keep their fingerprints.
-SCORES_VERSION = 3
+SCORES_VERSION = 4  # 4: k_eq and the neighbouring benchmarks' metrics (issue 57)
 
 PROBLEMS = pa.schema([
     ("problem_id", pa.string()),

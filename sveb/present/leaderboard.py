@@ -163,6 +163,14 @@ def _p(x) -> str:
     return metrics.fmt(x, "p_holm")
 
 
+def _keq(r: dict) -> str:
+    """k_eq, "worth k rollouts", at 80 columns: the value alone, or ">low" when no finite k matches (the
+    debiased MSE is <= 0); --wide and the CSV give its interval."""
+    if r.get("k_eq") == float("inf"):
+        return metrics.fmt_ci(r, "k_eq", interval=True)
+    return metrics.fmt(r.get("k_eq"), "k_eq")
+
+
 def _table(title: str, caption: str | None, headers: list[str]) -> Table:
     t = Table(title=title, caption=caption, title_justify="left", caption_justify="left", show_edge=False)
     t.add_column(headers[0], overflow="fold", min_width=12)  # long names fold; numbers never wrap or cut
@@ -189,17 +197,20 @@ def print_pivot(rows_: list[dict], console: Console, wide: bool = False) -> None
         title = f"{model} · {domain} · {proto}" + (" (paper)" if proto == "in-group" else "") + (
             " · paper's build protocol" if rs[0].get("build_protocol") == "paper" else "") + f"\n{what}"
         own = proto == "in-group" and not wide
-        t = _table(title, f"Δ sq err: paired vs {BASELINE}, < 0 better; p: Holm-adjusted within the declared "
-                   "family; " + ("[95% CI], Holm CI: the interval at Holm's level" if wide else "± 95% CI half-width")
+        keq = not (own or wide)  # 80 columns: k_eq beside MAE under held-out (in-group shows own); --wide: below
+        t = _table(title, ("k_eq: worth k rollouts (MCS@k of equal squared error); " if keq else "")
+                   + f"Δ sq err: paired vs {BASELINE}, < 0 better; p: Holm-adjusted within the declared family; "
+                   + ("[95% CI], Holm CI: the interval at Holm's level" if wide else "± 95% CI half-width")
                    + ("; own: own-outcome share" if own else "") + _caveats(rs),
-                   ["estimator", "MAE", f"Δ sq err vs {BASELINE}", "p", "verdict", *(["own"] if own else []),
-                    *(["Holm CI", "family"] if wide else [])])
+                   ["estimator", "MAE", *(["k_eq"] if keq else []), f"Δ sq err vs {BASELINE}", "p", "verdict",
+                    *(["own"] if own else []), *(["Holm CI", "family"] if wide else [])])
         for r in rs:
             t.add_row(names[(r["estimator"], r["params_fp"])], metrics.fmt_ci(r, "mae", wide),
+                      *([_keq(r)] if keq else []),
                       metrics.fmt_ci(r, "delta_sq", wide), _p(r.get("p_holm")), _verdict(r.get("verdict"), wide),
                       *([metrics.fmt(r.get("own_share"), "own_share")] if own else []),
                       *([_holm_ci(r), r.get("family") or ""] if wide else []))
-        pad = [""] * (3 + own + 2 * wide)
+        pad = [""] * (3 + keq + own + 2 * wide)
         t.add_row("[dim]oracle floor[/]", f"[dim]{metrics.fmt(rs[0].get('oracle_floor'), 'oracle_floor')}[/]", *pad)
         t.add_row("[dim]ref noise[/]", f"[dim]{metrics.fmt(rs[0].get('ref_noise'), 'ref_noise')}[/]", *pad)
         console.print(t)
@@ -209,6 +220,15 @@ def print_pivot(rows_: list[dict], console: Console, wide: bool = False) -> None
                        "bias: estimate − reference; slope: reference on estimate (1: calibrated); concord: "
                        "within-problem pairs; sign: same-rollout step advantage (pairs); own: |Δ| when the "
                        "state's own reward flips", ["estimator", *(m.header for m in more)])
+            for r in rs:
+                t.add_row(names[(r["estimator"], r["params_fp"])], *(metrics.cell(r, m, True) for m in more))
+            console.print(t)
+            more = metrics.shown(metrics.NEIGHBOURS)
+            t = _table(f"{model} · {domain} · {proto}: rollout-equivalents and neighbouring benchmarks' metrics",
+                       "k_eq: worth k rollouts [95% CI]; spearman: noise-corrected (in: within problem); ECE: l2, "
+                       "noise-debiased; AUROC: of the own outcome (held-out); top-1: sibling choice (chance "
+                       "beside); drop F1: value-drop localisation (docs/statistics.md)",
+                       ["estimator", *(m.header for m in more)])
             for r in rs:
                 t.add_row(names[(r["estimator"], r["params_fp"])], *(metrics.cell(r, m, True) for m in more))
             console.print(t)

@@ -48,6 +48,7 @@ class View:
     bidx: np.ndarray | None = None     # index into bdirs per state
     seeds: list = field(default_factory=list)
     n_ref: int = 20
+    own: np.ndarray | None = None      # the final reward of each state's own rollout (AUROC of the own outcome)
     notes: list = field(default_factory=list)  # what a table over it must say (a refusal let through by a flag)
 
     @property
@@ -109,7 +110,8 @@ def rescore(view: View, stored: dict[tuple, list[dict]]) -> list[dict]:
         row = score_row({**rows[0], "build_fp": view.fp if view.pooled else rows[0].get("build_fp")},
                         view.est[key][ok], view.ref[ok], view.n_ref, view.problem[ok], rollouts=view.rollout[ok],
                         t=view.t[ok], shift=view.shift[key][ok],
-                        seconds=float(sum(r.get("seconds") or 0.0 for r in rows)))
+                        seconds=float(sum(r.get("seconds") or 0.0 for r in rows)),
+                        own=None if view.own is None else view.own[ok], pos=view.pos[ok])
         row["n_builds"] = len({view.bidx[i] for i in np.flatnonzero(ok)})
         out.append(row)
     return out
@@ -135,7 +137,22 @@ def base_view(bdir: Path, scores: list[dict]) -> tuple[View, dict[str, int]]:
                 rollout=np.array(st.column("rollout_idx").to_pylist()), t=t, bdirs=[bdir], bidx=np.zeros(n, int),
                 seeds=[BuildConfig.from_manifest(m).seed if _records_seed(m) else None],
                 n_ref=int(n_ref[0]) if n_ref else 20)
+    view.own = _own_rewards(bdir, pid, view.rollout)
     return view, index
+
+
+def _own_rewards(bdir: Path, pid: np.ndarray, rollout: np.ndarray) -> np.ndarray | None:
+    """Per state, its own rollout's final reward from the rollouts table (None when the build has none)."""
+    if not (bdir / "rollouts").is_dir():
+        return None
+    import pyarrow.parquet as pq
+    reward = {}
+    for path in sorted((bdir / "rollouts").glob("part-*.parquet")):
+        t = pq.read_table(path, columns=["problem_id", "rollout_idx", "reward"])
+        reward.update(zip(zip(*(t.column(c).to_pylist() for c in ("problem_id", "rollout_idx"))),
+                          t.column("reward").to_pylist()))
+    own = np.array([reward.get((p, int(r))) for p, r in zip(pid, rollout)], dtype=float)
+    return own if np.isfinite(own).all() else None
 
 
 def _records_seed(manifest: dict) -> bool:
@@ -193,6 +210,7 @@ def merge(views: list[View]) -> View:
                pid=cat([v.pid for v in views]), rollout=cat([v.rollout for v in views]), t=cat([v.t for v in views]),
                shift=stack(lambda v: v.shift), bdirs=[v.bdir for v in views],
                bidx=np.repeat(np.arange(len(views)), n), seeds=[v.seeds[0] for v in views], n_ref=first.n_ref,
+               own=None if any(v.own is None for v in views) else cat([v.own for v in views]),
                notes=list(dict.fromkeys(x for v in views for x in v.notes)))
     stored: dict[tuple, list[dict]] = {}
     for v in views:
