@@ -28,8 +28,12 @@ from sveb.score.pooling import View
 COLUMNS = ["setting", "domain", "choice", "estimator", "protocol", "n_states", "n_problems", "mae", "mae_ci_low",
            "mae_ci_high", "delta_sq", "delta_sq_ci_low", "delta_sq_ci_high", "p", "family", "p_holm", "verdict",
            "sveb_verdict", "flips_vs_sveb", "shared_problems", "d_mae_vs_sveb", "d_mae_ci_low", "d_mae_ci_high",
-           "d_delta_sq_vs_sveb", "d_delta_sq_ci_low", "d_delta_sq_ci_high", "p_d_delta_sq"]
+           "d_delta_sq_vs_sveb", "d_delta_sq_ci_low", "d_delta_sq_ci_high", "p_d_delta_sq", "p_d_delta_sq_holm",
+           "reading"]
 VERDICTS = ("better", "worse", "no difference")
+POWER = "a change of power, not an effect"      # the verdict crossed the threshold, its Δ did not detectably move
+EFFECT = "a change of the effect"              # the Δ of Δ is significant after Holm over the setting
+KEPT = "the effect changed; the verdict did not"
 
 
 def setting_cells(s, exports: Path, names: list[str], records: list[dict]) -> tuple[list[dict], dict]:
@@ -113,7 +117,38 @@ def compare(rows: list[dict], errs: dict, settings: list) -> list[dict]:
         if mine != theirs and mine in errs and theirs in errs:
             new |= versus(errs[mine], errs[theirs])
         out.append(new)
+    readings(out)
     return out
+
+
+def _num(x) -> float:
+    try:
+        return float(x)
+    except (TypeError, ValueError):
+        return float("nan")
+
+
+def readings(rows: list[dict]) -> None:
+    """Holm over each setting's Δ of Δ (a family per setting: every estimator and protocol it compares with SVEB's
+    preset; grpo's is 0 by construction and left out), and the reading each row allows: a flip whose Δ of Δ is
+    significant after Holm is a change of the effect; any other flip is a change of power, not an effect (the
+    verdict crossed the threshold while the Δ did not detectably move); a significant Δ of Δ without a flip says
+    the effect changed and the verdict did not. A flip without shared problems has no Δ of Δ: untested."""
+    fams: dict[str, list[dict]] = {}
+    for r in rows:
+        r["p_d_delta_sq_holm"], r["reading"] = "", ""
+        if r["estimator"] != BASELINE and np.isfinite(_num(r.get("p_d_delta_sq"))):
+            fams.setdefault(r["setting"], []).append(r)
+    for fam in fams.values():
+        for r, p in zip(fam, scoring.holm([_num(r["p_d_delta_sq"]) for r in fam])):
+            r["p_d_delta_sq_holm"] = float(p)
+    for r in rows:
+        p = _num(r["p_d_delta_sq_holm"])
+        sig = bool(np.isfinite(p) and p < scoring.ALPHA)
+        if r["flips_vs_sveb"] == "yes":
+            r["reading"] = (EFFECT if sig else POWER) if np.isfinite(p) else "untested: no problems shared"
+        elif sig:
+            r["reading"] = KEPT
 
 
 def score(settings: list, exports: Path, names: list[str], records: list[dict], console) -> list[dict]:
@@ -155,7 +190,7 @@ def markdown(rows: list[dict], settings: list, builds: list[dict], names: list[s
           "Design and how to run it: docs/protocols.md. Cells: MAE against MCS@n_ref [95% CI] and the verdict of "
           f"the paired Δ of squared error vs {BASELINE} (▲ better, ▼ worse, = no difference; Holm over the "
           "estimator's family, as Table 4); ⇄ where the verdict differs from SVEB's preset on the same domain and "
-          "protocol. scores.csv holds every number.", "", "## Settings", "",
+          "protocol. scores.csv holds every number.", "", *lead(rows, settings), "## Settings", "",
           "build s: the wall time of the run that completed the build (the manifest's `seconds`); a build resumed "
           "over several runs counts its last run alone.", "",
           md_table(["setting", "departs from SVEB's preset by", "build", "problems", "states",
@@ -176,22 +211,59 @@ def markdown(rows: list[dict], settings: list, builds: list[dict], names: list[s
             md += [f"## {d}, {p}", "", md_table(["estimator", *(s.key for s in cols)], lines), ""]
     flips = [r for r in rows if r["flips_vs_sveb"] == "yes"]
     md += ["## Verdicts that flip against SVEB's preset", "",
-           "Δ of Δ: the setting's Δ sq err vs grpo minus SVEB's, paired on the problems both hold.", "",
+           "Δ of Δ: the setting's Δ sq err vs grpo minus SVEB's, paired on the problems both hold; Holm p: over the "
+           "setting's Δ of Δ (see the first table).", "",
            md_table(["setting", "estimator", "protocol", "SVEB's verdict", "verdict", "Δ sq err vs grpo [95% CI]",
-                     "Δ of Δ vs SVEB [95% CI]", "p", "problems"],
+                     "Δ of Δ vs SVEB [95% CI]", "p", "Holm p", "problems", "reading"],
                     [[r["setting"], r["estimator"], r["protocol"], r["sveb_verdict"], r["verdict"],
                       _ci(r, "delta_sq", "delta_sq_ci_low", "delta_sq_ci_high"),
                       _ci(r, "d_delta_sq_vs_sveb", "d_delta_sq_ci_low", "d_delta_sq_ci_high"), _p(r["p_d_delta_sq"]),
-                      r["shared_problems"]] for r in flips]) if flips else "None.", "",
+                      _p(r["p_d_delta_sq_holm"]), r["shared_problems"], r["reading"]] for r in flips])
+           if flips else "None.", "",
            "## The numbers behind each cell", "",
            md_table(["setting", "estimator", "protocol", "Δ sq err vs grpo [95% CI]", "p", "Holm p", "verdict",
-                     "flips", "Δ MAE vs SVEB [95% CI]", "Δ of Δ vs SVEB [95% CI]", "p", "problems"],
+                     "flips", "Δ MAE vs SVEB [95% CI]", "Δ of Δ vs SVEB [95% CI]", "p", "Holm p", "problems"],
                     [[r["setting"], r["estimator"], r["protocol"],
                       _ci(r, "delta_sq", "delta_sq_ci_low", "delta_sq_ci_high"), _p(r["p"]), _p(r["p_holm"]),
                       r["verdict"] or "-", r["flips_vs_sveb"], _ci(r, "d_mae_vs_sveb", "d_mae_ci_low", "d_mae_ci_high"),
                       _ci(r, "d_delta_sq_vs_sveb", "d_delta_sq_ci_low", "d_delta_sq_ci_high"), _p(r["p_d_delta_sq"]),
-                      r["shared_problems"]] for r in rows], right_from=3), ""]
+                      _p(r["p_d_delta_sq_holm"]), r["shared_problems"]] for r in rows], right_from=3), ""]
     return "\n".join(md)
+
+
+def lead(rows: list[dict], settings: list) -> list[str]:
+    """The study's first table: per setting, its Δ of Δ family (how many comparisons, how many significant after
+    Holm, its smallest Holm p) and its flips split by reading; then every significant Δ of Δ."""
+    out = []
+    for s in settings:
+        fam = [r for r in rows if r["setting"] == s.key and r["p_d_delta_sq_holm"] != ""]
+        if not fam:
+            continue
+        best = min(fam, key=lambda r: r["p_d_delta_sq_holm"])
+        flips = [r for r in rows if r["setting"] == s.key and r["flips_vs_sveb"] == "yes"]
+        out.append([s.key, str(len(fam)), str(sum(r["p_d_delta_sq_holm"] < scoring.ALPHA for r in fam)),
+                    f"{best['estimator']} {best['protocol']}: "
+                    f"{_ci(best, 'd_delta_sq_vs_sveb', 'd_delta_sq_ci_low', 'd_delta_sq_ci_high')}, "
+                    f"Holm p {_p(best['p_d_delta_sq_holm'])}",
+                    str(len(flips)), str(sum(r["reading"] == EFFECT for r in flips))])
+    sig = [r for r in rows if r["p_d_delta_sq_holm"] != "" and r["p_d_delta_sq_holm"] < scoring.ALPHA]
+    return ["## What each setting changes: its Δ of Δ, Holm over the setting", "",
+            "Δ of Δ: an estimator's Δ sq err vs grpo in the setting minus on SVEB's preset, paired on the problems "
+            "both hold (per problem the mean over its states, a t-interval over problems). A setting's family is "
+            "every estimator and protocol it compares; Holm over it. A verdict that flips without a significant Δ of "
+            f"Δ is **{POWER}**: it crossed the threshold while its Δ did not detectably move (more or fewer problems, "
+            "another mix); only a significant Δ of Δ shows that the choice changed the effect. Any cause named for a "
+            "flip beyond that is untested unless a row here tests it.", "",
+            md_table(["setting", "Δ of Δ tested", "significant (Holm)", "smallest Holm p", "flips",
+                      "flips with a significant Δ of Δ"], out, right_from=1) if out else "No setting shares problems "
+            "with SVEB's preset yet.", "",
+            "Significant after Holm over the setting:", "",
+            md_table(["setting", "estimator", "protocol", "Δ of Δ vs SVEB [95% CI]", "p", "Holm p", "verdict",
+                      "SVEB's verdict", "reading"],
+                     [[r["setting"], r["estimator"], r["protocol"],
+                       _ci(r, "d_delta_sq_vs_sveb", "d_delta_sq_ci_low", "d_delta_sq_ci_high"), _p(r["p_d_delta_sq"]),
+                       _p(r["p_d_delta_sq_holm"]), r["verdict"], r["sveb_verdict"], r["reading"] or "-"]
+                      for r in sig]) if sig else "None.", ""]
 
 
 def build_rows(settings: list, exports: Path, rows: list[dict]) -> list[dict]:
