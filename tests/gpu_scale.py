@@ -102,11 +102,7 @@ def run_size(path: str, shape: dict, rows: dict[str, list[dict]], bdir: Path, de
             for pid, g in rows.items() for r in g]
 
     def shared():
-        import inspect
-        from sveb.lm import hidden
-        kw = ({"group_cache_bytes": int(hidden.GROUP_CACHE_BYTES * cache_scale)}
-              if "group_cache_bytes" in inspect.signature(SharedFeatures).parameters else {})
-        fn = SharedFeatures(path, -3, **kw)
+        fn = SharedFeatures(path, -3)
         fn.dtype = dtype
         fn.add(bfp, bdir, rows)
         return fn
@@ -167,7 +163,7 @@ def hidden_finite(bdir: Path) -> bool:
 def sweep(args) -> dict:
     os.environ["SVEB_DEVICE"] = args.device
     import torch
-    from gpu_smoke import SHAPES, make_model
+    from gpu_smoke import SHAPES
     from sveb.lm.device import device
     dev = device()
     if dev.torch != args.device:
@@ -179,8 +175,18 @@ def sweep(args) -> dict:
             "shape": args.shape, "dtype": args.dtype, "tokens_per_rollout": args.tokens, "group": args.group,
             "sizes": sizes, "budget_s": args.budget_s, "peak_flops": args.peak_flops,
             "cache_scale": args.cache_scale}
+    threads = torch.get_num_threads()
     if args.device == "cpu":
         torch.set_num_threads(args.threads)  # OpenMP threads on a shared CPU spin: 1 thread ran a step 19x faster
+    try:
+        return _sweep(args, meta, shape, sizes)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _sweep(args, meta: dict, shape: dict, sizes: list[int]) -> dict:
+    import torch
+    from gpu_smoke import make_model
     out = {"meta": meta, "sizes": [], "stopped": None, "finite": True}
     t_start = time.perf_counter()
     with tempfile.TemporaryDirectory(dir=args.workdir) as tmp:
@@ -212,7 +218,7 @@ def sweep(args) -> dict:
             ctx = float(np.mean([len(r["prompt_token_ids"]) + len(r["response_token_ids"])
                                  for g in rows.values() for r in g])) / 2
             h["tokens_per_s"] = round(tokens / h["seconds"], 1)
-            h["fraction_of_peak"] = round(tokens * flops_per_token(shape, ctx) / h["seconds"] / args.peak_flops, 4)
+            h["fraction_of_peak"] = float(f"{tokens * flops_per_token(shape, ctx) / h['seconds'] / args.peak_flops:.4g}")
             out["sizes"].append({"rollouts": n, "tokens": tokens, "steps": best, "finite": finite})
             print(f"{n} rollouts: " + ", ".join(f"{k} {v['seconds']:.2f} s" for k, v in best.items()), flush=True)
             prev = best

@@ -276,8 +276,10 @@ def test_one_resident_critic_model(tiny):
     assert ref() is None
 
 
-def test_shared_features_read_each_group_once(tiny, tmp_path, monkeypatch):
-    from sveb.lm import hidden
+def test_shared_features_read_each_rollout_not_its_group(tiny, tmp_path, monkeypatch):
+    """Micro-batches of one rollout each read that rollout's bytes only: a whole-group read per micro-batch grew
+    as rollouts x group size (issue 60), and a group cache only hid it until a group outgrew the cache."""
+    from sveb.lm import timers
     from sveb.lm.hidden import SharedFeatures
     from tests.test_shared_features import rollouts
     monkeypatch.setattr(device, "pick_dtype", lambda spec="auto": "float32")
@@ -286,14 +288,15 @@ def test_shared_features_read_each_group_once(tiny, tmp_path, monkeypatch):
     shared.add("fp", tmp_path / "b", rows)
     seqs = [make_seq(("fp", pid, r["rollout_idx"]), r["prompt_token_ids"], r["response_token_ids"], 0.0)
             for pid in rows for r in rows[pid]]
-    shared(seqs)  # computes and stores
-    reads = []
-    real = hidden._load
-    monkeypatch.setattr(hidden, "_load", lambda p: reads.append(p) or real(p))
+    whole = shared(seqs)  # computes and stores
     shared.release()
+    before = timers.snapshot()
     for s in seqs:                # micro-batches of one rollout each
-        shared([s])
-    assert len(reads) == 2        # one read per group, not one per micro-batch
+        got = shared([s])
+        np.testing.assert_array_equal(got[s.key].numpy(), whole[s.key].numpy())
+    width = whole[seqs[0].key].shape[1]
+    stored = sum((len(r["prompt_token_ids"]) + len(r["response_token_ids"])) * width * 4 for g in rows.values() for r in g)
+    assert timers.since(before)["bytes"]["disk.read"] == stored   # each rollout's bytes once, nothing more
 
 
 def test_hidden_cache_is_written_uncompressed_and_old_compressed_caches_still_read(tmp_path):

@@ -25,3 +25,30 @@ def test_gpu_smoke_runs_on_cpu_at_a_tiny_shape(tmp_path, monkeypatch, dtype):
     fit, reuse = rows["critic fit (1 epoch)"], rows["critic checkpoint reuse"]
     assert fit["epochs_trained"] == 1 and reuse["epochs_trained"] == 0 and fit["checkpoint"] == reuse["checkpoint"]
     assert rows["hidden-state pass (resp + critic input, one group)"]["tokens"] > 4 * 80
+
+
+def test_the_scaling_sweep_writes_one_json_and_stops_before_its_budget(tmp_path, monkeypatch):
+    """`--sizes` at a tiny CPU shape: every step at each size with tokens, seconds per token, I/O bytes and the
+    hidden pass's fraction of peak; a budget the second size would pass stops the sweep there, saying so."""
+    monkeypatch.delenv("SVEB_DEVICE", raising=False)
+    from sveb.lm import device
+    device.device.cache_clear()
+    out, short = tmp_path / "scale.json", tmp_path / "short.json"
+    base = ["--device", "cpu", "--dtype", "float32", "--shape", "tiny", "--tokens", "64", "--workdir", str(tmp_path)]
+    try:
+        rc = main(base + ["--sizes", "3,6", "--json", str(out), "--peak-flops", "1e9"])
+        rc_short = main(base + ["--sizes", "3,3000", "--budget-s", "20", "--json", str(short)])
+    finally:
+        device.device.cache_clear()
+    res = json.loads(out.read_text())
+    assert rc == 0 and res["finite"] and res["stopped"] is None and [s["rollouts"] for s in res["sizes"]] == [3, 6]
+    assert set(res["growth"]) == {"hidden", "critic_fit", "critic_reuse", "pacs"}
+    for size in res["sizes"]:
+        h = size["steps"]["hidden"]
+        assert h["tokens"] == size["tokens"] > size["rollouts"] * 50 and h["io_bytes"]["disk.write"] > 0
+        assert 0 < h["fraction_of_peak"] < 1 and h["tokens_per_s"] > 0
+        assert size["steps"]["critic_fit"]["epochs_trained"] == 1 and size["steps"]["critic_reuse"]["epochs_trained"] == 0
+    assert res["meta"]["cpu_flags"] is not None and res["meta"]["threads"] == 1
+    cut = json.loads(short.read_text())
+    assert rc_short == 0 and [s["rollouts"] for s in cut["sizes"]] == [3]
+    assert cut["stopped"]["size"] == 3000 and cut["stopped"]["predicted_s"] > cut["stopped"]["left_s"]

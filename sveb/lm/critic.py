@@ -6,7 +6,8 @@ targets stop_grad(V + A_GAE), MSE over response positions (token mean over an op
 
 Speed (the model: sveb.lm.value_model): only the top `train_layers` decoder layers, the final norm and the head are trained; the
 frozen bottom of the body runs once per rollout and its output is kept in memory (up to a byte
-budget; past it, it is recomputed per batch), so an epoch costs the top layers only.
+budget; past it, it is recomputed per batch, or read again from the shared pass's cache, rollout by
+rollout: docs/scaling.md), so an epoch costs the top layers only.
 
 Targets are computed per micro-batch from the same forward pass that is trained (detached): free,
 exactly the paper's L_V = (V - sg(V + A))^2 with one consistent set of values per rollout (a
@@ -34,7 +35,8 @@ from sveb.store import atomic_write_bytes
 from sveb.lm.value_model import ValueModel, default_dtype, load_body
 
 BATCH_TOKENS = 8192          # padded tokens per no-grad forward
-CACHE_BYTES = 4 << 30        # frozen-feature cache budget
+CACHE_BYTES = 4 << 30        # frozen-feature cache budget (on a GPU: at least a quarter of its free memory)
+GPU_CACHE_SHARE = 0.25
 
 
 def gae_targets(values: np.ndarray, final_reward: float, gamma: float, lam: float) -> np.ndarray:
@@ -103,11 +105,13 @@ class Critic:
         from sveb.lm.device import torch_device  # per call: tests patch sveb.lm.device
         self.cfg, self.cache_bytes = cfg, cache_bytes
         self.device = device or torch_device()
+        if self.device == "cuda" and cache_bytes == CACHE_BYTES:  # an H200 holds 10x more features than 4 GiB
+            self.cache_bytes = max(cache_bytes, int(GPU_CACHE_SHARE * torch.cuda.mem_get_info()[0]))
         self.dtype = dtype or default_dtype(self.device)   # the frozen body's; trained weights are fp32
         self.model = ValueModel(self._load_body(path), cfg.train_layers)
         self.vocab = self.model.body.config.vocab_size
         self._cache: dict[tuple, torch.Tensor] = {}
-        self._cached_bytes = 0
+        self._cached_bytes, self._cache_full = 0, False
         # seqs -> {key: [len(ids), d] input of the first trained layer}: the shared hidden-state pass
         # (sveb.lm.hidden) when set, so the critic does not run the frozen body itself
         self.features_fn: Callable[[Sequence[Seq]], dict[tuple, torch.Tensor]] | None = None
@@ -120,7 +124,7 @@ class Critic:
         """Set `features_fn`; cached features from the other source (own pass vs shared pass) are dropped."""
         if (fn is None) != (self.features_fn is None):
             self._cache.clear()
-            self._cached_bytes = 0
+            self._cached_bytes, self._cache_full = 0, False
         self.features_fn = fn
 
     def _amp(self):
@@ -153,10 +157,15 @@ class Critic:
 
     @torch.no_grad()
     def features(self, seqs: Sequence[Seq]) -> list[torch.Tensor]:
+        """Each seq's input of the first trained layer. The shared pass's come as stored (bf16 bits, half an fp32
+        copy's memory in the cache) and are handed on as float32, exactly what they were read as before."""
+        from sveb.lm import timers
         missing = list({s.key: s for s in seqs if s.key not in self._cache}.values())
         fresh: dict[tuple, torch.Tensor] = {}
         if self.features_fn is not None and missing:
-            fresh = {k: v.to(self.device) for k, v in self.features_fn(missing).items()}
+            read = self.features_fn(missing)
+            with timers.timed("copy.h2d"):
+                fresh = {k: v.to(self.device) for k, v in read.items()}
             for s in missing:
                 self._remember(s.key, fresh[s.key])
             missing = []
@@ -171,12 +180,15 @@ class Critic:
                 f = h[i, : len(s.ids)].clone()
                 fresh[s.key] = f
                 self._remember(s.key, f)
-        return [self._cache.get(s.key, fresh.get(s.key)) for s in seqs]
+        out = [self._cache.get(s.key, fresh.get(s.key)) for s in seqs]
+        return [f.float() for f in out] if self.features_fn is not None else out
 
     def _remember(self, key: tuple, f: torch.Tensor) -> None:
         if self._cached_bytes + f.nbytes <= self.cache_bytes:
             self._cache[key] = f
             self._cached_bytes += f.nbytes
+        else:
+            self._cache_full = True
 
     def _values_batch(self, seqs: Sequence[Seq]) -> list[torch.Tensor]:
         """Each rollout's values, the micro-batch run in parts of similar length: a random micro-batch padded
@@ -254,7 +266,9 @@ class Critic:
                       console=console, transient=True) as bar:
             task = bar.add_task("critic: frozen layers", total=len(seqs), loss=float("nan"))
             for i in range(0, len(seqs), 64):
-                self.features(seqs[i:i + 64])
+                full = self._cache_full and hasattr(self.features_fn, "prepare")
+                # past the budget nothing read now would be kept: only make sure the pass has run
+                self.features_fn.prepare(seqs[i:i + 64]) if full else self.features(seqs[i:i + 64])
                 bar.advance(task, len(seqs[i:i + 64]))
             self.release_features()
             self._before_training(seqs)

@@ -14,7 +14,6 @@ Layers index the model's `hidden_states` tuple: 0 = embeddings, -1 = the final (
 
 from __future__ import annotations
 
-import io
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
@@ -22,9 +21,9 @@ import numpy as np
 from rich.progress import track
 
 from sveb.core.config import fingerprint
-from sveb.store import atomic_write_bytes
 from sveb.core.records import GroupHidden
 from sveb.lm.device import empty_cache
+from sveb.lm.hidden_io import GroupWriter, read_members, save, to_host
 
 if TYPE_CHECKING:
     from sveb.core.records import BuildData
@@ -32,7 +31,6 @@ if TYPE_CHECKING:
 MAX_BATCH_TOKENS = 16384
 SHARED_RESP = -1      # last layer at the response positions: hista/shear defaults
 SHARED_FULL = (-3,)   # the input of the top 2 layers: the critics' default `train_layers=2`
-GROUP_CACHE_BYTES = 2 << 30  # decompressed groups a critic's feature reader keeps in host RAM
 
 START_PATTERN = "<|im_start|>assistant"  # the Hista authors' response start for ChatML models (theirs: "<think>" for R1)
 
@@ -58,14 +56,12 @@ def from_store(a: np.ndarray) -> np.ndarray:
 def _save(path: Path, arrays: dict[int, np.ndarray]) -> None:
     # uncompressed: zlib kept 93% of the bytes and took 94% of the pass at Qwen2.5-3B's shape on an H200
     # (docs/scaling.md); np.load reads caches written compressed before as well
-    buf = io.BytesIO()
-    np.savez(buf, **{f"r{k}": v for k, v in arrays.items()})
-    atomic_write_bytes(path, buf.getvalue())
+    save(path, arrays)
 
 
-def _load(path: Path) -> dict[int, np.ndarray]:
-    with np.load(path) as z:
-        return {int(k[1:]): from_store(z[k]) for k in z.files}
+def _load(path: Path, idxs=None) -> dict[int, np.ndarray]:
+    """{rollout_idx: float32} of a group's file, only the rollouts `idxs` if given (each read on its own)."""
+    return {k: from_store(v) for k, v in read_members(path, idxs).items()}
 
 
 class HiddenStates:
@@ -100,9 +96,11 @@ class HiddenStates:
             self._model = None
             empty_cache()
 
-    def _forward(self, rollouts: list[dict], resp: list[int], full: list[int]) -> dict[tuple, dict[int, np.ndarray]]:
+    def _forward(self, rollouts: list[dict], resp: list[int], full: list[int],
+                 sink=None) -> dict[tuple, dict[int, np.ndarray]]:
         """One pass: {("resp", layer) | ("full", layer): {rollout_idx: stored array (`to_store`)}}; rollouts that
-        share a prompt pass it once (sveb.lm.hidden_pass)."""
+        share a prompt pass it once (sveb.lm.hidden_pass). With `sink` (sink(tap, idx, device tensor)) the
+        states go there as each batch ends and the dicts stay empty."""
         from sveb.lm.hidden_pass import group_pass
         model = self._load_model()
         taps = [("resp", k) for k in resp] + [("full", k) for k in full]
@@ -112,7 +110,7 @@ class HiddenStates:
             by_prompt.setdefault(tuple(r["prompt_token_ids"]), []).append(r)
         for prompt, rows in by_prompt.items():
             for tap, arrays in group_pass(model, self.device, list(prompt), rows, taps, self.batch_tokens,
-                                          to_store).items():
+                                          to_store, sink).items():
                 out[tap].update(arrays)
         return out
 
@@ -120,30 +118,36 @@ class HiddenStates:
         """{rollout_idx: [T, d] float32} of this layer for one group (no cache)."""
         return {k: from_store(v) for k, v in self._forward(rollouts, [self.layer], [])[("resp", self.layer)].items()}
 
-    def _fill(self, pid: str, rollouts: list[dict], want: tuple) -> dict[int, np.ndarray]:
-        """Run one pass for `want` plus every shared tap not yet cached; write them all; return `want`."""
+    def _fill(self, pid: str, rollouts: list[dict], want: tuple) -> Path:
+        """Run one pass for `want` plus every shared tap not yet cached; stream them all to their files (a
+        background thread writes each rollout as its batch ends: host memory holds a few rollouts, not the
+        group); return `want`'s file."""
         path_of = lambda kind, k: (self._resp_dir(k) if kind == "resp" else self._full_dir(k)) / f"{pid}.npz"  # noqa: E731
         taps = [want] + [t for t in [("resp", SHARED_RESP)] + [("full", k) for k in SHARED_FULL]
                          if t != want and not path_of(*t).exists()]
-        res = self._forward(rollouts, [k for kind, k in taps if kind == "resp"], [k for kind, k in taps if kind == "full"])
-        for tap in taps:
-            _save(path_of(*tap), res[tap])
-        return {k: from_store(v) for k, v in res[want].items()}
+        with GroupWriter({tap: path_of(*tap) for tap in taps}) as out:
+            self._forward(rollouts, [k for kind, k in taps if kind == "resp"], [k for kind, k in taps if kind == "full"],
+                          sink=lambda tap, idx, h: out.put(tap, idx, to_host(h, to_store)))
+        return path_of(*want)
 
-    def ensure(self, pid: str, rollouts: list[dict]) -> dict[int, np.ndarray] | None:
-        """Compute and cache a group's hidden states unless cached; the arrays when computed now."""
+    def ensure(self, pid: str, rollouts: list[dict]) -> Path | None:
+        """Compute and cache a group's hidden states unless cached; the file when computed now, else None."""
         if (self.dir / f"{pid}.npz").exists():
             return None
         return self._fill(pid, rollouts, ("resp", self.layer))
 
     def group(self, pid: str, rollouts: list[dict]) -> dict[int, np.ndarray]:
-        arrays = self.ensure(pid, rollouts)
-        return arrays if arrays is not None else _load(self.dir / f"{pid}.npz")
+        self.ensure(pid, rollouts)
+        return _load(self.dir / f"{pid}.npz")
+
+    def full_path(self, pid: str, rollouts: list[dict], layer: int) -> Path:
+        """The file of `layer` at every position of prompt + response, computed now if missing."""
+        path = self._full_dir(layer) / f"{pid}.npz"
+        return path if path.exists() else self._fill(pid, rollouts, ("full", layer))
 
     def full(self, pid: str, rollouts: list[dict], layer: int) -> dict[int, np.ndarray]:
         """{rollout_idx: [P + T, d] float32}: `layer` at every position of prompt + response."""
-        path = self._full_dir(layer) / f"{pid}.npz"
-        return _load(path) if path.exists() else self._fill(pid, rollouts, ("full", layer))
+        return _load(self.full_path(pid, rollouts, layer))
 
     def _prompt_path(self, pid: str) -> Path:
         return self.bdir / "hidden" / fingerprint("prompt", self.model_spec, self.layer, self.dtype, STORE_FORMAT) / \
@@ -232,56 +236,47 @@ class SharedFeatures:
     """A critic's `features_fn` over the builds' shared passes: seqs keyed (build_fp, pid, rollout_idx)
     -> {key: [len(ids), d] float32 torch} of `layer` at every position (one extractor per build)."""
 
-    def __init__(self, model: str, layer: int, group_cache_bytes: int = GROUP_CACHE_BYTES):
-        from collections import OrderedDict
+    def __init__(self, model: str, layer: int):
         from sveb.lm.device import pick_dtype  # per call: tests patch sveb.lm.device
         self.model, self.layer = model, layer
         self.dtype = pick_dtype("auto")  # the passes' dtype: part of a critic checkpoint's fingerprint
         self.builds: dict[str, tuple[Path, dict]] = {}  # build_fp -> (dir, rollouts by pid)
         self._passes: dict[str, HiddenStates] = {}
-        # recently read groups, decompressed: a micro-batch needs a few rollouts of a group, and reading
-        # the group's whole file for each was ~40x read amplification at 40 rollouts per group
-        self._groups: OrderedDict[tuple, dict[int, np.ndarray]] = OrderedDict()
-        self._group_bytes, self.group_cache_bytes = 0, group_cache_bytes
 
     def release(self) -> None:
-        """Drop the passes' models (their outputs are on disk) and the decompressed groups."""
+        """Drop the passes' models (their outputs are on disk)."""
         for hs in self._passes.values():
             hs.release()
-        self._groups.clear()
-        self._group_bytes = 0
 
-    def _group(self, bfp: str, pid: str) -> dict[int, np.ndarray]:
-        key = (bfp, pid)
-        if key in self._groups:
-            self._groups.move_to_end(key)
-            return self._groups[key]
+    def _path(self, bfp: str, pid: str) -> Path:
         bdir, rows = self.builds[bfp]
         if bfp not in self._passes:  # one extractor per build: it loads the model once
             self._passes[bfp] = HiddenStates(bdir, self.model, dtype=self.dtype)
-        arrays = self._passes[bfp].full(pid, rows[pid], self.layer)
-        size = sum(a.nbytes for a in arrays.values())
-        while self._groups and self._group_bytes + size > self.group_cache_bytes:
-            _, old = self._groups.popitem(last=False)
-            self._group_bytes -= sum(a.nbytes for a in old.values())
-        if size <= self.group_cache_bytes:
-            self._groups[key] = arrays
-            self._group_bytes += size
-        return arrays
+        return self._passes[bfp].full_path(pid, rows[pid], self.layer)
 
     def add(self, build_fp: str, bdir: Path, rollouts: dict) -> None:
         self.builds[build_fp] = (Path(bdir), rollouts)
 
+    def prepare(self, seqs) -> None:
+        """Run the passes these seqs' groups still lack, reading nothing."""
+        for bfp, pid in dict.fromkeys(s.key[:2] for s in seqs):
+            self._path(bfp, pid)
+
     def __call__(self, seqs) -> dict:
+        """{key: [len(ids), d] torch tensor in the stored dtype (bf16 or float32; exact)}. Only the asked
+        rollouts are read, each on its own: reading a micro-batch's rollouts costs their bytes, not their
+        groups' (a whole-group read per micro-batch grew as rollouts x group size, docs/scaling.md)."""
         import torch
         by_group: dict[tuple, list] = {}
         for s in seqs:
             by_group.setdefault(s.key[:2], []).append(s)
         out = {}
         for (bfp, pid), group in by_group.items():
-            arrays = self._group(bfp, pid)
+            arrays = read_members(self._path(bfp, pid), dict.fromkeys(s.key[2] for s in group))
             for s in group:
-                out[s.key] = torch.from_numpy(np.array(arrays[s.key[2]][: len(s.ids)], dtype=np.float32))
+                a = np.ascontiguousarray(arrays[s.key[2]][: len(s.ids)])
+                out[s.key] = (torch.from_numpy(a.view(np.int16)).view(torch.bfloat16) if a.dtype == np.uint16
+                              else torch.from_numpy(a.astype(np.float32, copy=False)))
         return out
 
 

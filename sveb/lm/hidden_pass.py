@@ -54,10 +54,11 @@ def run(model, device, ids, mask, cache, every_layer: bool):
 
 
 def group_pass(model, device, prompt: list[int], rows: list[dict], taps: list[tuple], budget: int,
-               store) -> dict[tuple, dict[int, np.ndarray]]:
+               store, sink=None) -> dict[tuple, dict[int, np.ndarray]]:
     """{tap: {rollout_idx: store(states)}} for rollouts of one prompt; a tap is ("resp", layer): the layer at
     the response positions, or ("full", layer): at every position of prompt + response. Layers index the
-    model's `hidden_states` tuple (-1: the final normed output)."""
+    model's `hidden_states` tuple (-1: the final normed output). With `sink`, each rollout's states (a device
+    tensor) go to sink(tap, rollout_idx, states) as soon as its batch is done, and the dict stays empty."""
     import torch
     layer_of = lambda res, k: res.last_hidden_state if k == -1 else res.hidden_states[k]  # noqa: E731
     every = any(k != -1 for _, k in taps)  # the tuple of every layer only when a tap needs one below the last
@@ -71,7 +72,11 @@ def group_pass(model, device, prompt: list[int], rows: list[dict], taps: list[tu
     out: dict[tuple, dict[int, np.ndarray]] = {tap: {} for tap in taps}
 
     def keep(tap, idx, h):  # stored at once (to host memory): a group's states never pile up on the device
-        out[tap][idx] = store(torch.cat([head[tap[1]], h]) if tap[0] == "full" and p else h)
+        h = torch.cat([head[tap[1]], h]) if tap[0] == "full" and p else h
+        if sink is not None:
+            sink(tap, idx, h)
+        else:
+            out[tap][idx] = store(h)
 
     empty = torch.zeros((0, model.config.hidden_size), dtype=dtype, device=device)
     lengths = [len(r["response_token_ids"]) for r in rows]
