@@ -50,6 +50,10 @@ def temperature_of(manifest: dict) -> float:
     return float(t) if t > 0 else 1.0
 
 
+_STATS: dict[tuple, tuple[float, float]] = {}  # (model, dtype, temperature, prompt length, ids) -> the two means
+_STATS_MAX = 200_000  # two floats and the ids each: bounded all the same
+
+
 @dataclass
 class _PolicySignal(SignalEstimator):
     readout: str = "calibrated"
@@ -59,14 +63,21 @@ class _PolicySignal(SignalEstimator):
         from sveb.estimators.lm_read import compute_dtype, load_model, resolved
         from sveb.lm.checkpoints import resident
         path = resolved(build.manifest["model"])
-        self._lm = resident(("intrinsic", path, compute_dtype()), lambda: load_model(path))
+        self._key = ("intrinsic", path, compute_dtype())
+        self._lm = resident(self._key, lambda: load_model(path))
         self._temperature = temperature_of(build.manifest)
 
     def stats(self, p: Prefix) -> tuple[float, float]:
+        """(mean log-probability, mean entropy) of a prefix; one pass serves logprob, entropy and intrinsic."""
         from sveb.estimators.lm_read import token_stats
         ids = p.prompt_ids + p.response_ids
-        lp, ent = token_stats(self._lm, ids, len(p.prompt_ids), self._temperature)
-        return mean_or_zero(lp), mean_or_zero(ent)
+        key = (*self._key, self._temperature, len(p.prompt_ids), ids)
+        if key not in _STATS:
+            if len(_STATS) >= _STATS_MAX:
+                _STATS.clear()
+            lp, ent = token_stats(self._lm, ids, len(p.prompt_ids), self._temperature)
+            _STATS[key] = (mean_or_zero(lp), mean_or_zero(ent))
+        return _STATS[key]
 
 
 @dataclass

@@ -91,10 +91,9 @@ def token_stats(model, ids: Sequence[int], start: int, temperature: float = 1.0)
     not kept); from the same log-softmax as the pure functions in intrinsic.py."""
     import torch
     out = forward(model, ids)
-    logits = out.logits[0].float() / max(temperature, 1e-6)
+    logits = out.logits[0, start - 1:].float() / max(temperature, 1e-6)  # the prompt's own rows are not read
     logp = torch.log_softmax(logits.double(), dim=-1)
     tgt = torch.tensor(list(ids[start:]), dtype=torch.long, device=logp.device)
-    pos = torch.arange(start - 1, len(ids) - 1, device=logp.device)
-    lp = logp[pos, tgt] if len(tgt) else logp.new_zeros(0)
-    ent = -(logp[start - 1:].exp() * logp[start - 1:]).sum(-1)
+    lp = logp[torch.arange(len(tgt), device=logp.device), tgt] if len(tgt) else logp.new_zeros(0)
+    ent = -(logp.exp() * logp).sum(-1)
     return lp.cpu().numpy(), ent.cpu().numpy()
