@@ -172,7 +172,8 @@ def sweep(args) -> dict:
     shape = SHAPES[args.shape]
     meta = {"device": dev.describe(), "torch": torch.__version__, "cuda": torch.version.cuda,
             "gpu": torch.cuda.get_device_name(0) if args.device == "cuda" else None, "cpu_flags": cpu_flags(),
-            "shape": args.shape, "dtype": args.dtype, "tokens_per_rollout": args.tokens, "group": args.group,
+            "shape": args.shape, "hidden_size": shape["hidden_size"], "layers": shape["num_hidden_layers"],
+            "dtype": args.dtype, "tokens_per_rollout": args.tokens, "group": args.group,
             "sizes": sizes, "budget_s": args.budget_s, "peak_flops": args.peak_flops,
             "cache_scale": args.cache_scale}
     threads = torch.get_num_threads()

@@ -92,3 +92,25 @@ def test_cli_plan_table_and_errors(tmp_path):
     assert r.exit_code == 1 and "--domains nope" in r.output
     r = CliRunner().invoke(app, ["plan", "--model", "not a model", "--root", str(tmp_path)])
     assert r.exit_code == 1 and "not a builtin alias" in r.output
+
+
+def test_a_measured_gpu_sweep_replaces_the_assumed_forward_speed(tmp_path):
+    """A GPU sweep's JSON (tests/gpu_smoke.py --sizes) under results/gpu/ gives the hidden pass's time and a critic
+    epoch's and pacs's, for a model of its shape only; CPU sweeps and other JSON there are ignored."""
+    from sveb.sample.plan import measured_gpu_rates
+    steps = {"hidden": {"tokens_per_s": 50_000.0}, "critic_fit": {"us_per_token": 20.0}, "pacs": {"us_per_token": 40.0}}
+    sweep = {"meta": {"gpu": "NVIDIA H200", "hidden_size": 4, "layers": 2}, "sizes": [{"rollouts": 40, "steps": {}},
+                                                                                     {"rollouts": 640, "steps": steps}]}
+    (tmp_path / "gpu-scale.json").write_text(json.dumps(sweep))
+    (tmp_path / "cpu.json").write_text(json.dumps({**sweep, "meta": {**sweep["meta"], "gpu": None}}))
+    (tmp_path / "smoke.json").write_text(json.dumps([{"step": "x"}]))
+    assert measured_gpu_rates([tmp_path / "none"]) is None
+    m = measured_gpu_rates([tmp_path])
+    assert (m["rollouts"], m["hidden_tok_per_s"], m["critic_epoch_s_per_token"]) == (640, 50_000.0, 2e-5)
+    arch = {"hidden_size": 4, "layers": 2, "params_b": 1.0}
+    plan = make_plan(S, {"number": L}, arch, 1000.0, m)
+    assert plan["time"]["hidden_s"] == pytest.approx(6400 / 2 / 50_000)            # hidden tokens / GPUs / rate
+    assert plan["time"]["pacs_s"] == pytest.approx(6400 / 2 * 40e-6)
+    assert plan["time"]["total_s"] == pytest.approx(plan["time"]["generation_s"] + plan["time"]["hidden_s"])
+    other = make_plan(S, {"number": L}, {**arch, "layers": 3}, 1000.0, m)            # another shape: assumed
+    assert other["time"]["hidden_s"] == pytest.approx(6400 / (1000 * 5 * 2)) and "measured" not in other["time"]

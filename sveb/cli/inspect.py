@@ -111,6 +111,7 @@ def plan(
     from sveb.data_builders import DOMAINS
     from sveb.core.models import architecture, check_model, model_slug
     from sveb.core.errors import UsageError
+    from sveb.sample.plan import measured_gpu_rates  # a GPU sweep's JSON under results/gpu/, if any
     from sveb.sample.plan import Settings, assumed_lengths, check, make_plan, measured_lengths
     spec = check_model(model, weights=False)
     names = list(DOMAINS) if domains == "all" else domains.replace(",", " ").split()
@@ -124,7 +125,7 @@ def plan(
     if tok_per_s is not None and not (tok_per_s > 0 and tok_per_s != float("inf")):
         raise UsageError(f"--tok-per-s {tok_per_s:g}: must be a positive number of tokens per second")
     lengths = {d: measured_lengths(root, model_slug(spec), d) or assumed_lengths(d, max_tokens) for d in names}
-    p = {"model_spec": spec, **make_plan(s, lengths, architecture(spec), tok_per_s)}
+    p = {"model_spec": spec, **make_plan(s, lengths, architecture(spec), tok_per_s, measured_gpu_rates())}
     if json_out:
         print(_json.dumps(p, indent=2))
     else:

@@ -107,8 +107,11 @@ def domain_work(s: Settings, L: Lengths, hidden_size: int | None) -> dict:
     }
 
 
-def make_plan(s: Settings, lengths: dict[str, Lengths], arch: dict | None, tok_per_s: float | None) -> dict:
-    """The whole plan: one row per domain, the totals, and the time on s.gpus GPUs."""
+def make_plan(s: Settings, lengths: dict[str, Lengths], arch: dict | None, tok_per_s: float | None,
+              measured: dict | None = None) -> dict:
+    """The whole plan: one row per domain, the totals, and the time on s.gpus GPUs. `measured`
+    (measured_gpu_rates) replaces the assumed forward speed where its model shape is this model's, and adds a
+    critic epoch's and pacs's time over the build's rollouts."""
     check(s)
     hidden = arch.get("hidden_size") if arch else None
     rows = {d: domain_work(s, L, hidden) for d, L in lengths.items()}
@@ -126,6 +129,12 @@ def make_plan(s: Settings, lengths: dict[str, Lengths], arch: dict | None, tok_p
         gen = total["generated_tokens"] / (tok_per_s * s.gpus)
         fwd = total["hidden_tokens"] / (tok_per_s * FORWARD_SPEEDUP * s.gpus)
         time = {"generation_s": gen, "hidden_s": fwd, "total_s": gen + fwd}
+    if time and measured and arch and (arch.get("hidden_size"), arch.get("layers")) == (measured["hidden_size"],
+                                                                                       measured["layers"]):
+        tokens = total["hidden_tokens"] / s.gpus
+        time.update(hidden_s=tokens / measured["hidden_tok_per_s"], measured=measured,
+                    critic_epoch_s=tokens * measured["critic_epoch_s_per_token"], pacs_s=tokens * measured["pacs_s_per_token"])
+        time["total_s"] = time["generation_s"] + time["hidden_s"]
     return {"settings": asdict(s), "model": arch, "throughput": speed, "tok_per_s": tok_per_s,
             "forward_speedup": FORWARD_SPEEDUP, "domains": rows, "total": total, "time": time}
 
@@ -169,3 +178,28 @@ def duration(seconds: float) -> str:
     if seconds >= 2 * 3600:
         return f"{seconds / 3600:.1f} h"
     return f"{seconds / 60:.0f} min"
+
+
+def measured_gpu_rates(dirs: list[Path] | None = None) -> dict | None:
+    """The newest GPU scaling sweep (`tests/gpu_smoke.py --sizes`, a JSON under results/gpu/ of the working
+    directory or of SVEB's checkout) at its largest size: the model shape, the hidden pass's tokens/s, and a
+    critic epoch's and pacs's (fit + scores) seconds per token; None without one."""
+    import json
+    if dirs is None:
+        dirs = [Path.cwd() / "results" / "gpu", Path(__file__).resolve().parents[2] / "results" / "gpu"]
+    files = sorted({f.resolve() for d in dirs if Path(d).is_dir() for f in Path(d).glob("*.json")},
+                   key=lambda f: f.stat().st_mtime, reverse=True)
+    for f in files:
+        try:
+            j = json.loads(f.read_text())
+            meta, last = j["meta"], j["sizes"][-1]
+            steps = last["steps"]
+            if not meta.get("gpu"):
+                continue  # a CPU sweep (tiny shape) says nothing of a GPU's speed
+            return {"source": str(f), "gpu": meta["gpu"], "hidden_size": meta["hidden_size"], "layers": meta["layers"],
+                    "rollouts": last["rollouts"], "hidden_tok_per_s": float(steps["hidden"]["tokens_per_s"]),
+                    "critic_epoch_s_per_token": steps["critic_fit"]["us_per_token"] / 1e6,
+                    "pacs_s_per_token": steps["pacs"]["us_per_token"] / 1e6}
+        except (OSError, ValueError, KeyError, IndexError, TypeError):
+            continue  # not a sweep's JSON (the smoke test's rows, a profile)
+    return None

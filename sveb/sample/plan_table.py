@@ -62,9 +62,15 @@ def print_plan(p: dict, out) -> None:
     for src, doms in by_source.items():
         out.print(f"lengths of {', '.join(doms)}: {src}" + (" (no complete build of this model there under --root)"
                                                             if src == "assumed" else ""))
-    out.print(f"throughput: {p['throughput']}; a forward pass assumed {p['forward_speedup']}x faster per token")
+    tm = p["time"] or {}
+    fwd = (f"hidden states measured: {tm['measured']['hidden_tok_per_s']:,.0f} tokens/s on {tm['measured']['gpu']} "
+           f"({tm['measured']['source']})" if tm.get("measured") else
+           f"a forward pass assumed {p['forward_speedup']}x faster per token")
+    out.print(f"throughput: {p['throughput']}; {fwd}")
+    if tm.get("measured"):
+        out.print(f"measured on that GPU, per GPU here: a critic epoch {duration(tm['critic_epoch_s'])}, pacs's fit and "
+                  f"scores {duration(tm['pacs_s'])} over these rollouts")
     if p["time"]:
-        tm = p["time"]
         out.print(f"time on {s['gpus']} GPU(s): generation {duration(tm['generation_s'])} + hidden states "
                   f"{duration(tm['hidden_s'])} = [bold]{duration(tm['total_s'])}[/] (shards spread evenly; "
                   f"model loading, rewards and critic training not counted)")
