@@ -11,8 +11,8 @@ continuations per state as `mcs-k` (issue 58.4).
 - `mcs-cv-k`: the control-variate form x/k + b z, z = m - y, y the mean MCS@k of the problem's states on other
   rollouts. Both m and y estimate the problem's root value (a state's value averages to it over rollouts), so
   E[z] = 0 and the form is unbiased for any b. z is independent of the state's own draws, so no b lowers their
-  noise: the risk-minimising b is 0 and b is fitted to it (b = -sum((x/k - r_own) z) / sum(z^2), which has mean
-  0 here); the row measures what this control can buy (nothing beyond its fitting noise) next to `mcs-eb-k`.
+  noise: the risk-minimising b is 0 and b is fitted to it (b = -sum((x/k - r_own) z) / sum(z^2), mean 0 here,
+  pulled to 0 within its own noise); the row measures what this control can buy next to `mcs-eb-k`.
 
 Held-out by construction: a problem's prior (c or b) is fitted on the build's other problems only, so no estimate
 reads its own rollout's outcome, and its group mean excludes the own rollout as `grpo`'s does.
@@ -73,11 +73,22 @@ def posterior_mean(x: np.ndarray | float, k: int, m: np.ndarray | float, c: floa
     return (np.asarray(x, float) + c * np.asarray(m, float)) / (k + c)
 
 
-def cv_coefficient(xbar: np.ndarray, own: np.ndarray, z: np.ndarray) -> float:
+def shrunk_coefficient(u: float, zz: float, uu: float) -> float:
+    """b = u / zz with its (problem-clustered) variance uu / zz^2, pulled toward 0 by the positive-part James-Stein
+    rule b (1 - se^2 / b^2)+: a coefficient within its own noise of 0 is 0 (a small build's fit adds no noise)."""
+    if zz <= 0 or u == 0:
+        return 0.0
+    b, se2 = u / zz, uu / zz ** 2
+    return float(b * max(0.0, 1.0 - se2 / b ** 2))
+
+
+def cv_coefficient(xbar: np.ndarray, own: np.ndarray, z: np.ndarray, groups=None) -> float:
     """The control's risk-minimising coefficient -E[(x/k - V) z] / E[z^2], with the state's own outcome standing in
-    for V (its noise is independent of z too); 0 without any control."""
-    zz = float(np.sum(np.asarray(z, float) ** 2))
-    return 0.0 if zz == 0 else -float(np.sum((np.asarray(xbar, float) - np.asarray(own, float)) * z)) / zz
+    for V (its noise is independent of z too), shrunk by its noise (shrunk_coefficient; clustered by `groups`)."""
+    u = -(np.asarray(xbar, float) - np.asarray(own, float)) * np.asarray(z, float)
+    g = np.arange(len(u)) if groups is None else np.asarray(groups)
+    per = np.array([u[g == k].sum() for k in np.unique(g)]) if len(u) else np.zeros(0)
+    return shrunk_coefficient(float(u.sum()), float(np.sum(np.asarray(z, float) ** 2)), float(np.sum(per ** 2)))
 
 
 def leave_one_out(per: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -97,6 +108,7 @@ class _Fitted(Estimator):
         self._per: dict[str, float] = {}
         self._all: float | None = None
         self._y: dict[str, list[tuple[int, float]]] = {}
+        self._sums: np.ndarray | None = None
 
     def _x(self, s: State) -> float:
         if len(s.extra_rewards) < self.k:
@@ -124,9 +136,15 @@ class _Fitted(Estimator):
         per: dict[str, np.ndarray] = {}
         for r in rows:
             per[r["pid"]] = per.get(r["pid"], 0) + self._stats(r, rows)
+        per = {p: self._cluster(v) for p, v in per.items()}
         loo = leave_one_out(per)
         self._per = {p: self._param(v) for p, v in loo.items()}
-        self._all = self._param(sum(per.values())) if per else None
+        self._sums = sum(per.values()) if per else None
+        self._all = self._param(self._sums) if per else None
+
+    def _cluster(self, v: np.ndarray) -> np.ndarray:
+        """A problem's sums, extended with what a clustered variance needs (none here)."""
+        return v
 
     def _param_for(self, pid: str) -> float:
         if pid in self._per:
@@ -188,9 +206,18 @@ class MonteCarloCV(_Fitted):
         z = self._z(r["pid"], r["roll"], r["m"])
         return np.array([-(r["x"] / self.k - r["r"]) * z, z * z])
 
+    def _cluster(self, v: np.ndarray) -> np.ndarray:
+        return np.append(v, v[0] ** 2)  # the problem's summed u, squared: its share of the clustered variance
+
+    def diagnostics(self) -> dict[str, object]:
+        if self._sums is None:
+            return {}
+        u, zz, uu = map(float, self._sums)
+        raw = u / zz if zz > 0 else 0.0
+        return {"coefficient": self._all, "coefficient_raw": raw, "coefficient_se": uu ** 0.5 / zz if zz > 0 else 0.0}
+
     def _param(self, v: np.ndarray) -> float:
-        num, zz = v
-        return 0.0 if zz == 0 else float(num / zz)
+        return shrunk_coefficient(*map(float, v))
 
     def estimate(self, group: ProblemGroup, states: Sequence[State]) -> np.ndarray:
         m = group_mean(group)
