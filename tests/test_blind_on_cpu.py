@@ -98,6 +98,9 @@ def test_a_plugin_that_reads_the_references_gets_nothing_in_process(scripted_bui
     assert set(got.values()) == {0.5}  # it learned nothing: every value is its fallback
     assert mod.SEEN and all(n == 0 for what, *ns in mod.SEEN for n in ns)  # empty references, extras, draws
     assert reg.role_of("peek_mod:Peeker") == "estimator" and family_of("peek_mod:Peeker", "{}") == "alone"
+    sneaky = reg.make("peek_mod:Peeker")
+    sneaky.reads_references = True  # declared on the class or not at all: an object cannot open the references
+    assert view_for(sneaky, load_build(bdir)).extras == {}
 
 
 def test_a_declared_reference_scale_plugin_gets_the_extra_draws_and_only_a_scale_label(scripted_build, peekers):
