@@ -120,7 +120,8 @@ def test_two_domains_resumable_with_exports_and_timings(tmp_path):
     assert float(dom["build s"]) == json.loads((exp / "manifest.json").read_text())["seconds"] > 0
 
 
-COLUMNS = ["domain", "estimator", "protocol", "n_states", "mae", "mae_ci_low", "mae_ci_high", "delta_sq",
+COLUMNS = ["domain", "estimator", "protocol", "n_states", "mae", "mae_ci_low", "mae_ci_high", "k_eq", "k_eq_ci_low",
+           "k_eq_ci_high", "spearman", "delta_sq",
            "delta_sq_ci_low", "delta_sq_ci_high", "delta_sq_se", "df", "p", "family", "family_size", "p_holm",
            "delta_sq_holm_low", "delta_sq_holm_high", "verdict", "mde_80", "estimates", "builds"]
 

@@ -171,7 +171,7 @@ def table_cells(a, domains: list[str], names: list[str], records: list[dict], pr
         ref, groups, est = pooled_estimates(d, Path(a.exports), names, records)
         builds = domain_builds(Path(a.exports), d)
         got = {(r["estimator"], r["protocol"]): r
-               for r in t4.cells(d, est, BASELINE, ref, groups, builds)}
+               for r in t4.cells(d, est, BASELINE, ref, groups, builds, n_ref=int(a.mc))}
         for n in names:
             for p in PROTOCOLS:
                 if (n, p) in got:
@@ -193,6 +193,39 @@ STORED_MAE_ONLY = "MAE only (no per-state estimates stored)"
 
 
 COST_FIELDS = ("build", "sampling s", "scoring s", "hidden pass s", "ratio", "dearest")
+
+
+def keq_section(a, out: Path, domains: list[str], names: list[str], rows: list[dict], drows: list[dict],
+                timings: dict, builds: list[str]) -> list[str]:
+    """table4.md's rollout-equivalents (k_eq [CI] · the estimator's seconds per state, per protocol) and keq.png
+    (k_eq against seconds per state, the MCS@k line at the references' seconds per continuation)."""
+    from sveb.present.cost_plot import keq_plot, mcs_k  # matplotlib
+    states = {b: int(r["states"] or 0) for b, r in zip(builds, drows)}
+    of_domain = {d: [b for b in builds if b == d or b.startswith(f"{d}-seed")] for d in domains}
+    secs = t4.eval_seconds_per_state(timings, states, of_domain)
+    draws = int(a.mc) + int(getattr(a, "mc_extra", 0) or 0)
+    per_rollout = {d: t4.rollout_seconds(timings, states, of_domain[d], draws) for d in domains}
+    for (d, name, p) in list(secs):  # MCS@k reads stored draws: its cost is sampling k continuations
+        k = mcs_k(name)
+        if k:
+            secs[(d, name, p)] = k * per_rollout[d] if per_rollout[d] else None
+    points = {d: [{**r, "seconds": secs.get((d, r["estimator"], "held-out"))} for r in rows
+                  if r["domain"] == d and r["protocol"] == "held-out" and r.get("k_eq") not in (None, "")]
+              for d in domains}
+    keq_plot(points, per_rollout, "held-out: worth k rollouts against seconds per state", out / "keq.png")
+    md = ["## Worth k rollouts", "",
+          "k_eq: the number of fresh Monte-Carlo continuations whose mean has the estimator's expected squared "
+          "error against the true value, E[V(1-V)] / debiased MSE (sveb.score.rollout_eq; [95% CI]: Fieller's "
+          "for 1/k_eq with the cluster-robust covariance over problems; \">x\": no finite k matches, the debiased "
+          "MSE is <= 0, x its lower bound). Beside it the estimator's own seconds per state (training included, "
+          "the shared hidden-state pass not; see the stage table below). One Monte-Carlo continuation took "
+          + ", ".join(f"{d} {v:.3g} s" if v else f"{d} -" for d, v in per_rollout.items())
+          + " (the references stage over its continuations; -: not recorded); MCS@k's seconds are k of them (it reads "
+          "stored draws, so its own time is not its cost). keq.png: k_eq against seconds per state with the MCS@k "
+          "line.", ""]
+    for protocol in PROTOCOLS:
+        md += [f"### {protocol}", "", t4.keq_markdown(rows, domains, protocol, names, secs), ""]
+    return md
 
 
 def pooled_line(domain: str, drows: list[dict]) -> str:
@@ -252,6 +285,7 @@ def write_tables(a, out: Path, domains: list[str], names: list[str], records: li
            f"estimators of one protocol (a family of its own). Domains: those with per-state estimates. "
            f"interaction.csv holds the same (sveb.score.power.interaction).", "",
            t4.interaction_markdown(inter), ""]
+    md += keq_section(a, out, domains, names, rows, drows, timings, builds)
     md += ["## Domains", "", md_table(list(drows[0]), [list(r.values()) for r in drows], right_from=4), "",
            "## Seconds per state of each stage", "",
            "Build stages from the run that sampled the domain (none for a build resumed or sampled before per-stage "

@@ -1,7 +1,9 @@
 """Accuracy against cost: MAE (95% CI) of every estimator on a board against the extra tokens it samples per
 state, with MCS@1..k, recomputed from the build's own independent draws, as the reference curve. An estimator
 below the curve is worth its cost. The x axis is symmetric-log: 0 extra tokens (group-based estimators) is
-shown at 0, the rest on a log scale."""
+shown at 0, the rest on a log scale. And the same in rollout units (`keq_plot`): k_eq against seconds per state,
+with the MCS@k line (k_eq = k at k continuations' sampling time): a point above the line buys its accuracy
+cheaper than sampling does."""
 
 from __future__ import annotations
 
@@ -70,6 +72,54 @@ def cost_plot(rows: list[dict], curves: dict[str, list[dict]], title: str, path:
         ax.set_title(f"build {h} · {proto}", fontsize=9)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7, loc="best")
+    fig.suptitle(title, fontsize=11)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=DPI)
+    return path
+
+
+def mcs_k(name: str) -> int | None:
+    """k of SVEB's MCS@k rows ("mcs-3"), else None (the authors' "mcs-3-ref" rows are not fresh draws)."""
+    head, _, k = name.rpartition("-")
+    return int(k) if head == "mcs" and k.isdigit() else None
+
+
+def keq_plot(points: dict[str, list[dict]], rollout_s: dict[str, float | None], title: str, path: Path) -> Path:
+    """k_eq (95% CI) against seconds per state, one panel per domain, one point per estimator; the line is MCS@k
+    (k_eq = k at k continuations' sampling time, `rollout_s` seconds each), and MCS@k's own rows sit at their
+    sampling time. points: domain -> [{estimator, seconds, k_eq, k_eq_ci_low, k_eq_ci_high}]. An estimator with no
+    finite k_eq (debiased MSE <= 0) is drawn at its lower bound as an upward triangle."""
+    domains = sorted(points)
+    names = sorted({p["estimator"] for ps in points.values() for p in ps})
+    colour = palette(names)
+    fig = Figure(figsize=(4.6 * max(len(domains), 1) + 0.4, 4.4), dpi=DPI)
+    axes = fig.subplots(1, max(len(domains), 1), squeeze=False).ravel()
+    for ax, d in zip(axes, domains):
+        s1 = rollout_s.get(d)
+        if s1:
+            ks = np.arange(1, 33)
+            ax.plot(ks * s1, ks, color="#888888", ls="--", lw=1.2, zorder=1, label="MCS@k (k = k_eq)")
+        for p in sorted(points[d], key=lambda p: p["estimator"]):
+            k = mcs_k(p["estimator"])
+            x = k * s1 if k and s1 else _num(p.get("seconds"))
+            y, lo, hi = (_num(p.get(c)) for c in ("k_eq", "k_eq_ci_low", "k_eq_ci_high"))
+            if not (np.isfinite(x) and x > 0 and np.isfinite(lo) and lo > 0):
+                continue
+            up = not np.isfinite(y)
+            y = lo if up else y
+            top = hi if np.isfinite(hi) else 40.0
+            ax.errorbar([x], [y], yerr=[[y - lo], [top - y]], fmt="^" if up else "o", ms=6, capsize=3,
+                        color=colour[p["estimator"]], label=p["estimator"], zorder=2)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_ylim(0.2, 40)
+        ax.set_xlabel("seconds per state (MCS@k: k continuations' sampling)")
+        ax.set_ylabel("k_eq: worth k rollouts (95% CI)")
+        ax.set_title(d, fontsize=9)
+        ax.grid(alpha=0.3, which="both")
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=6, loc="best")
     fig.suptitle(title, fontsize=11)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)

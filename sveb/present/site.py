@@ -75,7 +75,8 @@ def _cell(r: dict, key: str) -> tuple[str, str, str]:
     if m.style == "text":
         shown = metrics.fmt(v, m)
         return e(shown), e(shown), str(v) if key == "verdict" and v in ("better", "worse") else ""
-    return metrics.fmt(v, "", m.sort_decimals), metrics.cell(r, m, interval=m.interval), ""
+    key = "Infinity" if v == float("inf") else metrics.fmt(v, "", m.sort_decimals)  # k_eq unbounded sorts first
+    return key, metrics.cell(r, m, interval=m.interval), ""
 
 
 def _table(rows: list[dict], title: str) -> str:

@@ -87,18 +87,23 @@ def verdicts(est: dict[str, np.ndarray], base: str, ref: np.ndarray, groups: np.
     return out
 
 
-COLUMNS = ("domain", "estimator", "protocol", "n_states", "mae", "mae_ci_low", "mae_ci_high", "delta_sq",
+COLUMNS = ("domain", "estimator", "protocol", "n_states", "mae", "mae_ci_low", "mae_ci_high", "k_eq", "k_eq_ci_low",
+           "k_eq_ci_high", "spearman", "delta_sq",
            "delta_sq_ci_low", "delta_sq_ci_high", "delta_sq_se", "df", "p", "family", "family_size", "p_holm",
            "delta_sq_holm_low", "delta_sq_holm_high", "verdict", "mde_80", "estimates", "builds")
 
 
 def cells(domain: str, est: dict[str, dict[str, np.ndarray]], base: str, ref: np.ndarray,
-          groups: np.ndarray, builds: str = "") -> list[dict]:
+          groups: np.ndarray, builds: str = "", n_ref: int = 20) -> list[dict]:
     """Every Table 4 cell of one domain from per-state arrays: est[protocol][estimator] (states in the order
     of ref and groups; NaN where a state has no estimate). One row per cell with COLUMNS: the MAE and its CI
     (sveb.score.scoring.mae_ci), the paired comparison with the baseline (`verdicts`) and, beside each "no
-    difference", the minimum detectable Δ at 80% power (`mde_80`; blank elsewhere). The baseline's own row
-    has no comparison. `builds`: the pooled builds' fingerprints ("+"-joined), stored with every row."""
+    difference", the minimum detectable Δ at 80% power (`mde_80`; blank elsewhere); beside MAE the rollout-
+    equivalent k_eq [CI] (sveb.score.rollout_eq, from the `n_ref`-draw references) and the noise-corrected
+    Spearman (sveb.score.ranks). The baseline's own row has no comparison. `builds`: the pooled builds'
+    fingerprints ("+"-joined), stored with every row."""
+    from sveb.score.ranks import rank_metrics
+    from sveb.score.rollout_eq import k_eq
     ref = np.asarray(ref, float)
     groups = np.asarray(groups, dtype=object)
     rows = []
@@ -110,9 +115,10 @@ def cells(domain: str, est: dict[str, dict[str, np.ndarray]], base: str, ref: np
             mae, lo, hi = scoring.mae_ci(arr[ok], ref[ok], groups[ok])
             c = v.get(name)
             row = {"domain": domain, "estimator": name, "protocol": protocol, "n_states": int(ok.sum()),
-                   "mae": mae, "mae_ci_low": lo, "mae_ci_high": hi}
+                   "mae": mae, "mae_ci_low": lo, "mae_ci_high": hi, **k_eq(arr[ok], ref[ok], n_ref, groups[ok]),
+                   "spearman": rank_metrics(arr[ok], ref[ok], n_ref, groups[ok])["spearman"]}
             if c is None:
-                row |= {k: "" for k in COLUMNS[7:-2]}
+                row |= {k: "" for k in COLUMNS[COLUMNS.index("delta_sq"):-2]}
             else:
                 row |= {"delta_sq": c["d_sq"], "delta_sq_ci_low": c["d_lo"], "delta_sq_ci_high": c["d_hi"],
                         "delta_sq_se": c["d_se"], "df": c["df"], "p": c["p"], "family": c["family"],
@@ -143,6 +149,48 @@ def cell(row: dict) -> str:
     mark = MARK.get(row.get("verdict") or "", "")
     dagger = "" if row.get("estimates", "per state") == "per state" else " †"
     return f"{_num(row['mae']):.3f} [{_num(row['mae_ci_low']):.3f}, {_num(row['mae_ci_high']):.3f}]{mark}{dagger}"
+
+
+def keq_cell(row: dict, seconds: float | None = None) -> str:
+    """k_eq [95% CI] (">low" when no finite k matches), and the estimator's seconds per state when known."""
+    r = {k: _num(row.get(k)) for k in ("k_eq", "k_eq_ci_low", "k_eq_ci_high")}
+    out = metrics.fmt_ci(r, "k_eq", interval=True).replace(metrics.MISSING, MISSING)
+    return out if seconds is None else f"{out} · {seconds:.3g} s"
+
+
+def keq_markdown(rows: list[dict], domains: list[str], protocol: str, order: list[str],
+                 seconds: dict[tuple[str, str, str], float] | None = None) -> str:
+    """One protocol's rollout-equivalents: estimators as rows, domains as columns, k_eq [95% CI] · seconds per
+    state (`seconds`: (domain, estimator, protocol) -> s/state, where recorded)."""
+    by = {(r["estimator"], r["domain"]): r for r in rows if r["protocol"] == protocol}
+    sec = seconds or {}
+    return md_table(["estimator", *domains],
+                    [[name, *(keq_cell(by[(name, d)], sec.get((d, name, protocol))) if (name, d) in by else MISSING
+                              for d in domains)] for name in order])
+
+
+def eval_seconds_per_state(timing: dict[str, dict[str, float]], states: dict[str, int],
+                           builds: dict[str, list[str]]) -> dict[tuple[str, str, str], float]:
+    """(domain, estimator, protocol) -> the estimator's own seconds per state (its "eval NAME (PROTOCOL)" timing,
+    training included, summed over the domain's builds that recorded it, over their states)."""
+    out: dict[tuple[str, str, str], list[float]] = {}
+    for d, bs in builds.items():
+        for b in bs:
+            for k, v in timing.get(b, {}).items():
+                if k.startswith("eval ") and k.endswith(")") and states.get(b):
+                    name, proto = k[5:-1].rsplit(" (", 1)
+                    acc = out.setdefault((d, name, proto), [0.0, 0.0])
+                    acc[0], acc[1] = acc[0] + v, acc[1] + states[b]
+    return {k: s / n for k, (s, n) in out.items() if n}
+
+
+def rollout_seconds(timing: dict[str, dict[str, float]], states: dict[str, int], builds: list[str],
+                    draws: int) -> float | None:
+    """Seconds of one Monte-Carlo continuation: the references stage over its continuations (states x draws,
+    the n_ref reference draws and the extra ones), over the builds that recorded it; None when none did."""
+    done = [b for b in builds if "references" in timing.get(b, {}) and states.get(b)]
+    n = sum(states[b] for b in done) * draws
+    return sum(timing[b]["references"] for b in done) / n if n else None
 
 
 def markdown(rows: list[dict], domains: list[str], protocol: str, order: list[str]) -> str:
