@@ -150,6 +150,27 @@ def growth(per_size: list[dict]) -> dict[str, float]:
     return out
 
 
+def profile_split(run) -> dict:
+    """run() under torch.profiler: its wall time split into device kernels, device copies (memcpy/memset) and the
+    host's own op time (dispatch, Python-driven work, CPU compute on a CPU); the top ops by host time."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
+    t0 = time.perf_counter()
+    with profile(activities=acts) as prof:
+        run()
+    wall = time.perf_counter() - t0
+    events = prof.key_averages()
+    dev = lambda e: getattr(e, "self_device_time_total", 0) or 0  # noqa: E731
+    on_device = [e for e in events if str(getattr(e, "device_type", "")).endswith("CUDA")]
+    copies = sum(dev(e) for e in on_device if "memcpy" in e.key.lower() or "memset" in e.key.lower()) / 1e6
+    kernels = sum(dev(e) for e in on_device) / 1e6 - copies
+    host = sum(e.self_cpu_time_total for e in events) / 1e6
+    top = sorted(events, key=lambda e: -e.self_cpu_time_total)[:8]
+    return {"wall_s": round(wall, 3), "device_kernels_s": round(kernels, 3), "device_copies_s": round(copies, 3),
+            "host_ops_s": round(host, 3), "top_host_ops": {e.key: round(e.self_cpu_time_total / 1e6, 3) for e in top}}
+
+
 def hidden_finite(bdir: Path) -> bool:
     """Every stored state finite, read one rollout at a time (a 640-rollout group never sits in memory)."""
     from sveb.lm.hidden import from_store
@@ -223,10 +244,25 @@ def _sweep(args, meta: dict, shape: dict, sizes: list[int]) -> dict:
             out["sizes"].append({"rollouts": n, "tokens": tokens, "steps": best, "finite": finite})
             print(f"{n} rollouts: " + ", ".join(f"{k} {v['seconds']:.2f} s" for k, v in best.items()), flush=True)
             prev = best
+        if args.profile and out["sizes"]:
+            out["profile"] = profiled(args, path, shape, out["sizes"][0], tmp, args.budget_s - (time.perf_counter() - t_start))
     meta["threads"] = torch.get_num_threads()
     out["growth"] = growth(out["sizes"])
     out["total_seconds"] = round(time.perf_counter() - t_start, 1)
     return out
+
+
+def profiled(args, path: str, shape: dict, first: dict, tmp: Path, left: float) -> dict:
+    """The smallest size again under torch.profiler, if the budget leaves room (the profiler's overhead: ~2x)."""
+    need = SAFETY * 2 * sum(r["seconds"] for r in first["steps"].values())
+    if need > left:
+        return {"skipped": f"predicted {need:.0f} s, {left:.0f} s left of --budget-s"}
+    rows = groups(first["rollouts"], args.group, args.tokens, shape["vocab_size"])
+    try:
+        return {"rollouts": first["rollouts"], **profile_split(
+            lambda: run_size(path, shape, rows, tmp / "profiled", args.device, args.dtype, args.batch, args.cache_scale))}
+    finally:
+        shutil.rmtree(tmp / "profiled", ignore_errors=True)
 
 
 def cpu_flags() -> list[str]:

@@ -189,6 +189,8 @@ def main(argv=None) -> int:
                     "(a tiny shape's features fit any budget; scaled, they cross it as the 3B shape's do)")
     ap.add_argument("--repeats", type=int, default=1, help="sweep: runs per size; the fastest counts")
     ap.add_argument("--threads", type=int, default=1, help="sweep on a CPU: torch threads")
+    ap.add_argument("--profile", action="store_true", help="sweep: the smallest size again under torch.profiler "
+                    "(device kernels, device copies, host ops)")
     args = ap.parse_args(argv)
     args.dtype = args.dtype or ("bfloat16" if args.device == "cuda" else "float32")
     if args.sizes:

@@ -36,7 +36,7 @@ def test_the_scaling_sweep_writes_one_json_and_stops_before_its_budget(tmp_path,
     out, short = tmp_path / "scale.json", tmp_path / "short.json"
     base = ["--device", "cpu", "--dtype", "float32", "--shape", "tiny", "--tokens", "64", "--workdir", str(tmp_path)]
     try:
-        rc = main(base + ["--sizes", "3,6", "--json", str(out), "--peak-flops", "1e9"])
+        rc = main(base + ["--sizes", "3,6", "--json", str(out), "--peak-flops", "1e9", "--profile"])
         rc_short = main(base + ["--sizes", "3,3000", "--budget-s", "20", "--json", str(short)])
     finally:
         device.device.cache_clear()
@@ -49,6 +49,8 @@ def test_the_scaling_sweep_writes_one_json_and_stops_before_its_budget(tmp_path,
         assert 0 < h["fraction_of_peak"] < 1 and h["tokens_per_s"] > 0
         assert size["steps"]["critic_fit"]["epochs_trained"] == 1 and size["steps"]["critic_reuse"]["epochs_trained"] == 0
     assert res["meta"]["cpu_flags"] is not None and res["meta"]["threads"] == 1
+    prof = res["profile"]
+    assert prof["rollouts"] == 3 and prof["wall_s"] > 0 and 0 < prof["host_ops_s"] and prof["top_host_ops"]
     cut = json.loads(short.read_text())
     assert rc_short == 0 and [s["rollouts"] for s in cut["sizes"]] == [3]
     assert cut["stopped"]["size"] == 3000 and cut["stopped"]["predicted_s"] > cut["stopped"]["left_s"]

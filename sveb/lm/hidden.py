@@ -86,8 +86,9 @@ class HiddenStates:
             from sveb.lm.device import torch_device  # per call: tests patch sveb.lm.device, sveb.core.models.resolve
             from sveb.core.models import resolve
             self.device = torch_device()
-            self._model = AutoModelForCausalLM.from_pretrained(resolve(self.model_spec), dtype=getattr(torch, self.dtype)
-                                                               ).to(self.device).eval()
+            # sdpa: PyTorch's fused attention (transformers' default now; named so a default change cannot slow the pass)
+            self._model = AutoModelForCausalLM.from_pretrained(resolve(self.model_spec), dtype=getattr(torch, self.dtype),
+                                                               attn_implementation="sdpa").to(self.device).eval()
         return self._model
 
     def release(self) -> None:
