@@ -83,6 +83,19 @@ def test_each_seeds_answer_types_match_the_source_within_a_binomial_bound(domain
             assert abs(got[t] - expected) <= 4 * sd + 1, (domain, s, t, got[t], expected)
 
 
+@pytest.mark.parametrize("domain", DOMAINS)
+def test_pooling_composition_test_finds_the_seeds_replicates(domain, test_draws):
+    """The composition test pooling refuses seeds by (sveb.score.composition, p < 0.01) passes every domain's
+    first 6 seeds on the candidates' meta level and answer type."""
+    from sveb.score.composition import P_REFUSE, composition
+    seeds = list(range(6))
+    problems = [[{"level": _level(p), "answer_type": p["answer_type"]} for p in test_draws[domain][s]] for s in seeds]
+    rows = composition(seeds, problems)
+    assert [r["factor"] for r in rows] == ["level", "answer_type"]
+    assert all(r["p"] >= P_REFUSE for r in rows), rows
+    assert rows[0]["p"] == pytest.approx(1.0)  # identical level counts on every seed
+
+
 def test_general_seeds_mix_their_question_templates():
     """Level 2 of general is four yes/no templates, and every seed holds each of them (the old seeds 1-2 were
     all one level, two templates)."""

@@ -127,7 +127,8 @@ def sample_builtin(domain: str, n: int, seed: int, split: str, levels: dict[int,
     kept = {lv: w for lv, w in levels.items() if w > 0}
     pools = level_pools(domain, kept, make)
     strata = {lv: [p for p in pools[lv] if split_of(p["problem_id"]) == split] for lv in kept}
-    return partition_draw(strata, kept, n, seed, (domain, "builtin", split), SLOTS[split], f"builtin {domain}", ask)
+    out = partition_draw(strata, kept, n, seed, (domain, "builtin", split), SLOTS[split], f"builtin {domain}", ask)
+    return [dict(p) for p in out]  # copies: the pools are kept for the process
 
 
 @dataclass(frozen=True)
