@@ -116,6 +116,17 @@ def test_a_declared_reference_scale_plugin_gets_the_extra_draws_and_only_a_scale
     assert seen.references == {} and seen.extras == data.extras  # the extra draws, never the reference ones
 
 
+def test_a_stored_import_path_row_is_labelled_by_its_class_from_its_own_folder(peekers, monkeypatch, tmp_path):
+    # another process (`sveb leaderboard`, `sveb report` after `sveb eval -e peek_mod:Scaler` in that folder)
+    _, plug = peekers
+    monkeypatch.setattr(reg, "_SEEN", {})
+    monkeypatch.chdir(plug)
+    assert reg.role_of("peek_mod:Scaler") == "scale" and reg.role_of("peek_mod:Peeker") == "estimator"
+    monkeypatch.setattr(reg, "_SEEN", {})
+    monkeypatch.chdir(tmp_path)  # elsewhere a stored name imports nothing
+    assert reg.role_of("peek_mod:Scaler") == "estimator" and reg.role_of("os:getcwd") == "estimator"
+
+
 def test_reading_the_references_is_a_scale_estimators_alone(peekers, monkeypatch):
     @dataclass
     class Sneaky(Estimator):

@@ -208,13 +208,28 @@ def role_of(name: str) -> str:
     own = {e.name: e for e in BUILTIN}
     if name in own:
         return own[name].role
-    if name in _SEEN:  # resolved here (an import path is not imported again from a stored name)
+    if name in _SEEN:  # resolved in this process
         return _SEEN[name]
+    if _local_import_path(name):  # `-e my_module:Class` scored earlier from this folder: its class says
+        try:
+            return _with_class_info(Entry(name, name, origin="import path")).role
+        except Exception:  # a broken or changed file: unlabelled, never a crash of the report reading it
+            return "estimator"
     e = _plugins().get(name)
     try:
         return _with_class_info(e).role if e else "estimator"
     except UsageError:
         return "estimator"
+
+
+def _local_import_path(name: str) -> bool:
+    """Whether a stored name is an import path `module:Class` whose module is a file in the current folder (the
+    user's own, as `-e my_module:Class` found it). Only such a module is imported to read its class's role: a
+    name from a table or a bundle never imports a module from anywhere else."""
+    if not re.fullmatch(r"\w+:\w+", name):
+        return False
+    here, module = Path.cwd(), name.split(":")[0]
+    return (here / f"{module}.py").is_file() or (here / module / "__init__.py").is_file()
 
 
 def rank(name: str) -> tuple[int, int]:
