@@ -96,6 +96,11 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
                    help="with --add: score them on these domains only (default: every domain of --domains); the "
                         "tables still show every domain")
     p.add_argument("--estimates", default="", help="per-state estimates for --from-exports (default OUT/estimates.parquet)")
+    p.add_argument("--allow-unequal-seeds", action="store_true",
+                   help="pool a domain's seeds although their level or answer-type mix differs (p < 0.01); "
+                        "table4.md then says so")
+    p.add_argument("--allow-mixed-dtype", action="store_true",
+                   help="pool a domain's seeds although they were sampled in different dtypes; table4.md says so")
     p.add_argument("--preset", choices=["sveb", "paper"], default="sveb",
                    help="paper: the Hista/Numca authors' protocol (G 32, one space cut per problem, full-budget "
                         "continuations, 20 screens in equal tiers; --max-tokens as given), into results/table4-paper")

@@ -15,6 +15,8 @@ from sveb.present import table4 as t4
 from sveb.present.report_format import md_table
 from sveb.present.table4 import cost_markdown
 from sveb.score import power
+from sveb.core.errors import EvalError
+from sveb.score.pool_checks import Allow, check_builds
 from sveb.estimators import BASELINE
 from sveb.store.export import TABLES
 
@@ -228,6 +230,23 @@ def keq_section(a, out: Path, domains: list[str], names: list[str], rows: list[d
     return md
 
 
+def seed_checks(a, domains: list[str]) -> list[str]:
+    """Table 4 pools each domain's seeds itself, so it runs the pooling refusals (sveb.score.pool_checks) on the
+    domain's exports: seeds of different level or answer-type mixes, builds sampled in different dtypes. `a`'s
+    allow_unequal_seeds / allow_mixed_dtype let them through; the returned notes go into table4.md."""
+    allow = Allow(bool(getattr(a, "allow_mixed_dtype", False)), bool(getattr(a, "allow_unequal_seeds", False)))
+    notes = []
+    for d in domains:
+        names = domain_exports(Path(a.exports), d)
+        if names:
+            try:
+                notes += check_builds(f"{getattr(a, 'model', '')}/{d}", [Path(a.exports) / n for n in names],
+                                      [seed_of(n) for n in names], allow)
+            except EvalError as e:  # a script's bad input: one line, no traceback
+                raise SystemExit(str(e)) from None
+    return notes
+
+
 def pooled_line(domain: str, drows: list[dict]) -> str:
     """"number: seeds 0, 1, 2 (600 states)" from domains.csv's rows of the domain."""
     rows = [r for r in drows if r["domain"] == domain]
@@ -240,6 +259,7 @@ def write_tables(a, out: Path, domains: list[str], names: list[str], records: li
     """scores.csv, interaction.csv, domains.csv, timing.csv and table4.md from the per-state estimates;
     `builds`: the export names whose stage costs the cost table shows (default: the domains)."""
     builds = builds or domains
+    caveats = seed_checks(a, domains)  # refused here, before any file is written, unless a flag allows it
     rows = table_cells(a, domains, names, records, out / "scores.csv")
     tested = [r for r in rows if r["estimates"] == "per state" and r["delta_sq_se"] != ""]
     inter = power.interaction(tested)
@@ -257,7 +277,7 @@ def write_tables(a, out: Path, domains: list[str], names: list[str], records: li
           f"(main, MCS@k scale) of one domain and protocol (sveb.score.pooling.paired). The numbers behind every mark "
           f"are below each table and in scores.csv. Timings: {machine}.", ""]
     md += ["Builds pooled in each domain's cells (seeds of one config; a problem two seeds share is one cluster): "
-           + "; ".join(pooled_line(d, drows) for d in domains) + ".", ""]
+           + "; ".join(pooled_line(d, drows) for d in domains) + ".", "", *(f"Caveat: {c}.\n" for c in caveats)]
     if untested:
         md += [f"† no per-state estimates stored for this cell: its MAE [CI] is the run's score (its CI as computed "
                f"then), not tested "
