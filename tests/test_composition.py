@@ -49,7 +49,7 @@ def test_the_refusal_lines_name_the_seeds_and_dtypes():
                                             [{"level": 2, "answer_type": "math"}] * 60])
     line = composition.seed_refusal("m/general (a, b)", rows)
     assert line.startswith("m/general (a, b): the seeds are not replicates: level x seed p")
-    assert "seed 1: 2 60" in line and "answer_type" in line  # a missing answer type counts as "?"
+    assert "seed 1: 2×60" in line and "answer_type" in line  # a missing answer type counts as "?"
     assert composition.seed_refusal("x", composition.composition([0, 1], [[{"level": 1}] * 9, [{"level": 1}] * 9])) \
         is None
     assert composition.dtype_refusal("t", {"seed 0": "bfloat16", "seed 1": "float32", "seed 2": None}) == \
@@ -101,7 +101,7 @@ def test_pooling_refuses_seeds_of_different_level_mixes_unless_told(two_seeds, c
     console = Console(width=100, record=True)
     print_pivot(rows, console)
     shown = " ".join(console.export_text().split())  # the caption under the table, wrapped to the terminal
-    assert "the seeds are not replicates: level x seed p" in shown and "seed 4: 2 10" in shown
+    assert "the seeds are not replicates: level x seed p" in shown and "seed 4: 2×10" in shown
 
 
 def test_pooling_refuses_mixed_sampling_dtypes_unless_told(two_seeds):
@@ -126,3 +126,22 @@ def test_a_table_refuses_estimates_computed_in_two_dtypes(scripted_build):
     with pytest.raises(EvalError, match=r"estimates: mixed dtypes: cpu-bfloat16: mcs-2 held-out; cpu-float32: mcs-1"):
         rows(root)
     assert all("mixed dtypes" in r["caveats"] for r in rows(root, allow=Allow(mixed_dtype=True)))
+
+
+def test_table4_refuses_to_pool_unequal_seeds_of_its_exports_unless_told(two_seeds, tmp_path):
+    import shutil
+    from types import SimpleNamespace
+    from sveb.experiment.table4_files import seed_checks
+    _, (a, b) = two_seeds
+    exports = tmp_path / "exports"
+    for src, name in ((a, "number"), (b, "number-seed1")):  # Table 4's export names: seed 0, seed 1
+        shutil.copytree(src, exports / name)
+    _relabel(exports / "number", [1, 2, 3, 4, 5] * 40)
+    _relabel(exports / "number-seed1", [2] * 200)
+    args = SimpleNamespace(exports=str(exports), model="smollm2-135m")
+    with pytest.raises(SystemExit, match=r"smollm2-135m/number: the seeds are not replicates: level x seed p"):
+        seed_checks(args, ["number"])
+    notes = seed_checks(SimpleNamespace(**vars(args), allow_unequal_seeds=True), ["number"])
+    assert len(notes) == 1 and "seed 1: 2×10" in notes[0] and "--allow-unequal-seeds" in notes[0]
+    _relabel(exports / "number-seed1", [5, 4, 3, 2, 1] * 40)
+    assert seed_checks(args, ["number"]) == []

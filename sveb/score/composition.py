@@ -58,12 +58,12 @@ def independence(labels: list[list], n_perm: int = N_PERM, seed: int = 0) -> dic
 
 def composition(seeds: list, problems: list[list[dict]], factors=FACTORS) -> list[dict]:
     """One row per factor: the test of `independence` over the seeds' problems (dicts with the factor's value;
-    a missing one counts as "?"), and each seed's mix as "seed S: value n, ..."."""
+    a missing one counts as "?"), and each seed's mix as "seed S: value×count, ..."."""
     out = []
     for f in factors:
         labels = [[p.get(f) if p.get(f) is not None else "?" for p in ps] for ps in problems]
         res = independence(labels)
-        mix = "; ".join(f"seed {s}: " + ", ".join(f"{k} {n}" for k, n in sorted(Counter(map(str, ls)).items()))
+        mix = "; ".join(f"seed {s}: " + ", ".join(f"{k}×{n}" for k, n in sorted(Counter(map(str, ls)).items()))
                         for s, ls in zip(seeds, labels))
         out.append({"factor": f, **res, "mix": mix})
     return out

@@ -27,30 +27,45 @@ def check(group: list, allow: Allow = Allow()) -> None:
     """One table's refusals (sveb.score.composition): its seeds' level and answer-type mixes must not differ
     (p < 0.01) and its builds must be sampled, and its model-reading estimates computed, in one dtype each."""
     what = f"{group[0].model}/{group[0].domain} ({', '.join(v.bdir.name for v in group)})"
-    found = []
-    if len(group) > 1 and len({v.seeds[0] for v in group}) > 1:
-        rows = composition.composition([v.seeds[0] for v in group], [_problems(v) for v in group])
-        found.append((composition.seed_refusal(what, rows), allow.unequal_seeds, "--allow-unequal-seeds"))
-    sampled = {f"seed {v.seeds[0]} [{v.bdir.name}]": store.read_manifest(v.bdir).get("dtype") for v in group}
-    found.append((composition.dtype_refusal(f"{what}: sampling", sampled), allow.mixed_dtype, "--allow-mixed-dtype"))
     hidden = {f"{k[0]} {k[2]}" + (f" [{v.bdir.name}]" if len(group) > 1 else ""): computed_in(v.bdir, k)
               for v in group for k in v.est}
+    notes = verdict(what, [v.bdir for v in group], [v.seeds[0] for v in group], allow, hidden,
+                    [set(v.pid.tolist()) for v in group])
+    for v in group:
+        v.notes = list(dict.fromkeys([*v.notes, *notes]))
+
+
+def check_builds(what: str, bdirs: list[Path], seeds: list, allow: Allow = Allow()) -> list[str]:
+    """The same refusals for a table that pools build (or export) folders itself, as Table 4 does: every problem
+    of each build, and the builds' sampling dtypes. Returns the notes the table must print."""
+    return verdict(what, bdirs, seeds, allow, {}, [None] * len(bdirs))
+
+
+def verdict(what: str, bdirs: list[Path], seeds: list, allow: Allow, hidden: dict, keep: list) -> list[str]:
+    """EvalError (one line, naming the flag) for the first refusal not allowed; else the notes of those allowed."""
+    found = []
+    if len(bdirs) > 1 and len(set(seeds)) > 1:
+        rows = composition.composition(seeds, [problems_of(b, k) for b, k in zip(bdirs, keep)])
+        found.append((composition.seed_refusal(what, rows), allow.unequal_seeds, "--allow-unequal-seeds"))
+    sampled = {f"seed {s} [{b.name}]": store.read_manifest(b).get("dtype") for b, s in zip(bdirs, seeds)}
+    found.append((composition.dtype_refusal(f"{what}: sampling", sampled), allow.mixed_dtype, "--allow-mixed-dtype"))
     found.append((composition.dtype_refusal(f"{what}: estimates", hidden), allow.mixed_dtype, "--allow-mixed-dtype"))
+    notes = []
     for line, allowed, flag in found:
         if line and not allowed:
             raise EvalError(f"{line}; pass {flag} to pool them anyway (the table then says so)")
         if line:
-            for v in group:
-                v.notes = list(dict.fromkeys([*v.notes, f"{line} (let through by {flag})"]))
+            notes.append(f"{line} (let through by {flag})")
+    return notes
 
 
-def _problems(v: View) -> list[dict]:
-    """The view's problems (those with states): level (from meta) and answer_type, for the composition test."""
-    keep = set(v.pid.tolist())
-    t = store.read_table(v.bdir / "problems", schema.PROBLEMS)
+def problems_of(bdir: Path, keep: set | None = None) -> list[dict]:
+    """A build's problems (those in `keep` when given: the ones with states), each as its level (from meta) and
+    answer_type, for the composition test."""
+    t = store.read_table(bdir / "problems", schema.PROBLEMS)
     out = []
     for pid, at, meta in zip(*(t.column(c).to_pylist() for c in ("problem_id", "answer_type", "meta"))):
-        if pid in keep:
+        if keep is None or pid in keep:
             try:
                 m = json.loads(meta or "{}")
             except json.JSONDecodeError:
