@@ -68,6 +68,9 @@ class SignalEstimator(Estimator):
         self._diag: dict = {}
         self.load(build, ctx)
         if self.readout == "calibrated":
+            if ctx.train is None:
+                raise UsageError(f"{self.name or type(self).__name__}: readout=calibrated needs a --split train build "
+                                 "(-P train_build=<dir>), or -P readout=raw")
             t0 = time.perf_counter()
             X, y, n = self.train_rows(ctx.train.data(references=True))
             self._cal = fit(X, y, n, self.C)
