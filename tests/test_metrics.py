@@ -33,7 +33,7 @@ SITE = [("estimator", "estimator", True), ("mae", "MAE ± 95% CI", False),
         ("verdict", "verdict", True), ("extra_tokens_per_state", "extra tokens/state", False),
         ("forward_tokens_per_state", "forward tokens/state", False), ("seconds_per_state", "s/state", False),
         ("prepare_seconds", "prepare s", False), ("spearman", "Spearman (noise-corrected)", False),
-        ("ece", "ECE (l2, noise-debiased)", False), ("auroc_own", "AUROC of the own outcome (held-out)", False),
+        ("ece", "ECE (l2, noise-debiased)", False), ("auroc_own", "AUROC of the own outcome", False),
         ("own_share", "own share", False),
         ("provenance", "provenance", True), ("bundle", "bundle", True)]
 SCORES = {"model": "string", "domain": "string", "build_fp": "string", "estimator": "string", "params_fp": "string",

@@ -111,7 +111,7 @@ METRICS: tuple[Metric, ...] = (
            arrow=F64, views=_v(LB)),
     Metric("brier_resolution", "Brier res", "Brier resolution (debiased)", decimals=4, direction="higher",
            arrow=F64, views=_v(LB)),
-    Metric("auroc_own", "AUROC", "AUROC of the own outcome (held-out)", direction="higher", arrow=F64,
+    Metric("auroc_own", "AUROC", "AUROC of the own outcome", direction="higher", arrow=F64,
            views=_v(LB, ST, REPORT, NB)),
     Metric("sibling_top1", "top-1", "sibling top-1", direction="higher", arrow=F64, views=_v(LB, REPORT, NB)),
     Metric("sibling_chance", "chance", "sibling top-1 by chance", kind="reference", arrow=F64, views=_v(LB, NB)),
