@@ -99,7 +99,18 @@ WORDS = sorted(set("cat sun tree house apple river garden planet orange banana s
                    "kettle lizard meadow muffin napkin noodle octopus parrot peanut penguin picnic pirate potato "
                    "pumpkin quiet radio robot saddle sandal season singer sister soccer squirrel statue sugar "
                    "thunder toast tunnel umbrella valley vinegar walnut whale yogurt zipper bread grape horse "
-                   "music paper smile storm truck".split()))
+                   "music paper smile storm truck apron arrow attic badge bamboo banner barrel beach beaver "
+                   "berry blossom bonnet branch breeze bucket buffalo bullet butter cactus canal canoe canyon carrot "
+                   "cattle cellar cement cereal chalk cheese chimney cinema clover cobweb collar comet copper cotton "
+                   "cousin coyote crayon cricket crystal cushion daisy desert dinosaur donkey dragonfly drawer "
+                   "eleven falcon fence ferry fiddle flannel forest fossil fountain frog galaxy gallon glacier goose "
+                   "gravel hammock harbor harvest hazel hedgehog honey hornet iceberg igloo jelly journey kayak "
+                   "kennel kitchen koala lantern lettuce library lobster locket mammoth mango marble mirror mitten "
+                   "moose mosquito mustard nickel nugget oasis orchard otter paddle panther pebble pelican pickle "
+                   "pigeon pillar planet poppy possum puddle quilt raccoon raisin rattle reptile rhythm saddle "
+                   "salmon sapphire scarf sheriff shovel sleeve slipper spinach sponge sprout stable stallion "
+                   "sunflower swallow tadpole teapot thimble thistle tractor trumpet tulip tundra turnip tweezers "
+                   "vacuum velvet village volcano waffle walrus weasel wheel whistle willow wombat yacht".split()))
 VOWELS = "aeiou"
 
 
@@ -160,7 +171,10 @@ def _level5(rng: random.Random) -> tuple[str, str, str]:
     if r < 0.6:
         n = sum(ch in VOWELS for ch in w)
         return f"How many vowels (a, e, i, o, u) are in the word \"{w}\"?", str(n), "vowels"
-    ch = rng.choice(sorted(set(w)))
+    twice = sorted({ch for ch in w if w.count(ch) > 1})
+    if not twice:  # a letter that appears once would make the answer 1 every time
+        return f"How many letters are in the word \"{w}\"?", str(len(w)), "letters"
+    ch = rng.choice(twice)
     return f"How many times does the letter \"{ch}\" appear in the word \"{w}\"?", str(w.count(ch)), "letter_count"
 
 
