@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.sveb-installed
 DOMAINS ?= number
 
-.PHONY: setup model demo powered table4 protocols test test-fast docs clean
+.PHONY: setup model demo powered table4 protocols test test-fast test-unit docs clean
 
 # One torch for both sides. vllm $(VLLM) is the CUDA vLLM that pins torch==$(TORCH) (0.33.0 pins 2.14.0
 # and would replace it); tools/cuda_resolution.py checks this with `pip install --dry-run --report`.
@@ -72,7 +72,11 @@ protocols: model
 	$(RUN) $(PY) benchmarks/protocols.py $(ARGS)
 
 test: model
-	$(PY) -m pytest -q -ra
+	$(PY) -m pytest -q -ra --durations=25
+
+# Between edits: no real engine, no whole scripted build (the `slow` marker); about a minute on 2 cores
+test-unit: setup
+	$(PY) -m pytest -q -ra -m "not e2e and not slow"
 
 test-fast: setup
 	$(PY) -m pytest -q -ra -m "not e2e"

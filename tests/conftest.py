@@ -2,19 +2,46 @@ import os
 
 os.environ.setdefault("SVEB_NO_WATCHDOG", "1")  # CliRunner runs commands in the pytest process
 
-import json
 from pathlib import Path
 
 import pytest
 
 from sveb.core.config import BuildConfig, SamplingConfig
+from tests.helpers.sources import write_chain_source
+
+# The `slow` tier (`make test-unit` skips it; `make test` runs everything), from `--durations` runs: a test that makes
+# a whole scripted build (it asks for one of BUILD_FIXTURES), every test of SLOW_MODULES (end to end on the scripted
+# engine, package installs, Ray, sandbox time limits), the full-file dataset checks ([full]), SLOW_TESTS (simulations,
+# graders run on every solution), and any test marked @pytest.mark.slow itself.
+BUILD_FIXTURES = {"scripted_build", "tiny_llama_builds", "small_cfg", "chain_source"}
+SLOW_MODULES = {
+    "test_board_hostile", "test_board_on_cpu", "test_board_plugin_on_cpu", "test_code_load", "test_context_on_cpu",
+    "test_contract_on_cpu", "test_eval_on_cpu", "test_export_integrity", "test_export_on_cpu", "test_hostile_property",
+    "test_keq_scripted_on_cpu", "test_kill9_resume_on_cpu", "test_leaderboard_on_cpu", "test_paper_preset",
+    "test_pipeline_on_cpu", "test_plugin_on_cpu", "test_protocol_knobs", "test_protocol_study_on_cpu",
+    "test_ray_on_cpu", "test_report", "test_rewards_load", "test_sandbox_hostile", "test_screening_on_cpu",
+    "test_seeds_and_pairs_on_cpu", "test_table4_on_cpu", "test_truncation_on_cpu", "test_trust_on_cpu",
+}
+SLOW_TESTS = {
+    "test_scoring.py::test_oracle_floor_bounds_every_predictor_that_knows_v",
+    "test_scoring.py::test_interval_covers_the_truth_at_its_level",
+    "test_scoring.py::test_paired_test_rejects_at_the_nominal_rate_under_the_null",
+    "test_shear.py::test_rules_match_their_direct_reading",
+    "test_programming_source.py::test_references_grade_1_through_the_code_grader",
+    "test_hostile_input_on_cpu.py::test_read_only_storage_reads_and_refuses_writes_in_one_line",
+}
 
 
-def write_chain_source(path: Path) -> Path:
-    """A local file in DAPO-Math's own schema with 'What is a + b?' questions the scripted engine answers."""
-    rows = [{"prompt": f"What is {a} + {b}?", "solution": str(a + b)} for a in range(1, 10) for b in range(1, 10)]
-    path.write_text("\n".join(json.dumps(r) for r in rows))
-    return path
+def is_slow(item) -> bool:
+    full = hasattr(item, "callspec") and "full" in item.callspec.id.split("-")
+    return (item.module.__name__.rpartition(".")[2] in SLOW_MODULES or bool(BUILD_FIXTURES & set(item.fixturenames))
+            or full or f"{item.path.name}::{item.originalname}" in SLOW_TESTS)
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if is_slow(item):
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture
@@ -48,7 +75,7 @@ def tiny_llama_builds(tmp_path_factory):
     Llama, so hidden states and critics are real and take seconds. One per test module."""
     from sveb.engines.scripted import ScriptedEngine
     from sveb.sample.pipeline import build
-    from test_critic import tiny_llama
+    from tests.helpers.tiny_llama import tiny_llama
     tmp = tmp_path_factory.mktemp("tiny-builds")
     src = write_chain_source(tmp / "dapo.jsonl")
     model = tiny_llama(tmp / "llama")

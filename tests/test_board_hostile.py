@@ -9,7 +9,7 @@ import pytest
 from sveb import board
 from sveb.board.bundle import estimates_key, read_bundle
 from sveb.evaluate import evaluate
-from test_hostile_input_on_cpu import cli, one_line_error
+from tests.helpers.cli import cli, one_line_error
 
 
 def files(lb):
@@ -21,7 +21,7 @@ def pristine(tmp_path_factory):
     """A scripted build, three bundles of it and a board holding grpo, made once for the module."""
     from dataclasses import replace
 
-    from conftest import write_chain_source
+    from tests.helpers.sources import write_chain_source
     from sveb.core.config import BuildConfig, SamplingConfig
     from sveb.engines.scripted import ScriptedEngine
     from sveb.sample.pipeline import build

@@ -11,7 +11,7 @@ from sveb import board, store
 from sveb.core import schema
 from sveb.board.bundle import read_bundle
 
-from plugin_env import PLUGIN, REPO, install_plugin, sveb
+from tests.helpers.plugin_env import PLUGIN, REPO, install_plugin, sveb
 
 
 @pytest.fixture(scope="module")

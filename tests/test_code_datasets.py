@@ -9,7 +9,7 @@ import json
 import re
 from concurrent.futures import ThreadPoolExecutor
 
-from real_data import BOTH, FILES, ROWS, folder
+from tests.helpers.real_data import BOTH, FILES, ROWS, folder
 from sveb.rewards import sandbox as sb
 from sveb.rewards.code import code_reward, humaneval_tests, mbpp_tests
 

@@ -3,37 +3,18 @@
 import numpy as np
 import pytest
 import torch
-from transformers import LlamaConfig, LlamaForCausalLM
+from transformers import LlamaForCausalLM
 
 from sveb.lm.critic import Critic, CriticConfig, latest_epoch, make_seq
 from sveb.estimators.ppo import gae_targets
+from tests.helpers.tiny_llama import seqs_two_problems, tiny_llama
 
 torch.set_num_threads(1)
-
-
-def tiny_llama(path, layers=2, vocab=256):
-    torch.manual_seed(0)
-    cfg = LlamaConfig(vocab_size=vocab, hidden_size=32, intermediate_size=64, num_hidden_layers=layers,
-                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=1024)
-    LlamaForCausalLM(cfg).save_pretrained(path)
-    return str(path)
 
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
     return tiny_llama(tmp_path_factory.mktemp("tiny") / "llama")
-
-
-def seqs_two_problems(n=12, seed=0):
-    """Problem A (prompt 'A...') always succeeds, B never: a critic can learn this from the prompt."""
-    rng = np.random.default_rng(seed)
-    out = []
-    for i in range(n):
-        a = i % 2 == 0
-        prompt = [65 if a else 66] * 3 + [10]
-        resp = rng.integers(97, 123, rng.integers(3, 9)).tolist()
-        out.append(make_seq(("t", i), prompt, resp, 1.0 if a else 0.0))
-    return out
 
 
 def brute_gae(v, R, gamma, lam):

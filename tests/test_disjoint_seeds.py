@@ -97,7 +97,7 @@ def test_a_local_model_counts_by_its_weights_not_its_path(tmp_path):
     from dataclasses import replace
 
     from sveb.sample.rules import model_identity, stage_fps
-    from tests.test_critic import tiny_llama
+    from tests.helpers.tiny_llama import tiny_llama
     a = tiny_llama(tmp_path / "a" / "llama")
     b = tmp_path / "elsewhere" / "model"
     shutil.copytree(a, b)

@@ -6,8 +6,8 @@ from dataclasses import replace
 
 import pytest
 
-from conftest import write_chain_source
-from test_hostile_input_on_cpu import forge_table, refused
+from tests.helpers.sources import write_chain_source
+from tests.helpers.cli import forge_table, refused
 
 
 @pytest.fixture(scope="module")
@@ -75,7 +75,7 @@ def test_report_names_a_damaged_scores_shard(export_dir, tmp_path, damage, fragm
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from test_hostile_input_on_cpu import cli, one_line_error
+    from tests.helpers.cli import cli, one_line_error
     assert cli("eval", "--build", export_dir, "-e", "grpo").exit_code == 0
     shard = next((export_dir / "scores").glob("part-*.parquet"))
     if damage == "truncate":
@@ -90,7 +90,7 @@ def test_leaderboard_names_a_scores_shard_of_other_columns(export_dir, tmp_path)
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from test_hostile_input_on_cpu import cli, one_line_error
+    from tests.helpers.cli import cli, one_line_error
     assert cli("eval", "--build", export_dir, "-e", "grpo").exit_code == 0
     shard = next((export_dir / "scores").glob("part-*.parquet"))
     pq.write_table(pa.table({"state_id": ["s"], "value": [0.5]}), shard)
@@ -99,7 +99,7 @@ def test_leaderboard_names_a_scores_shard_of_other_columns(export_dir, tmp_path)
 
 
 def test_eval_names_a_manifest_with_a_number_python_will_not_read(export_dir):
-    from test_hostile_input_on_cpu import cli, one_line_error
+    from tests.helpers.cli import cli, one_line_error
     text = (export_dir / "manifest.json").read_text()
     (export_dir / "manifest.json").write_text(text[:-1] + ', "n": ' + "9" * 5000 + "}")
     one_line_error(cli("eval", "--build", export_dir, "-e", "grpo"), "manifest.json",
@@ -122,7 +122,7 @@ def test_an_unreadable_shard_is_one_short_line(tmp_path):
     (lambda m: {**m, "n_states": True}, ("n_states is true",)),
 ])
 def test_a_manifest_with_a_nonsense_count_is_refused(export_dir, edit, fragments):
-    from test_hostile_input_on_cpu import edit_manifest
+    from tests.helpers.cli import edit_manifest
     edit_manifest(export_dir, edit)
     refused(export_dir, *fragments)  # (a domain outside the builtin five stays allowed: domains are declarable)
 

@@ -17,7 +17,7 @@ from sveb.lm import device
 from sveb.lm.checkpoints import resident
 from sveb.lm.critic import Critic, CriticConfig, make_seq
 from sveb.lm.device import Device, HardwareError, decide, visible
-from tests.test_critic import seqs_two_problems, tiny_llama
+from tests.helpers.tiny_llama import seqs_two_problems, tiny_llama
 
 torch.set_num_threads(1)
 
@@ -281,7 +281,7 @@ def test_shared_features_read_each_rollout_not_its_group(tiny, tmp_path, monkeyp
     as rollouts x group size (issue 60), and a group cache only hid it until a group outgrew the cache."""
     from sveb.lm import timers
     from sveb.lm.hidden import SharedFeatures
-    from tests.test_shared_features import rollouts
+    from tests.helpers.tiny_llama import rollouts
     monkeypatch.setattr(device, "pick_dtype", lambda spec="auto": "float32")
     rows = {"p0": rollouts(), "p1": rollouts(3, seed=1)}
     shared = SharedFeatures(tiny, -2)

@@ -11,7 +11,7 @@ from sveb.estimators import grid, make
 from sveb.estimators.base import State
 from sveb.estimators.hidden_align import calibrate, fit_logistic, sigmoid
 from sveb.evaluate import diagnostics_line
-from test_new_estimators import FakeBuild, group_with_hidden
+from tests.helpers.groups import FakeBuild, group_with_hidden
 
 
 def run(tmp_path, params, t=6):

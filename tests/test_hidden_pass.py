@@ -9,7 +9,7 @@ import torch
 
 from sveb.lm import device
 from sveb.lm.hidden import HiddenStates, from_store
-from tests.test_critic import tiny_llama
+from tests.helpers.tiny_llama import tiny_llama
 
 torch.set_num_threads(1)
 

@@ -37,7 +37,7 @@ def world(tmp_path_factory):
     each table's hash, grpo's held-out score on the export, the bundle's key."""
     from dataclasses import replace
 
-    from conftest import write_chain_source
+    from tests.helpers.sources import write_chain_source
     from sveb import board
     from sveb.core.config import BuildConfig, SamplingConfig
     from sveb.engines.scripted import ScriptedEngine

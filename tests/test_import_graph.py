@@ -135,7 +135,7 @@ def test_reader_sees_every_kind_of_import(tmp_path):
 
 # The pipeline's layers, bottom first: a module may import its own package and the packages below it, never one
 # above (docs/development.md#module-map). sveb/__init__.py (the version) is below everything.
-LAYERS = ("core", "rewards", "data_builders", "store", "lm", "engines", "estimators", "score", "sample", "evaluate",
+LAYERS = ("core", "rewards", "data_builders", "store", "lm", "engines", "sample", "estimators", "score", "evaluate",
           "board", "present", "experiment", "cli")
 
 
@@ -167,6 +167,20 @@ def test_upward_arrows_are_found(tmp_path):
     assert upward(graph(pkg)) == ["sveb.core.a -> sveb.cli"]
 
 
+def readers_of(g: dict[str, set[str]], below: str, above: tuple[str, ...]) -> list[str]:
+    """Every arrow into package `below` from the packages `above` ("a -> b")."""
+    inside = lambda m, pkg: m == pkg or m.startswith(pkg + ".")  # noqa: E731
+    return sorted(f"{a} -> {b}" for a, bs in g.items() if any(inside(a, f"sveb.{p}") for p in above)
+                  for b in bs if inside(b, f"sveb.{below}"))
+
+
+def test_results_side_reads_nothing_of_the_build_side():
+    """The build's write side (sveb.sample) is for making builds: what scores, shows or checks results takes a
+    build's protocol from core and the authors' rows from score (issue 61)."""
+    found = readers_of(graph(), "sample", ("estimators", "score", "board", "present"))
+    assert not found, "imports of sveb.sample from the results side:\n" + "\n".join(found)
+
+
 def store_readers(g: dict[str, set[str]]) -> list[str]:
     """Every arrow from a module of sveb.estimators to the store (issue 33: estimators are handed their data by the
     evaluator's context, sveb.evaluate.context; none reads builds itself)."""
@@ -191,6 +205,34 @@ def test_store_imports_in_estimators_are_found(tmp_path):
         (pkg / rel).write_text(text)
     assert store_readers(graph(pkg)) == ["sveb.estimators.a -> sveb.store.builds", "sveb.estimators.b -> sveb.store",
                                          "sveb.estimators.c -> sveb.store.builds"]
+
+
+def imports_of_tests(tests: Path) -> list[str]:
+    """Every import of a test module or conftest by a file under tests/ ("file: module"); shared helpers live in
+    tests/helpers (issue 61)."""
+    out = []
+    for f in sorted(tests.rglob("*.py")):
+        for node in ast.walk(ast.parse(f.read_text(encoding="utf-8"), str(f))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            out += [f"{f.relative_to(tests)}: {n}" for n in names
+                    if n.split(".")[-1].startswith("test_") or n.split(".")[-1] == "conftest"]
+    return out
+
+
+def test_no_test_module_imports_another():
+    found = imports_of_tests(Path(__file__).resolve().parent)
+    assert not found, "test modules imported by other tests (move what they share to tests/helpers):\n" + \
+        "\n".join(found)
+
+
+def test_imports_of_test_modules_are_found(tmp_path):
+    (tmp_path / "helpers").mkdir()
+    files = {"test_a.py": "from test_b import x\nfrom tests.helpers.c import y\n", "test_b.py": "import conftest\n",
+             "helpers/c.py": "def f():\n    from tests.test_a import z\n"}
+    for rel, text in files.items():
+        (tmp_path / rel).write_text(text)
+    assert imports_of_tests(tmp_path) == ["helpers/c.py: tests.test_a", "test_a.py: test_b", "test_b.py: conftest"]
 
 
 HEAVY = ("torch", "vllm", "transformers", "ot", "ray", "sklearn")

@@ -5,9 +5,10 @@ import pytest
 import torch
 
 from sveb.estimators import make
-from sveb.estimators.base import ProblemGroup, Rollout, State
+from sveb.estimators.base import State
 from sveb.estimators.hidden_align import features, fit_logistic, mean_pairwise_cos, sigmoid
 from sveb.estimators.pacs import rloo_coefficients
+from tests.helpers.groups import FakeBuild, group_with_hidden
 
 torch.set_num_threads(1)
 
@@ -48,29 +49,6 @@ def test_rloo_coefficients_are_the_gradient_of_the_pacs_loss():
     c, value = rloo_coefficients(r.detach().numpy(), R.numpy())
     assert c == pytest.approx(r.grad.numpy())
     assert value == pytest.approx(loss.item())
-
-
-def group_with_hidden(G=8, T=12, d=6, seed=0):
-    """Correct rollouts' hidden states sit near +e0 at the anchor (the token before '\\boxed'), incorrect
-    ones near -e0; character-level 'tokens', so the anchor index is the marker's character index."""
-    rng = np.random.default_rng(seed)
-    rolls, hidden = [], {}
-    for i in range(G):
-        ok = i % 2 == 0
-        text = "x" * (T - 8) + "\\boxed{" + ("1" if ok else "2")
-        ids = tuple(ord(c) for c in text)
-        h = rng.normal(scale=0.1, size=(len(ids), d))
-        h[:, 0] += 1.0 if ok else -1.0
-        rolls.append(Rollout(i, (1, 2), ids, text, 1.0 if ok else 0.0))
-        hidden[i] = h.astype(np.float32)
-    return ProblemGroup({"problem_id": "p"}, tuple(rolls), tuple(rolls), hidden.__getitem__)
-
-
-class FakeBuild:
-    def __init__(self, tmp_path):
-        self.bdir = tmp_path / "m" / "number" / "b"
-        self.bdir.mkdir(parents=True)
-        self.manifest = {"model": str(tmp_path / "no-model"), "domain": "number"}
 
 
 def test_hidden_align_values_follow_the_state_and_the_diagnostic_is_reported(tmp_path):

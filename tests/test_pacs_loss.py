@@ -134,7 +134,7 @@ def test_final_baseline_changes_only_a_state_at_its_rollouts_end(tmp_path):
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
-    from test_critic import tiny_llama
+    from tests.helpers.tiny_llama import tiny_llama
     return tiny_llama(tmp_path_factory.mktemp("tiny-pacs") / "llama")
 
 

@@ -14,6 +14,8 @@ from typer.testing import CliRunner
 
 from sveb.present import leaderboard
 from sveb.sample import paper
+from sveb.score import paper_rows
+from sveb.core.config import protocol_of
 from sveb.core import schema
 from sveb import store
 from sveb.sample.rules import stage_fps
@@ -23,23 +25,12 @@ from sveb.engines.scripted import CharTokenizer, ScriptedEngine
 from sveb.core.errors import BuildError
 from sveb.evaluate import evaluate
 from sveb.sample.pipeline import build
-
-
-class Recording(ScriptedEngine):
-    """The scripted engine, keeping every request of each kind of generate call."""
-
-    def __init__(self):
-        super().__init__()
-        self.requests: dict[str, list] = {}
-
-    def generate(self, requests, params, desc=""):
-        self.requests.setdefault(desc, []).extend(requests)
-        return super().generate(requests, params, desc)
+from tests.helpers.engines import Recording
 
 
 @pytest.fixture(scope="module")
 def paper_cfg(tmp_path_factory) -> BuildConfig:
-    from conftest import write_chain_source
+    from tests.helpers.sources import write_chain_source
     src = write_chain_source(tmp_path_factory.mktemp("src") / "dapo.jsonl")
     return BuildConfig(domain="number", model="smollm2-135m", source=str(src), problems=6, oversample=12, seed=3,
                        min_novel_numbers=0, sampling=SamplingConfig(max_tokens=60), engine="scripted",
@@ -177,7 +168,7 @@ def _brute(rewards, k):
 @pytest.mark.parametrize("rewards", [[1, 0, 0, 1, 1, 0, 1], [0, 0, 0, 0, 0, 1], [1] * 6, [0.5, 0.2, 1, 0, 0.75]])
 def test_subset_errors_are_the_exact_expectation_over_subsets(rewards):
     for k in range(1, len(rewards) + 1):
-        assert paper.subset_errors(rewards, k) == pytest.approx(_brute(rewards, k), abs=1e-12)
+        assert paper_rows.subset_errors(rewards, k) == pytest.approx(_brute(rewards, k), abs=1e-12)
 
 
 def test_authors_mcs_rows_score_the_exact_expectation_labelled_apart(scored):
@@ -201,7 +192,7 @@ def test_authors_mcs_rows_score_the_exact_expectation_labelled_apart(scored):
 def test_protocol_in_the_manifest(paper_build, scripted_build):
     assert store.read_manifest(paper_build[1])["config"]["protocol"] == "paper"
     assert store.read_manifest(scripted_build[1])["config"]["protocol"] == "sveb"
-    assert paper.protocol_of({"config": {"seed": 0}}) == "sveb"  # made before protocols were recorded
+    assert protocol_of({"config": {"seed": 0}}) == "sveb"  # made before protocols were recorded
 
 
 def test_two_protocols_never_pool(tmp_path):
@@ -254,7 +245,7 @@ def test_report_shows_the_protocol_and_the_authors_rows(scored, tmp_path):
 
 def test_table4_preset_paper(tmp_path):
     import importlib.util
-    from conftest import write_chain_source
+    from tests.helpers.sources import write_chain_source
     spec = importlib.util.spec_from_file_location("table4_paper", Path(__file__).parents[1] / "benchmarks" / "table4.py")
     table4 = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(table4)
@@ -291,7 +282,7 @@ def test_authors_rows_pool_over_seeds_and_never_across_protocols(paper_cfg, tmp_
     assert ref2["n_states"] == len(draws) >= 4  # tiers fill as far as each seed's (disjoint) candidates allow
     assert ref2["mae"] == pytest.approx(np.mean([_brute(d, 2)[0] for d in draws]), abs=1e-12)
     alone = [r for r in rows if r["kind"] == "build"]
-    assert {r["build_protocol"] for r in alone} == {"sveb"} and not any(paper.is_ref_row(r["estimator"]) for r in alone)
+    assert {r["build_protocol"] for r in alone} == {"sveb"} and not any(paper_rows.is_ref_row(r["estimator"]) for r in alone)
 
 
 def test_demo_preset_paper_is_the_papers_protocol():

@@ -9,7 +9,7 @@ from sveb.core import schema
 from sveb import store
 from sveb.store.builds import load_build
 
-from plugin_env import REPO, install_plugin, sveb
+from tests.helpers.plugin_env import REPO, install_plugin, sveb
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,7 @@ from sveb.engines.scripted import ScriptedEngine
 from sveb.core.errors import EvalError
 from sveb.evaluate import evaluate
 from sveb.sample.pipeline import build
-from test_critic import tiny_llama
+from tests.helpers.tiny_llama import tiny_llama
 
 torch.set_num_threads(1)
 

@@ -11,8 +11,8 @@ from sveb.lm.hidden import HiddenStates
 from sveb.estimators.probe_features import (Track, Tracks, lm_head_weight, loo_logit, pooled, scalars,
                                             state_row)
 from sveb.estimators.probe_features import read_positions as pf_read_positions
-from tests.test_critic import tiny_llama
-from tests.test_shared_features import rollouts
+from tests.helpers.tiny_llama import tiny_llama
+from tests.helpers.tiny_llama import rollouts
 
 torch.set_num_threads(1)
 

@@ -10,14 +10,14 @@ from typer.testing import CliRunner
 
 from sveb import store
 from sveb.core import schema
-from sveb.core.config import BuildConfig, SamplingConfig
+from sveb.core.config import BuildConfig, SamplingConfig, protocol_of
 from sveb.core.errors import BuildError
 from sveb.engines.scripted import CharTokenizer
 from sveb.sample import paper
 from sveb.sample.pipeline import build
 from sveb.sample.rules import stage_fps
 from sveb.store.builds import pool_key
-from tests.test_paper_preset import Recording
+from tests.helpers.engines import Recording
 
 F32 = dict(dtype="float32")  # a concrete dtype: the fingerprints do not depend on this machine's
 POWERED = dict(problems=50, rollouts=16, states_per_problem=4, step_pairs=True, oversample=3,
@@ -100,7 +100,7 @@ def test_old_manifests_read_with_their_protocols_choices(tmp_path):
         (d / "manifest.json").write_text(json.dumps(m))
         dirs.append(d)
     assert pool_key(dirs[0]) == pool_key(dirs[1]) != pool_key(dirs[2])  # seeds pool; a single choice never
-    assert paper.protocol_of(one) == "sveb+cut=space" and paper.protocol_of(old_paper) == "paper"
+    assert protocol_of(one) == "sveb+cut=space" and protocol_of(old_paper) == "paper"
 
 
 @pytest.mark.parametrize("change, match", [
@@ -121,7 +121,7 @@ def test_invalid_combinations_are_one_line_errors_naming_the_flag(change, match)
 @pytest.fixture(scope="module")
 def knob_builds(tmp_path_factory):
     """SVEB's build and one build per knob alone, from the same candidates and seeds, with their requests."""
-    from conftest import write_chain_source
+    from tests.helpers.sources import write_chain_source
     tmp = tmp_path_factory.mktemp("knobs")
     src = write_chain_source(tmp / "dapo.jsonl")
     base = BuildConfig(domain="number", source=str(src), problems=3, oversample=12, rollouts=8, states_per_problem=2,

@@ -23,7 +23,7 @@ def _driver():
 
 
 def test_study_driver_end_to_end_on_the_scripted_engine(tmp_path):
-    from conftest import write_chain_source
+    from tests.helpers.sources import write_chain_source
     src = write_chain_source(tmp_path / "dapo.jsonl")
     driver = _driver()
     args = ["--engine", "scripted", "--domains", "number", "--source", f"number={src}", "--candidates", "number=36",
@@ -74,7 +74,7 @@ def test_each_setting_is_scored_before_the_next_is_sampled(tmp_path, monkeypatch
     """A study cut off mid-way keeps the tables of every setting it finished: when a setting's build starts,
     scores.csv already holds each setting built before it. The paper's preset, the dearest build, comes last."""
     import sveb.experiment.protocols as study
-    from conftest import write_chain_source
+    from tests.helpers.sources import write_chain_source
     src = write_chain_source(tmp_path / "dapo.jsonl")
     out = tmp_path / "out"
     seen = {}
@@ -182,7 +182,7 @@ def test_a_setting_cut_off_resumes_in_a_fresh_clone_from_its_saved_shards(tmp_pa
     (an empty root) takes those shards back and samples only the rest; the export is the uninterrupted run's,
     and the partial folder goes once the setting is exported."""
     import pytest
-    from conftest import write_chain_source
+    from tests.helpers.sources import write_chain_source
     src = write_chain_source(tmp_path / "dapo.jsonl")
     driver = _driver()
 
@@ -244,7 +244,7 @@ def test_a_fresh_clone_does_not_score_a_finished_setting_again(tmp_path, monkeyp
     import pyarrow.parquet as pq
 
     import sveb.experiment.protocols as study
-    from conftest import write_chain_source
+    from tests.helpers.sources import write_chain_source
     src = write_chain_source(tmp_path / "dapo.jsonl")
     driver = _driver()
     args = _sveb_preset_args(src, tmp_path, "2", "grpo,mcs-1,numca")
@@ -270,7 +270,7 @@ def test_dtype_pins_a_partial_sampled_on_another_cpu(tmp_path, monkeypatch):
     import shutil
 
     import pytest
-    from conftest import write_chain_source
+    from tests.helpers.sources import write_chain_source
 
     import sveb.lm.device as device
     src = write_chain_source(tmp_path / "dapo.jsonl")

@@ -8,7 +8,7 @@ import torch
 from sveb.lm import device
 from sveb.lm.critic import Critic, CriticConfig, make_seq
 from sveb.lm.hidden import HiddenStates, SharedFeatures
-from tests.test_critic import tiny_llama
+from tests.helpers.tiny_llama import rollouts, tiny_llama
 
 torch.set_num_threads(1)
 
@@ -16,13 +16,6 @@ torch.set_num_threads(1)
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
     return tiny_llama(tmp_path_factory.mktemp("tiny-shared") / "llama", layers=4)
-
-
-def rollouts(n=5, seed=0):
-    rng = np.random.default_rng(seed)
-    return [{"rollout_idx": i, "prompt_token_ids": rng.integers(1, 200, 4 + i).tolist(),
-             "response_token_ids": rng.integers(1, 200, 3 + 2 * i).tolist(), "reward": float(i % 2)}
-            for i in range(n)]
 
 
 @pytest.mark.parametrize("train_layers", [1, 2])

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from sveb.data_builders.load import scan
-from test_hostile_input_on_cpu import cli, one_line_error
+from tests.helpers.cli import cli, one_line_error
 
 GSM = [{"question": f"Tom has {i} apples and buys one more. How many now?", "answer": f"He adds one.\n#### {i + 1}"}
        for i in range(6)]

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from real_data import BOTH, EXCERPTS, FILES, ROWS, folder, full_data
+from tests.helpers.real_data import BOTH, EXCERPTS, FILES, ROWS, folder, full_data
 from sveb.data_builders import SourceError, domain_module
 from sveb.data_builders.boxed import option_letters
 from sveb.data_builders.load import load_problems, registry, scan

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from real_data import BOTH, FILES, ROWS, folder
+from tests.helpers.real_data import BOTH, FILES, ROWS, folder
 from sveb.data_builders import SourceError, split_of
 from sveb.data_builders.load import file_split, load_problems, registry, scan
 from sveb.data_builders.look import source_rows

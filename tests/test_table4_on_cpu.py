@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from sveb.estimators.base import Estimator
 from sveb.estimators.families import family_size
 
-from sveb.present.table4 import stage_timer, verdicts
+from sveb.present.table4 import verdicts
 
 SPEC = importlib.util.spec_from_file_location("table4_bench", Path(__file__).parents[1] / "benchmarks" / "table4.py")
 table4 = importlib.util.module_from_spec(SPEC)
@@ -31,13 +31,21 @@ def test_verdicts_find_the_exact_estimator_better_and_the_copy_tied():
     assert got["same"]["verdict"] == "no difference" and got["same"]["d_sq"] == 0
 
 
-def test_stage_timer_restores_the_jobs():
-    from sveb.sample import jobs as build_jobs
-    before = build_jobs.reference_shard
-    seen = {}
-    with stage_timer(seen):
-        assert build_jobs.reference_shard is not before
-    assert build_jobs.reference_shard is before and seen == {}
+def test_the_build_jobs_time_their_own_stage_only_inside_a_clock(tmp_path):
+    from sveb.core.config import BuildConfig
+    from sveb.sample import jobs
+    cfg = BuildConfig()
+    fp = "f" * 12
+
+    def no_engine():
+        raise AssertionError("an empty shard starts no engine")
+    jobs.group_shard(no_engine, cfg, tmp_path / "before.parquet", [], fp, fp)  # outside a clock: nowhere to go
+    with jobs.stage_clock() as outer, jobs.stage_clock({"screening": 1.0}) as inner:
+        jobs.group_shard(no_engine, cfg, tmp_path / "part-00000.parquet", [], fp, fp)
+    jobs.group_shard(no_engine, cfg, tmp_path / "after.parquet", [], fp, fp)
+    assert set(outer) == {"rollouts"} and outer["rollouts"] > 0
+    assert inner["screening"] == 1.0 and inner["rollouts"] == outer["rollouts"]  # both clocks, the same seconds
+    assert jobs.screen_shard.__name__ == "screen_shard" and jobs._clocks == []  # picklable by name; closed
 
 
 def _files(tmp_path):

@@ -13,12 +13,12 @@ import pyarrow as pa
 
 from sveb.board.bundle import BundleError, build_identity
 from sveb.board.pool import PROTOCOLS, clean as _clean
+from sveb.core.config import protocol_of
 from sveb.core.cost import cost_figures
 from sveb.core.errors import SvebError
 from sveb.estimators import BUILTIN, entry, make
 from sveb.estimators.base import view_for
 from sveb.evaluate.protocols import estimate_all
-from sveb.sample.paper import protocol_of
 
 TOL = 1e-9  # the evaluator's own tolerance on [0, 1] (float noise at the ends)
 
@@ -91,7 +91,7 @@ def score_rows(meta: dict, values: dict, data, checked: str = "self-declared") -
         train = _reported(cost, "train_tokens")
         ident = {"model": data.manifest.get("model"), "domain": data.manifest.get("domain"),
                  "build_fp": data.manifest.get("build_fp"), "content_hash": meta["build"]["content_hash"],
-                 "build_protocol": protocol_of(data.manifest),  # sveb | paper (sveb/sample/paper.py; issue 31)
+                 "build_protocol": protocol_of(data.manifest),  # sveb | paper (sveb/core/config.py; issue 31)
                  "estimator": est["name"], "params_fp": est.get("params_fp") or "",
                  "params": json.dumps(est["params"], sort_keys=True), "protocol": proto}
         row = {**of_build(ident, data, v, shift, seconds if seconds is not None else float("nan")),

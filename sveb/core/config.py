@@ -142,3 +142,10 @@ def derive_seed(*parts: object) -> int:
     """A 31-bit seed from any parts (global seed, fingerprint, ids)."""
     blob = json.dumps([str(p) for p in parts])
     return int.from_bytes(hashlib.sha256(blob.encode()).digest()[:4], "little") & 0x7FFFFFFF
+
+
+def protocol_of(manifest: dict) -> str:
+    """A build's protocol (sveb/sample/paper.py); builds made before protocols were recorded are SVEB's. A build of
+    SVEB's protocol with some of the paper's choices says which: "sveb+cut=space"."""
+    cfg = BuildConfig.from_manifest(manifest)
+    return "+".join([cfg.protocol] + [f"{k}={getattr(cfg, k)}" for k in CHOICES if getattr(cfg, k)])

@@ -17,6 +17,8 @@ import math
 from collections.abc import Iterable
 
 MCS_TARGET = "sveb.estimators.mcs:MonteCarlo"
+# The stages that sample a build, as its jobs time them (sveb.sample.jobs.stage_clock): its sampling cost
+BUILD_STAGES = ("screening", "rollouts", "references")
 
 
 def continuation_tokens(states: Iterable[dict]) -> float:

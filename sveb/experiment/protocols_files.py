@@ -3,7 +3,7 @@
 
 Within a setting every cell is Table 4's (sveb.present.table4.cells: MAE [CI]; the paired Δ of squared error vs
 grpo on the same states, its CR1 t-test and Holm over the estimator's declared family); the authors' MCS@k rows
-are sveb.sample.paper.ref_rows'. Against SVEB's preset, each row gets SVEB's verdict (flips: the verdicts
+are sveb.score.paper_rows.ref_rows'. Against SVEB's preset, each row gets SVEB's verdict (flips: the verdicts
 differ) and, on the problems both settings hold, the paired change of MAE and of the Δ vs grpo: per problem the
 mean over its states in each setting, then a t-interval over problems (the same states where a setting shares
 SVEB's, e.g. the continuation budget and the MCS@k definition)."""
@@ -21,8 +21,7 @@ from sveb.evaluate.protocols import PROTOCOLS
 from sveb.experiment.table4_files import export_estimates, write_csv
 from sveb.present import table4 as t4
 from sveb.present.report_format import md_table
-from sveb.sample import paper
-from sveb.score import scoring
+from sveb.score import paper_rows, scoring
 from sveb.score.pooling import View
 
 COLUMNS = ["setting", "domain", "choice", "estimator", "protocol", "n_states", "n_problems", "mae", "mae_ci_low",
@@ -63,21 +62,21 @@ def setting_cells(s, exports: Path, names: list[str], records: list[dict]) -> tu
 
 
 def _ref_cells(s, export: Path, ref, groups, est) -> tuple[list[dict], dict]:
-    """The authors' MCS@k rows (k of the same reference draws, exact over subsets: sveb.sample.paper.ref_rows,
+    """The authors' MCS@k rows (k of the same reference draws, exact over subsets: sveb.score.paper_rows.ref_rows,
     Holm over its four rows as over Table 4's MCS@k family) and their per-state errors."""
     base = {(BASELINE, "", p): est[p][BASELINE] for p in PROTOCOLS if BASELINE in est[p]}
     view = View(export, store.read_manifest(export)["model"], s.domain, "complete", [], groups, ref,
                 np.full(len(ref), np.nan), est=base, bdirs=[export])
     rows, errs = [], {}
-    for r in paper.ref_rows(view, [k[2] for k in base]):
+    for r in paper_rows.ref_rows(view, [k[2] for k in base]):
         rows.append({k: r[k] for k in ("estimator", "protocol", "n_states", "n_problems", "mae", "mae_ci_low",
                                        "mae_ci_high", "delta_sq", "delta_sq_ci_low", "delta_sq_ci_high", "p_holm",
                                        "verdict")} | {"p": r["p_delta"], "family": "their MCS@k"})
-    draws = paper._draws(view)
+    draws = paper_rows.reference_draws(view)
     for k in sorted({int(r["estimator"].split("-")[1]) for r in rows}):
-        e = np.array([paper.subset_errors(d, k) for d in draws])
+        e = np.array([paper_rows.subset_errors(d, k) for d in draws])
         for (_, _, p), g in base.items():
-            errs[(s.key, paper.ref_name(k), p)] = (groups, e[:, 0], e[:, 1] - (g - ref) ** 2)
+            errs[(s.key, paper_rows.ref_name(k), p)] = (groups, e[:, 0], e[:, 1] - (g - ref) ** 2)
     return rows, errs
 
 
@@ -106,7 +105,7 @@ def compare(rows: list[dict], errs: dict, settings: list) -> list[dict]:
     out = []
     for r in rows:
         mine = (r["setting"], r["estimator"], r["protocol"])
-        theirs = (base_of[r["setting"]], r["estimator"].removesuffix(paper.REF_SUFFIX), r["protocol"])
+        theirs = (base_of[r["setting"]], r["estimator"].removesuffix(paper_rows.REF_SUFFIX), r["protocol"])
         sv = by.get(theirs, {}).get("verdict", "")
         new = {c: "" for c in COLUMNS} | r | {"sveb_verdict": sv}
         if r["estimator"] == BASELINE or mine == theirs:
@@ -198,7 +197,7 @@ def markdown(rows: list[dict], settings: list, builds: list[dict], names: list[s
                    [[b["setting"], b["choice"], b["build"], b["problems"], b["states"], b["shared"], b["seconds"]]
                     for b in builds], right_from=3), ""]
     by = {(r["setting"], r["estimator"], r["protocol"]): r for r in rows}
-    shown = names + sorted({r["estimator"] for r in rows if paper.is_ref_row(r["estimator"])})
+    shown = names + sorted({r["estimator"] for r in rows if paper_rows.is_ref_row(r["estimator"])})
     for d in dict.fromkeys(s.domain for s in settings):
         cols = [s for s in settings if s.domain == d and any(r["setting"] == s.key for r in rows)]
         for p in PROTOCOLS:

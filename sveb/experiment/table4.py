@@ -14,11 +14,13 @@ from rich.console import Console
 
 from sveb import store
 from sveb.core.config import BuildConfig, SamplingConfig
+from sveb.core.cost import BUILD_STAGES
 from sveb.experiment.runner import Sampler, estimator_list, evaluate_all, needs_train
 from sveb.experiment.table4_files import (domain_exports, export_name, merge_estimates, read_estimates,
                                           recorded_machine, shown_source, size_mb, timing_rows,
                                           write_estimates, write_tables)
-from sveb.present.table4 import scoring_seconds, stage_timer
+from sveb.present.table4 import scoring_seconds
+from sveb.sample.jobs import stage_clock
 from sveb.sample.paper import PRESET as PAPER, preset_for
 from sveb.core.models import model_slug
 from sveb.estimators import entry, is_variant, names as registered
@@ -73,10 +75,10 @@ def timed_build(sampler: Sampler, cfg, root: Path, console) -> tuple[Path, dict[
     timing: dict[str, float] = {}
     sampler.ready(cfg, root)  # the engine's start is not the build's cost
     t0 = time.perf_counter()
-    with stage_timer(timing):
+    with stage_clock(timing):
         bdir = sampler.build(cfg, root, console)
     timing["build wall"] = time.perf_counter() - t0
-    if not set(timing) & {"screening", "rollouts", "references"}:
+    if not set(timing) & set(BUILD_STAGES):
         timing = {}  # every shard was already sampled by an earlier run: this run's clock says nothing of its cost
     return bdir, timing
 

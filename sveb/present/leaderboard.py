@@ -16,17 +16,18 @@ from rich.console import Console
 from rich.table import Table
 
 from sveb import store
+from sveb.core.config import protocol_of
 from sveb.estimators import BASELINE, ROLES, rank
 from sveb.evaluate.protocols import PROTOCOLS
 from sveb.core import metrics
 from sveb.score.pool_checks import Allow
 from sveb.score.pooling import load_view, merge, paired, pools, read_scores
-from sveb.sample.paper import is_ref_row, protocol_of, ref_rows
 from sveb.score import replicates
+from sveb.score.paper_rows import is_ref_row, ref_rows
 from sveb.score.replicates import default_params
 
 HEAD = ["model", "domain", "estimator", "params", "protocol", "kind", "seeds", "n_builds"]
-TAIL = ["build_fp", "params_fp", "build_protocol", "caveats"]  # sveb | paper (sveb/sample/paper.py): never pooled together
+TAIL = ["build_fp", "params_fp", "build_protocol", "caveats"]  # sveb | paper (sveb.core.config.protocol_of): never pooled together
 
 
 def columns() -> list[str]:

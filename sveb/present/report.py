@@ -23,7 +23,7 @@ from sveb.score.pooling import View  # noqa: F401  (report.View: the per-state v
 from sveb.present.report_views import ReportError  # noqa: F401  (report.ReportError, as callers catch it)
 from sveb.present.report_views import _collect, _drop_variants, _key, _proto_sorted, _protocols, _truncated
 from sveb.present.report_format import CSS, cell, html_table, img, md_table, ok, spread_html, spread_md
-from sveb.sample.paper import is_ref_row
+from sveb.score.paper_rows import is_ref_row
 
 PAIRED_IDENTITY = ["model", "domain", "build_fp", "kind", "seeds", "protocol", "estimator", "params"]
 

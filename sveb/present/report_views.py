@@ -11,8 +11,8 @@ from sveb.core.errors import SvebError
 from sveb.data_builders import DOMAINS
 from sveb.evaluate.protocols import PROTOCOLS
 from sveb.present import leaderboard
-from sveb.sample.paper import ref_rows
 from sveb.score import pooling
+from sveb.score.paper_rows import ref_rows
 from sveb.score.pooling import View
 
 

@@ -1,5 +1,5 @@
 """Table 4 of the paper as SVEB writes it: estimators as rows, domains as columns, MAE [95% CI] against MCS@n_ref
-and the paired verdict against the baseline; and the per-stage timer of a build.
+and the paired verdict against the baseline; and the per-stage cost of a build.
 
 The verdict comes from the per-state difference of squared errors (reference noise cancels in it), tested
 by sveb.score.pooling / sveb.score.scoring (cluster-robust over problems) with Holm's correction over each estimator family
@@ -9,52 +9,18 @@ minimum detectable Δ (sveb.score.power); the domain x estimator interaction is 
 
 from __future__ import annotations
 
-import time
-from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
 
 from sveb.core import metrics
+from sveb.core.cost import BUILD_STAGES
 from sveb.score import scoring
 from sveb.present.report_format import md_table
 from sveb.estimators import BASELINE
 from sveb.estimators.families import ALONE, family_size
-from sveb.sample import jobs as build_jobs
 from sveb.score.pooling import View, paired
 from sveb.score.power import mde
-
-# Build jobs (sveb.sample.jobs) -> the stage they are; a nested job call counts in its caller's stage.
-STAGE_JOBS = {"screen_shard": "screening", "group_shard": "rollouts", "reference_shard": "references"}
-
-
-@contextmanager
-def stage_timer(seconds: dict[str, float]):
-    """Adds each build stage's wall seconds to `seconds` while the block runs (the jobs of sveb.sample.jobs timed
-    where the runner calls them). Jobs not found (renamed) are not timed and get no key."""
-    saved = {name: getattr(build_jobs, name) for name in STAGE_JOBS if hasattr(build_jobs, name)}
-    depth = [0]
-
-    def timed(fn, stage):
-        def run(*args, **kw):
-            if depth[0]:
-                return fn(*args, **kw)
-            depth[0] += 1
-            t0 = time.perf_counter()
-            try:
-                return fn(*args, **kw)
-            finally:
-                depth[0] -= 1
-                seconds[stage] = seconds.get(stage, 0.0) + time.perf_counter() - t0
-        return run
-
-    for name, fn in saved.items():
-        setattr(build_jobs, name, timed(fn, STAGE_JOBS[name]))
-    try:
-        yield seconds
-    finally:
-        for name, fn in saved.items():
-            setattr(build_jobs, name, fn)
 
 
 def verdicts(est: dict[str, np.ndarray], base: str, ref: np.ndarray, groups: np.ndarray) -> dict[str, dict]:
@@ -251,7 +217,7 @@ def cost_markdown(timing: dict[str, dict[str, float]], states: dict[str, int], d
                            for d in domains)] for k in stages])
 
 
-SAMPLING = tuple(dict.fromkeys(STAGE_JOBS.values()))  # screening, rollouts, references
+SAMPLING = BUILD_STAGES  # screening, rollouts, references (timed by the build: sveb.sample.jobs.stage_clock)
 
 
 def hidden_seconds(timing: dict[str, float]) -> float | None:

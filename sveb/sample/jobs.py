@@ -4,11 +4,17 @@ A job is a module-level function `fn(engine, *args)`, where `engine()` starts (o
 engine; jobs that need no samples never call it. The same jobs run on Ray actors (sveb.sample.distributed),
 each writing its own shards with the store's atomic writer. Every sample's seed is derived from ids,
 never from the order of work, so who runs a shard does not change what it holds.
+
+The sampling jobs time themselves: `with stage_clock() as seconds:` collects the wall seconds of each stage
+(BUILD_STAGES) that ran in this process while the block ran (Table 4's per-stage cost).
 """
 
 from __future__ import annotations
 
+import functools
+import time
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -18,10 +24,44 @@ import pyarrow as pa
 from sveb.core import schema, signals
 from sveb import store
 from sveb.core.config import BuildConfig, derive_seed
+from sveb.core.cost import BUILD_STAGES
 from sveb.data_builders import domain_module
 from sveb.engines import Engine, Request, make_engine, HFTokenizer
 from sveb.core.models import resolve
 from sveb.rewards import reward
+
+
+_clocks: list[dict[str, float]] = []  # the open stage_clock blocks, innermost last
+
+
+@contextmanager
+def stage_clock(seconds: dict[str, float] | None = None):
+    """Adds the wall seconds of each build stage run in this process to `seconds` while the block runs (jobs run on
+    Ray actors are not seen). A stage that did not run gets no key."""
+    seconds = {} if seconds is None else seconds
+    _clocks.append(seconds)
+    try:
+        yield seconds
+    finally:
+        _clocks.remove(seconds)
+
+
+def timed(stage: str):
+    """A job's decorator: its wall seconds go to every open stage_clock under `stage`."""
+    assert stage in BUILD_STAGES, stage
+
+    def wrap(fn):
+        @functools.wraps(fn)
+        def run(*args, **kw):
+            t0 = time.perf_counter()
+            try:
+                return fn(*args, **kw)
+            finally:
+                dt = time.perf_counter() - t0
+                for clock in _clocks:
+                    clock[stage] = clock.get(stage, 0.0) + dt
+        return run
+    return wrap
 
 
 def dtype_of(cfg: BuildConfig) -> str:
@@ -138,6 +178,7 @@ def rollout_rows(engine: Callable[[], Engine], cfg: BuildConfig, shard: list[tup
             for (p, j, prompt, seed), o, text, rw in zip(rows, outs, texts, rws)]
 
 
+@timed("screening")
 def screen_shard(engine, cfg: BuildConfig, path: Path, problems: list[dict], n: int, seed_fp: str,
                  fp: str) -> list[dict]:
     """The screening rollouts of a shard's candidates (the filter's evidence), to the `screens` table. Seeds come
@@ -147,6 +188,7 @@ def screen_shard(engine, cfg: BuildConfig, path: Path, problems: list[dict], n: 
     return rows
 
 
+@timed("rollouts")
 def group_shard(engine, cfg: BuildConfig, path: Path, kept: list[dict], seed_fp: str, done_fp: str) -> None:
     """G fresh rollouts of each problem the filter kept, to the `rollouts` table (written even when empty: done)."""
     shard = [(p, [group_seed(cfg, seed_fp, p["problem_id"], j) for j in range(cfg.rollouts)]) for p in kept]
@@ -154,6 +196,7 @@ def group_shard(engine, cfg: BuildConfig, path: Path, kept: list[dict], seed_fp:
     store.write_shard(path, pa.Table.from_pylist(rows, schema=schema.ROLLOUTS), done_fp)
 
 
+@timed("references")
 def reference_shard(engine, cfg: BuildConfig, path: Path, states: list[dict], inputs: list[tuple[list, list]],
                     problems: dict[str, dict], fp: str) -> None:
     """mc + mc_extra continuations of each state (inputs: its prompt ids and prefix ids), to the store."""

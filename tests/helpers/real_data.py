@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-EXCERPTS = Path(__file__).resolve().parent / "fixtures" / "datasets"
-FULL = Path(os.environ.get("SVEB_SHARED_DATASETS", Path(__file__).resolve().parents[2] / "shared" / "datasets"))
+EXCERPTS = Path(__file__).resolve().parents[1] / "fixtures" / "datasets"
+FULL = Path(os.environ.get("SVEB_SHARED_DATASETS", Path(__file__).resolve().parents[3] / "shared" / "datasets"))
 
 FILES = {"gsm8k": "gsm8k/test.jsonl", "math500": "math500/test.jsonl", "humaneval": "humaneval/HumanEval.jsonl.gz",
          "mbpp": "mbpp/mbpp.jsonl", "arc-challenge": "arc_challenge/test.jsonl", "mmlu-stem": "mmlu_stem/test.jsonl"}
