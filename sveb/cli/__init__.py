@@ -9,7 +9,7 @@ import typer
 
 from sveb.core.config import MAX_TOKENS, PAPER_MAX_TOKENS
 from sveb.cli.common import (BUILD_DIR, DOMAIN, EXPECT, MODEL, RAY, ROOT, SEEDS, WORKERS, OptionalRayValue, _build_root, app,
-                             console, out, parse_seeds)
+                             announce_loads, console, out, parse_seeds)
 from sveb.cli.common import ALLOW_MIXED_DTYPE, ALLOW_UNEQUAL_SEEDS
 
 __all__ = ["app"]
@@ -176,6 +176,7 @@ def eval_(
     bdirs = [results_view(b, console) for b in bdirs]  # a read-only build's scores go to a writable mirror
     for bdir in bdirs:
         print_build_info(bdir, console)
+    announce_loads(estimator, model)
     if opts is not None:
         from sveb.sample.distributed import connect
         connect(opts)  # one cluster for every estimator; it stops with this process
@@ -266,8 +267,9 @@ def report(root: Path = ROOT, out_dir: Path = typer.Option(Path("report"), "--ou
 @app.command()
 def demo(
     root: Path = typer.Option(Path("sveb_data"), "--root"),
-    results: Optional[Path] = typer.Option(None, help="Where leaderboard.csv and the report go (default: results/ for "
-                                           "the demo preset, results/PRESET/ for the others)."),
+    results: Optional[Path] = typer.Option(None, help="Where leaderboard.csv, the report and made-by.txt go "
+                                           "(default: ROOT/demo for the demo preset, git-ignored; results/PRESET/ "
+                                           "for the others)."),
     domains: str = typer.Option("number", help="Space- or comma-separated domains."),
     engine: str = typer.Option("vllm"),
     estimators: str = typer.Option("", help="Comma-separated estimators (default: all)."),
@@ -291,7 +293,7 @@ def demo(
     preset = "quick" if quick else preset
     if preset not in PRESETS:
         raise typer.BadParameter(f"unknown preset '{preset}'; known: {', '.join(PRESETS)}", param_hint="--preset")
-    results = results or (Path("results") if preset == "demo" else Path("results") / preset)
+    results = results or (root / "demo" if preset == "demo" else Path("results") / preset)
     run_demo(root, results, domains.replace(",", " ").split(), engine, console, out, names, preset,
              parse_seeds(seeds, 0), build_only, eager)
 

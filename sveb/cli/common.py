@@ -30,10 +30,38 @@ app = typer.Typer(cls=SvebGroup, add_completion=False, no_args_is_help=True,
 console = Console(stderr=True)
 out = Console()
 
+
+def _version(value: bool) -> None:
+    if value:
+        from sveb import __version__
+        out.print(f"sveb {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                       help="Print SVEB's version and exit.")) -> None:
+    """SVEB: how accurately does a state-value estimator predict V(s), the expected final reward given the prefix s?"""
+
 ROOT = typer.Option("sveb_data", "--root", help="Where builds are stored.")
 MODEL = typer.Option("smollm2-135m", "--model",
                      help="Builtin alias, local model directory, hub id, or short name (`sveb ls models`).")
 DOMAIN = typer.Option("number", "--domain", help="A declared domain (`sveb ls domains`).")
+
+
+def loads_model(entry) -> bool:
+    """Whether an estimator loads a model when it runs (a minute or more on a CPU): it reads hidden states or
+    trains on the policy model, as its class declares (`sveb ls estimators` says so)."""
+    return bool(entry.needs_hidden or entry.needs_training)
+
+
+def announce_loads(names: list[str], model: str) -> None:
+    """One line before `sveb eval` runs estimators that load a model, so a pause is not taken for a hang."""
+    from sveb.estimators import entry
+    loading = [n for n in names if loads_model(entry(n))]
+    if loading:
+        console.print(f"[dim]{', '.join(loading)}: load{'s' * (len(loading) == 1)} the model {model} (hidden states or "
+                      f"training; cached ones are reused)[/]", soft_wrap=True)
 
 
 def _fail(e: Exception) -> None:

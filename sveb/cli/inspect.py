@@ -9,7 +9,7 @@ import typer
 
 from rich.markup import escape
 
-from sveb.core.config import MAX_TOKENS, PAPER_MAX_TOKENS
+from sveb.core.config import MAX_TOKENS, PAPER_MAX_TOKENS, BuildConfig
 from sveb.cli.common import DOMAIN, MODEL, ROOT, app, console, out, parse_seeds
 
 
@@ -53,9 +53,11 @@ def ls(what: str = typer.Argument(..., help="estimators | domains | models | bui
         typer.echo("\n".join(lines))
     elif what == "estimators":
         from sveb.estimators import entries, entry
+        from sveb.cli.common import loads_model
         t = _table("estimator", "what it computes")
         for e in [entry(n) for n in entries()]:
-            flags = [e.role] + ["SVEB's V(s), not the paper's"] * e.constructed + ["hidden states"] * e.needs_hidden + \
+            flags = [e.role] + ["loads the model"] * loads_model(e) + \
+                ["SVEB's V(s), not the paper's"] * e.constructed + ["hidden states"] * e.needs_hidden + \
                 ["trains"] * e.needs_training + ["reads the build's extra draws"] * bool(e.reads_references) + \
                 ["train build"] * e.train_split + [f"grid: {','.join(e.grid)}"] * bool(e.grid) + \
                 [f"from {e.origin}"] * (e.origin != "sveb")
@@ -90,29 +92,33 @@ def ls(what: str = typer.Argument(..., help="estimators | domains | models | bui
         raise UsageError(f"ls {what}: expected estimators, domains, models, builds, sources or problems")
 
 
+_BUILD = BuildConfig()  # `sveb plan` plans what `sveb build` makes by default
+
+
 @app.command()
 def plan(
     model: str = MODEL, root: Path = ROOT,
     domains: str = typer.Option("all", help="all, or space- or comma-separated domains."),
-    problems: int = typer.Option(3000, help="Problems kept per domain."),
-    oversample: int = typer.Option(4, help="Candidates per kept problem."),
-    screen: int = typer.Option(8, help="Rollouts a discarded candidate gets before the filter drops it."),
-    rollouts: int = typer.Option(40), states_per_problem: int = typer.Option(2), mc: int = typer.Option(20),
-    mc_extra: int = typer.Option(4),
-    max_tokens: int = typer.Option(PAPER_MAX_TOKENS, help=f"Max new tokens (the paper's {PAPER_MAX_TOKENS}; "
-                                   f"`sveb build` defaults to {MAX_TOKENS})."),
+    problems: int = typer.Option(_BUILD.problems, help="Problems kept per domain (defaults: `sveb build`'s)."),
+    oversample: int = typer.Option(_BUILD.oversample, help="Candidates per kept problem."),
+    screen: int = typer.Option(_BUILD.screen, help="Rollouts a discarded candidate gets before the filter drops it."),
+    rollouts: int = typer.Option(_BUILD.rollouts), states_per_problem: int = typer.Option(_BUILD.states_per_problem),
+    mc: int = typer.Option(_BUILD.mc), mc_extra: int = typer.Option(_BUILD.mc_extra),
+    max_tokens: int = typer.Option(MAX_TOKENS, help=f"Max new tokens (the paper's: {PAPER_MAX_TOKENS})."),
     gpus: int = typer.Option(1, help="GPUs working in parallel."),
     tok_per_s: Optional[float] = typer.Option(None, help="Generated tokens/s of one GPU (default: an assumption "
                                               "by model size)."),
     json_out: bool = typer.Option(False, "--json", help="Print the plan as JSON."),
 ):
-    """The work, storage and time a build (and its hidden states) will take, before running it."""
+    """The work, storage and time a build (and its hidden states) will take, before running it, and the `sveb build`
+    command that makes it."""
     import json as _json
     from sveb.data_builders import DOMAINS
     from sveb.core.models import architecture, check_model, model_slug
     from sveb.core.errors import UsageError
     from sveb.sample.plan import measured_gpu_rates  # a GPU sweep's JSON under results/gpu/, if any
-    from sveb.sample.plan import Settings, assumed_lengths, check, make_plan, measured_lengths
+    from sveb.sample.plan import measured_gpu_rates  # a GPU sweep's JSON under results/gpu/, if any
+    from sveb.sample.plan import Settings, assumed_lengths, build_command, check, make_plan, measured_lengths
     spec = check_model(model, weights=False)
     names = list(DOMAINS) if domains == "all" else domains.replace(",", " ").split()
     for d in names:
@@ -125,12 +131,16 @@ def plan(
     if tok_per_s is not None and not (tok_per_s > 0 and tok_per_s != float("inf")):
         raise UsageError(f"--tok-per-s {tok_per_s:g}: must be a positive number of tokens per second")
     lengths = {d: measured_lengths(root, model_slug(spec), d) or assumed_lengths(d, max_tokens) for d in names}
-    p = {"model_spec": spec, **make_plan(s, lengths, architecture(spec), tok_per_s, measured_gpu_rates())}
+    p = {"model_spec": spec, **make_plan(s, lengths, architecture(spec), tok_per_s, measured_gpu_rates()),
+         "build_commands": {d: build_command(model, d, s) for d in names}}
     if json_out:
         print(_json.dumps(p, indent=2))
     else:
         from sveb.sample.plan_table import print_plan
         print_plan(p, out)
+        out.print("to build it:")
+        for cmd in p["build_commands"].values():  # whole lines, to copy (not wrapped at the terminal's width)
+            out.print(escape(cmd), soft_wrap=True, highlight=False)
 
 
 @app.command()
@@ -142,11 +152,14 @@ def compare(
     seeds: Optional[str] = typer.Option(None, "--seeds", help="Build seeds to pool, e.g. 0,1,2 (default: the "
                                         "newest complete build)."),
     build_id: Optional[str] = typer.Option(None, "--build", help="Build fingerprint (prefix) or build folder."),
+    published: bool = typer.Option(True, "--published/--no-published", help="Also read the committed Table 4 "
+                                   "estimates of these builds (results/table4/estimates.parquet, where it exists): "
+                                   "an estimator scored on an export is compared with the published ones."),
 ):
     """Paired Δ of squared error of A against each B on the same states, seeds pooled (unadjusted p)."""
     from sveb.core.models import check_model, model_slug
     from sveb.evaluate.protocols import check_protocol
-    from sveb.score.compare import compare as run, line
+    from sveb.score.compare import PUBLISHED, compare as run, line, with_published
     from sveb.score.pooling import load_view, merge, read_scores
     from sveb.store.builds import find_build, find_seed_builds
     check_protocol(protocol)
@@ -155,7 +168,11 @@ def compare(
         bdirs = find_seed_builds(root, slug, domain, parse_seeds(seeds, 0), build_id)
     else:
         bdirs = [find_build(root, slug, domain, build_id, console)]
-    view = merge([load_view(bd, read_scores(bd)) for bd in bdirs])
+    views = [load_view(bd, read_scores(bd)) for bd in bdirs]
+    added = sorted({n for v in views for n in with_published(v)}) if published else []
+    if added:
+        console.print(f"[dim]from {PUBLISHED}: {', '.join(added)}[/]", soft_wrap=True)
+    view = merge(views)
     shown = ",".join(str(s) for s in view.seeds)
     for r in run(view, a, list(b), protocol):
         out.print(line(r, shown), soft_wrap=True)

@@ -1,7 +1,13 @@
-"""`make demo`: the embedded default model end to end, small enough for a 2-core CPU."""
+"""`make demo`: the embedded default model end to end, small enough for a 2-core CPU.
+
+Its leaderboard and report go under the data root (ROOT/demo, git-ignored), never over the committed results/: a
+demo on another kind of CPU samples under another compute dtype and gets other numbers. Each results folder says
+in made-by.txt which machine and dtype made it.
+"""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from rich.console import Console
@@ -48,3 +54,21 @@ def run_demo(root: Path, results: Path, domains: list[str], engine: str, console
     for (domain, _), bdir in benchmark.items():
         evaluate_all(bdir, names, console, label=domain)
     write_board(root, results, list(benchmark.values()), out)
+    made = results / MADE_BY
+    made.write_text(made_by(list(benchmark.values()), preset))
+    out.print(f"wrote {made}")
+
+
+MADE_BY = "made-by.txt"
+
+
+def made_by(builds: list[Path], preset: str) -> str:
+    """Which machine and compute dtype sampled the builds a results folder shows (from their manifests): the
+    numbers of another dtype differ, so a results folder names its own."""
+    from sveb import __version__, store
+    lines = [f"`sveb demo --preset {preset}`, sveb {__version__}, {time.strftime('%Y-%m-%d')}"]
+    for b in builds:
+        m = store.read_manifest(b)
+        lines.append(f"build {m.get('build_fp')} ({m.get('domain')}): compute dtype {m.get('dtype') or '?'}, "
+                     f"CPU flags {m.get('cpu_flags') or '?'}")
+    return "\n".join(lines) + "\n"

@@ -180,6 +180,27 @@ def duration(seconds: float) -> str:
     return f"{seconds / 60:.0f} min"
 
 
+# Settings field -> `sveb build` flag; a flag is spelled only where the plan departs from the build's default
+BUILD_FLAGS = {"problems": "--problems", "oversample": "--oversample", "rollouts": "--rollouts", "screen": "--screen",
+               "states_per_problem": "--states-per-problem", "mc": "--mc", "mc_extra": "--mc-extra",
+               "max_tokens": "--max-tokens"}
+
+
+def build_defaults() -> dict:
+    """`sveb build`'s defaults of the planned settings (BuildConfig's: the CLI and the config agree, tested)."""
+    b = BuildConfig()
+    return {k: b.sampling.max_tokens if k == "max_tokens" else getattr(b, k) for k in BUILD_FLAGS}
+
+
+def build_command(model: str, domain: str, s: Settings) -> str:
+    """The `sveb build` command that makes the planned build of one domain (`--ray` where several GPUs share it:
+    one engine per GPU)."""
+    import shlex
+    base = build_defaults()
+    flags = [f"{flag} {getattr(s, k)}" for k, flag in BUILD_FLAGS.items() if getattr(s, k) != base[k]]
+    return " ".join(["sveb build --model", shlex.quote(model), "--domain", domain, *flags] + ["--ray"] * (s.gpus > 1))
+
+
 def measured_gpu_rates(dirs: list[Path] | None = None) -> dict | None:
     """The newest GPU scaling sweep (`tests/gpu_smoke.py --sizes`, a JSON under results/gpu/ of the working
     directory or of SVEB's checkout) at its largest size: the model shape, the hidden pass's tokens/s, and a

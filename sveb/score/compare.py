@@ -6,6 +6,7 @@ unadjusted: whoever picks several pairs corrects for them (a pre-registered sing
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 
@@ -32,6 +33,35 @@ def default_key(view, name: str, protocol: str) -> tuple:
         raise UsageError(f"{name}: no {protocol} estimates on these builds (scored: {', '.join(have) or 'none'}; "
                          f"run `sveb eval -e {name}` first)")
     return best[0]
+
+
+PUBLISHED = Path("results") / "table4" / "estimates.parquet"  # Table 4's per-state estimates, in a clone
+
+
+def with_published(view, path: Path = PUBLISHED) -> list[str]:
+    """Adds to a one-build view the per-state estimates a committed table holds for the same build (by its
+    build_fp; columns build_fp, state_id, estimator, params_fp, protocol, value), for each (estimator, protocol)
+    the view has none of: an estimator scored here on an export sits beside the published ones on the same
+    states, and the one scored here wins. Returns the estimators added."""
+    import pyarrow.parquet as pq
+    from sveb import store
+    from sveb.core import schema
+    if not Path(path).exists():
+        return []
+    fp = store.read_manifest(view.bdir).get("build_fp")
+    rows = pq.read_table(path, filters=[("build_fp", "=", fp)]).to_pylist() if fp else []
+    index = {s: i for i, s in enumerate(store.read_table(view.bdir / "states", schema.STATES)
+                                        .column("state_id").to_pylist())}
+    have = {(k[0], k[2]) for k in view.est}
+    added = set()
+    for r in rows:
+        if (r["estimator"], r["protocol"]) in have or r["state_id"] not in index:
+            continue
+        key = (r["estimator"], r["params_fp"], r["protocol"])
+        arr = view.est.setdefault(key, np.full(len(view.ref), np.nan))
+        arr[index[r["state_id"]]] = np.nan if r["value"] is None else r["value"]
+        added.add(r["estimator"])
+    return sorted(added)
 
 
 def compare(view, a: str, others: list[str], protocol: str = "held-out") -> list[dict]:

@@ -236,11 +236,13 @@ def complete(bdir: Path) -> bool:
 
 
 def list_builds(root: str | Path) -> list[Path]:
-    """Every build directory under root (those holding a manifest.json), oldest first; a root that is itself
-    a build (e.g. an export folder) is that one build."""
+    """Every build directory under root (those holding a manifest.json, up to 3 levels down: `sveb build`'s
+    <model>/<domain>/<fp>, or exports anywhere above that), oldest first; a root that is itself a build (e.g. an
+    export folder) is that one build."""
     if (Path(root) / "manifest.json").exists():
         return [Path(root)]
-    found = [p.parent for p in Path(root).glob("*/*/*/manifest.json")]
+    found = [p.parent for pattern in ("*/manifest.json", "*/*/manifest.json", "*/*/*/manifest.json")
+             for p in Path(root).glob(pattern)]
     return sorted(found, key=lambda p: (p / "manifest.json").stat().st_mtime)
 
 

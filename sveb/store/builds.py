@@ -17,7 +17,7 @@ from rich.console import Console
 from sveb.core import schema
 from sveb import store
 from sveb.core.config import NOT_IN_FP, BuildConfig
-from sveb.core.errors import EvalError, UsageError, did_you_mean, path_like
+from sveb.core.errors import EvalError, SvebError, UsageError, did_you_mean, path_like
 # group_for lives with the records now (estimators build groups without the store); its old home still exports it
 from sveb.core.records import BuildData, ProblemGroup, Rollout, State, group_for  # noqa: F401
 from sveb.core.models import cache_dir
@@ -46,19 +46,59 @@ def find_build(root: str | Path, model_slug: str | None, domain: str | None, bui
     check_domain(domain)
     if build is not None and (build.startswith("hub:") or path_like(build) or "/" in build):
         return open_build(build, root)  # a folder: its own one-line errors (missing, a file, no manifest.json)
-    builds = [b for b in store.list_builds(root)
-              if (model_slug is None or b.parent.parent.name == model_slug)
-              and (domain is None or b.parent.name == domain)
-              and (build is None or b.name.startswith(build))]
+    builds = [b for b in store.list_builds(root) if _is_of(b, model_slug, domain)
+              and (build is None or b.name.startswith(build) or _fp(b).startswith(build))]
     done = [b for b in builds if store.complete(b)]
     if build is None:  # the benchmark is the test split; train builds are for critics
         done = [b for b in done if config_of(b).split == "test"]
     if not done:
         what = f"model={model_slug} domain={domain}" + (f" build={build}" if build else "")
-        raise EvalError(f"no complete build under {root} for {what}; run `sveb build` first (see `sveb ls builds`)")
+        raise EvalError(f"no complete build under {root} for {what}; run `sveb build` first (see `sveb ls builds`)"
+                        + frozen_hint(domain))
     if len(done) > 1 and console is not None and build is None:
-        console.print(f"[dim]using the newest build {done[-1].name} of {len(done)}; pass --build to choose[/]")
+        console.print(f"[dim]using the newest build {_shown(done[-1], root)} of {len(done)}; pass --build to choose[/]")
     return done[-1]
+
+
+def _is_of(b: Path, model_slug: str | None, domain: str | None) -> bool:
+    """Whether a build listed under a root (`sveb ls builds`) is of the model and domain: by its place
+    (ROOT/<model>/<domain>/<fp>, as `sveb build` stores it) or by its manifest (an export anywhere)."""
+    from sveb.core.models import model_slug as slug_of
+    if (model_slug is None or b.parent.parent.name == model_slug) and (domain is None or b.parent.name == domain):
+        return True
+    try:
+        m = store.read_manifest(b)
+        return ((model_slug is None or slug_of(str(m.get("model"))) == model_slug)
+                and (domain is None or m.get("domain") == domain))
+    except (OSError, ValueError, SvebError):
+        return False
+
+
+def _shown(b: Path, root) -> str:
+    try:
+        return str(b.relative_to(root))
+    except ValueError:
+        return str(b)
+
+
+def _fp(b: Path) -> str:
+    try:
+        return str(store.read_manifest(b).get("build_fp") or "")
+    except (OSError, ValueError, SvebError):
+        return ""
+
+
+FROZEN = Path("results") / "table4" / "exports"  # the committed frozen builds, in a clone's top folder
+
+
+def frozen_hint(domain: str | None) -> str:
+    """Where no build is found: the committed frozen build of the domain, when this folder is a clone that has it
+    (scoring an estimator on it takes seconds, with no model load for the group-based ones)."""
+    d = FROZEN / (domain or "number")
+    if not (d / "manifest.json").exists():
+        return ""
+    return (f"; or score the committed frozen build: --build {d} (all of them: `sveb ls builds --root "
+            f"{FROZEN.parent.parent}`)")
 
 
 def check_domain(domain: str | None, flag: str = "--domain") -> None:
@@ -223,9 +263,8 @@ def find_seed_builds(root: str | Path, model_slug: str | None, domain: str | Non
     """The newest complete test-split build of each seed (`--seeds`), all of one config but the seed."""
     found = []
     for seed in seeds:
-        done = [b for b in store.list_builds(root)
-                if (model_slug is None or b.parent.parent.name == model_slug) and (domain is None or b.parent.name == domain)
-                and (build is None or b.name.startswith(build)) and store.complete(b)
+        done = [b for b in store.list_builds(root) if _is_of(b, model_slug, domain)
+                and (build is None or b.name.startswith(build) or _fp(b).startswith(build)) and store.complete(b)
                 and (c := config_of(b)).split == "test" and c.seed == seed]
         if not done:
             raise EvalError(f"no complete build of seed {seed} under {root} for model={model_slug} domain={domain}; "
