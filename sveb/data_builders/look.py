@@ -36,7 +36,7 @@ def _problems(domain: str, source: str, split: str, fields: tuple, min_tests: in
             raise SourceError("--field applies to a file source, not to --source builtin")
         mod = domain_module(domain)
         splits = ("test", "train") if split == "all" else (split,)
-        return None, [p for s in splits for p in mod.builtin(n, 0, s)]
+        return None, [p for s in splits for p in mod.builtin(n, 0, s, ask=f"-n {n}")]
     loaded = scan(domain, source, fields, min_tests)
     return loaded, loaded.of_split(split)
 
