@@ -116,3 +116,12 @@ def test_paired_tests_a_trained_estimator_over_its_trainings_and_flags_one_train
     assert r["family"] == "main" and r["verdict"] == scoring.verdict(r["delta_sq"], r["p_holm"])
     assert out[("ppo-1", "s1")]["family"] == "alone" and out[("ppo-1", "s1")]["trainings"] == 1
     assert out[("hista", "h")]["p_delta"] == pytest.approx(one[("hista", "h")]["p_delta"])  # others untouched
+
+
+def test_table4_names_the_trained_estimators_that_rest_on_one_training():
+    from sveb.experiment.table4_files import one_training
+    rows = [{"estimator": n, "verdict": v} for n, v in (("grpo", ""), ("ppo-1", "worse"), ("hista", "no difference"),
+                                                       ("probe", "no difference"), ("ppo-1", "better"))]
+    (line, blank) = one_training(rows)
+    assert line.startswith("One training: ppo-1, probe (") and blank == ""
+    assert one_training([{"estimator": "hista", "verdict": "better"}]) == []

@@ -17,6 +17,7 @@ from sveb.present.table4 import cost_markdown
 from sveb.score import power
 from sveb.core.errors import EvalError
 from sveb.score.pool_checks import Allow, check_builds
+from sveb.estimators.families import defaults
 from sveb.estimators import BASELINE
 from sveb.store.export import TABLES
 
@@ -247,6 +248,15 @@ def seed_checks(a, domains: list[str]) -> list[str]:
     return notes
 
 
+def one_training(rows: list[dict]) -> list[str]:
+    """The trained estimators whose cells rest on one training each (Table 4's estimates hold one per estimator
+    and domain): their tests carry no between-training spread (sveb.score.trainings needs several), said so."""
+    trained = [n for n in dict.fromkeys(r["estimator"] for r in rows if r.get("verdict") not in ("", None))
+               if "seed" in defaults().get(n, {})]
+    return [f"One training: {', '.join(trained)} (each trained once per domain: their verdicts carry no "
+            "between-training spread; docs/statistics.md, \"Over trainings\").", ""] if trained else []
+
+
 def pooled_line(domain: str, drows: list[dict]) -> str:
     """"number: seeds 0, 1, 2 (600 states)" from domains.csv's rows of the domain."""
     rows = [r for r in drows if r["domain"] == domain]
@@ -277,7 +287,8 @@ def write_tables(a, out: Path, domains: list[str], names: list[str], records: li
           f"(main, MCS@k scale) of one domain and protocol (sveb.score.pooling.paired). The numbers behind every mark "
           f"are below each table and in scores.csv. Timings: {machine}.", ""]
     md += ["Builds pooled in each domain's cells (seeds of one config; a problem two seeds share is one cluster): "
-           + "; ".join(pooled_line(d, drows) for d in domains) + ".", "", *(f"Caveat: {c}.\n" for c in caveats)]
+           + "; ".join(pooled_line(d, drows) for d in domains) + ".", "", *(f"Caveat: {c}.\n" for c in caveats),
+           *one_training(rows)]
     if untested:
         md += [f"† no per-state estimates stored for this cell: its MAE [CI] is the run's score (its CI as computed "
                f"then), not tested "
