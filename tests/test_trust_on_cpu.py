@@ -100,11 +100,16 @@ def test_hista_old_clamp_leaks_the_own_outcome_new_one_much_less():
 def test_layer_is_a_parameter_and_two_layers_are_two_rows(scripted_build, monkeypatch):
     from sveb.lm.hidden import HiddenStates
 
-    def fake_forward(self, rollouts, resp, full):  # a stand-in forward pass whose output depends on the layer
-        return {(kind, k): {r["rollout_idx"]: np.random.default_rng(abs(k)).normal(
-                    size=(len(r["response_token_ids"]) + (0 if kind == "resp" else len(r["prompt_token_ids"])), 8)
-                ).astype(np.float16) for r in rollouts}
-                for kind, ks in (("resp", resp), ("full", full)) for k in ks}
+    def fake_forward(self, rollouts, resp, full, sink=None):  # a stand-in forward pass whose output depends on the layer
+        import torch
+        out = {(kind, k): {r["rollout_idx"]: np.random.default_rng(abs(k)).normal(
+                   size=(len(r["response_token_ids"]) + (0 if kind == "resp" else len(r["prompt_token_ids"])), 8)
+               ).astype(np.float16) for r in rollouts}
+               for kind, ks in (("resp", resp), ("full", full)) for k in ks}
+        for tap, arrays in out.items() if sink else ():  # the streamed pass hands each rollout on (sveb.lm.hidden)
+            for i, a in arrays.items():
+                sink(tap, i, torch.from_numpy(a))
+        return {} if sink else out
     monkeypatch.setattr(HiddenStates, "_forward", fake_forward)
     root, bdir = scripted_build
     a = evaluate(bdir, "hista", {"layer": "-1"}, "held-out")
