@@ -180,3 +180,20 @@ def test_values_do_not_depend_on_the_feature_budget(tiny, tmp_path, fp32_cpu, wh
     for key in cached:
         np.testing.assert_array_equal(cached[key], read[key])
     assert len(cached) == 11 and all(np.isfinite(v).all() for v in cached.values())
+
+
+def test_a_failing_write_stops_the_pass_and_leaves_no_file(tiny, tmp_path, fp32_cpu, monkeypatch):
+    """An error in the writer thread (a full disk) reaches the caller, and neither file nor temp file remains."""
+    from sveb.lm import hidden_io
+    from sveb.lm.hidden import HiddenStates
+    real, calls = hidden_io.NpzStream.add, []
+
+    def full_disk(self, name, array):
+        calls.append(name)
+        if len(calls) == 4:
+            raise OSError(28, "No space left on device")
+        return real(self, name, array)
+    monkeypatch.setattr(hidden_io.NpzStream, "add", full_disk)
+    with pytest.raises(OSError, match="No space left"):
+        HiddenStates(tmp_path / "b", tiny, batch_tokens=20).ensure("p0", rows_of())
+    assert len(calls) >= 4 and not [p for p in (tmp_path / "b").rglob("*") if p.is_file()]
