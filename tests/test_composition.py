@@ -155,3 +155,20 @@ def test_sveb_eval_records_the_compute_dtype_where_the_check_reads_it(tmp_path):
     assert computed_in(tmp_path, ("probe", "abc", "held-out")) == "cpu-float32"
     assert computed_in(tmp_path, ("grpo", "abc", "held-out")) is None
     assert computed_in(tmp_path, ("hista", "abc", "held-out")) is None  # no file: not recorded
+
+
+def test_the_commands_that_pool_refuse_and_take_the_flag(two_seeds):
+    from typer.testing import CliRunner
+    from sveb.cli import app
+    root, (a, b) = two_seeds
+    _relabel(a, [1, 2, 3, 4, 5] * 40)
+    _relabel(b, [2] * 200)
+    common = ["--root", str(root), "--model", "smollm2-135m"]
+    runner = CliRunner()
+    for cmd in (["compare", "-a", "mcs-2", "-b", "grpo", "--seeds", "3,4", "--no-published", *common],
+                ["leaderboard", "--root", str(root), "--out", str(root.parent / "lb.csv")]):
+        r = runner.invoke(app, cmd)
+        assert r.exit_code != 0 and "the seeds are not replicates" in r.output and "--allow-unequal-seeds" in r.output
+        r = runner.invoke(app, [*cmd, "--allow-unequal-seeds"])
+        assert r.exit_code == 0, r.output
+        assert "not replicates" in " ".join(r.output.split())

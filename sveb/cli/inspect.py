@@ -11,6 +11,7 @@ from rich.markup import escape
 
 from sveb.core.config import MAX_TOKENS, PAPER_MAX_TOKENS, BuildConfig
 from sveb.cli.common import DOMAIN, MODEL, ROOT, app, console, out, parse_seeds
+from sveb.cli.common import ALLOW_MIXED_DTYPE, ALLOW_UNEQUAL_SEEDS
 
 
 def _table(first: str, *rest: str):
@@ -155,6 +156,7 @@ def compare(
     published: bool = typer.Option(True, "--published/--no-published", help="Also read the committed Table 4 "
                                    "estimates of these builds (results/table4/estimates.parquet, where it exists): "
                                    "an estimator scored on an export is compared with the published ones."),
+    allow_mixed_dtype: bool = ALLOW_MIXED_DTYPE, allow_unequal_seeds: bool = ALLOW_UNEQUAL_SEEDS,
 ):
     """Paired Δ of squared error of A against each B on the same states, seeds pooled (unadjusted p)."""
     from sveb.core.models import check_model, model_slug
@@ -172,7 +174,11 @@ def compare(
     added = sorted({n for v in views for n in with_published(v)}) if published else []
     if added:
         console.print(f"[dim]from {PUBLISHED}: {', '.join(added)}[/]", soft_wrap=True)
+    from sveb.score.pool_checks import Allow, check
+    check(views, Allow(allow_mixed_dtype, allow_unequal_seeds))  # the pooling refusals, as the leaderboard's
     view = merge(views)
     shown = ",".join(str(s) for s in view.seeds)
     for r in run(view, a, list(b), protocol):
         out.print(line(r, shown), soft_wrap=True)
+    for note in view.notes:
+        out.print(f"caveat: {note}", soft_wrap=True)
