@@ -25,24 +25,26 @@ POWERED = dict(problems=50, rollouts=16, states_per_problem=4, step_pairs=True, 
 # Stage fingerprints computed by the code before the knobs existed (commit 98674a8): they must never change.
 # A space cut's states changed on purpose in the 13th session (the byte-safe token cut, marked "token cut 2" on
 # the states fingerprint, sveb/sample/rules.py: rule_marks), as did programming's paper tiers: those pins moved.
+# Every pin moved on purpose with issue 56: seeds became a stratified partition of the source, so every build's
+# candidates changed and the problems fingerprint names the draw rule (sveb.data_builders.seeds.DRAW).
 BEFORE = {
-    "default": (BuildConfig(**F32), "e5c89dd0ae89 0e9c5d83a601 1b2289fa962f 5eb8f394af12"),
-    "paper bare": (BuildConfig(protocol="paper", **F32), "e5c89dd0ae89 d4a2a300602b 72dc3a628059 46d58dac236a"),
+    "default": (BuildConfig(**F32), "d347649cce7e fe75415afe5c 2ae90cba020c 86529c69630f"),
+    "paper bare": (BuildConfig(protocol="paper", **F32), "d347649cce7e 55042d9e0b67 fba7b87930fd a7e612a142a0"),
     "paper preset": (BuildConfig(sampling=SamplingConfig(max_tokens=4096), **F32, **paper.PRESET),
-                     "e5c89dd0ae89 cfdbede06f58 cad4884104e3 f618bfd6fe2e"),
+                     "d347649cce7e 2903cc76c653 29816a5a27e6 42dba9b0b248"),
     "paper 256": (BuildConfig(sampling=SamplingConfig(max_tokens=256), **F32, **paper.PRESET),
-                  "e5c89dd0ae89 73fe55a634fc 7eeec0951899 bfcfefc38072"),
-    "powered": (BuildConfig(**F32, **POWERED), "c03a95905b27 7ed86813404d 8cc4ab4702e9 c46e5fdc7b4b"),
+                  "d347649cce7e 31096066c266 148b5c79aba8 c67055617aa6"),
+    "powered": (BuildConfig(**F32, **POWERED), "971294432663 ac571db75582 55542b3e0f7f a451cf8c6f71"),
     "programming": (BuildConfig(domain="programming", **F32, **POWERED),
-                    "86426fbd2a49 7b4412c983d6 efb4a2477352 0fbb4da36180"),
+                    "3dea0fd5c547 2bd53f60446d 7b73114a6935 ff7cadf3b102"),
     "paper programming": (BuildConfig(domain="programming", oversample=4, sampling=SamplingConfig(max_tokens=256),
                                       **F32, **{**paper.PRESET, "problems": 12}),
                           # changed on purpose (13th session): programming's paper tiers gained (0, 0.07]
-                          "f664bc6728a9 d19e766bfcc2 b04bc92b8d80 1f98aa7df22e"),
+                          "2b21cadb0dbb 063adf07e9c0 24d81c4b8fed 807f3021ce34"),
     "paper, filter open": (BuildConfig(**F32, **{**paper.PRESET, "min_acc": 0.0, "max_acc": 1.0}),
-                           "e5c89dd0ae89 749dbd1337f1 e6bf623741a7 305c290bc7b6"),
+                           "d347649cce7e 2734985771ad 82cc1b8d11c9 b515eec9936b"),
     "hub, seed 1, hf, bf16": (BuildConfig(dtype="bfloat16", seed=1, engine="hf", min_novel_numbers=4, source="hub"),
-                              "25101d660736 ebce52469766 4cc902324faa d0b06f098ef4"),
+                              "d77ee45868ed 510520d78886 cdce620c3af6 4cf0168e3205"),
 }
 STAGES = ("problems", "rollouts", "states", "references")
 
