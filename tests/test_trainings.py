@@ -125,3 +125,17 @@ def test_table4_names_the_trained_estimators_that_rest_on_one_training():
     (line, blank) = one_training(rows)
     assert line.startswith("One training: ppo-1, probe (") and blank == ""
     assert one_training([{"estimator": "hista", "verdict": "better"}]) == []
+
+
+def test_the_terminal_table_names_the_rows_that_rest_on_one_training():
+    from rich.console import Console
+    from sveb.present import leaderboard
+    base = {c: None for c in leaderboard.columns()} | {"model": "m", "domain": "number", "protocol": "held-out",
+                                                        "kind": "build", "build_fp": "b", "seeds": "0"}
+    rows = [base | {"estimator": "grpo", "params_fp": "g", "params": "{}"},
+            base | {"estimator": "ppo-1", "params_fp": "p", "params": default_params("ppo-1"), "trainings": 1},
+            base | {"estimator": "hista", "params_fp": "h", "params": default_params("hista")}]
+    console = Console(width=120, record=True)
+    leaderboard.print_pivot(rows, console)
+    shown = " ".join(console.export_text().split())
+    assert "one training: ppo-1 (its test has no training spread)" in shown and "hista (" not in shown
