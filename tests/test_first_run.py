@@ -155,3 +155,26 @@ def test_exports_anywhere_under_a_root_are_found_alike_and_stand_beside_the_publ
     assert r.exit_code == 0 and "oracle - grpo (held-out" in r.output, r.output
     r = cli("compare", "-a", "oracle", "-b", "grpo", "--root", "results", "--no-published")
     assert r.exit_code == 1 and "oracle: no held-out estimates" in " ".join(r.output.split())
+
+
+def test_wide_metric_tables_keep_the_names_at_80_columns():
+    """`sveb leaderboard --wide`'s metric tables split their columns over as many tables as 80 columns need, so no
+    estimator name is squeezed out and no value is cut."""
+    from rich.console import Console
+
+    from sveb.core import metrics
+    from sveb.present.leaderboard import _metric_tables
+
+    class Row(dict):  # every metric and CI bound present, with a long value
+        def get(self, k, default=None):
+            return super().get(k, -0.123456)
+    names = {("hista-sveb", "a"): "hista-sveb", ("probe", "b"): "probe (layer=-4, pool=mean, relative=true)"}
+    rs = [Row(estimator=e, params_fp=p) for e, p in names]
+    for view in (metrics.TERMINAL, metrics.NEIGHBOURS):
+        more = metrics.shown(view)
+        con = Console(width=80, record=True)
+        _metric_tables("title", "caption", rs, names, more, con)
+        out = con.export_text()
+        assert "…" not in out and max(map(len, out.splitlines())) <= 80, out
+        assert out.count("hista-sveb") == out.count("title") >= 2  # split, each part naming every estimator
+        assert all(m.header in out for m in more)

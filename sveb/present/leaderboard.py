@@ -199,43 +199,68 @@ def print_pivot(rows_: list[dict], console: Console, wide: bool = False) -> None
             " · paper's build protocol" if rs[0].get("build_protocol") == "paper" else "") + f"\n{what}"
         own = proto == "in-group" and not wide
         keq = not (own or wide)  # 80 columns: k_eq beside MAE under held-out (in-group shows own); --wide: below
-        t = _table(title, ("k_eq: worth k rollouts (MCS@k of equal squared error); " if keq else "")
+        caption = (("k_eq: worth k rollouts (MCS@k of equal squared error); " if keq else "")
                    + f"Δ sq err: paired vs {BASELINE}, < 0 better; p: Holm-adjusted within the declared family; "
                    + ("[95% CI], Holm CI: the interval at Holm's level" if wide else "± 95% CI half-width")
-                   + ("; own: own-outcome share" if own else "") + _caveats(rs),
-                   ["estimator", "MAE", *(["k_eq"] if keq else []), f"Δ sq err vs {BASELINE}", "p", "verdict",
-                    *(["own"] if own else []), *(["Holm CI", "family"] if wide else [])])
-        for r in rs:
-            t.add_row(names[(r["estimator"], r["params_fp"])], metrics.fmt_ci(r, "mae", wide),
-                      *([_keq(r)] if keq else []),
-                      metrics.fmt_ci(r, "delta_sq", wide), _p(r.get("p_holm")), _verdict(r.get("verdict"), wide),
-                      *([metrics.fmt(r.get("own_share"), "own_share")] if own else []),
-                      *([_holm_ci(r), r.get("family") or ""] if wide else []))
+                   + ("; own: own-outcome share" if own else "") + _caveats(rs))
+        headers = ["estimator", "MAE", *(["k_eq"] if keq else []), f"Δ sq err vs {BASELINE}", "p", "verdict",
+                   *(["own"] if own else []), *(["Holm CI", "family"] if wide else [])]
+        cells = [[names[(r["estimator"], r["params_fp"])], metrics.fmt_ci(r, "mae", wide), *([_keq(r)] if keq else []),
+                  metrics.fmt_ci(r, "delta_sq", wide), _p(r.get("p_holm")), _verdict(r.get("verdict"), wide),
+                  *([metrics.fmt(r.get("own_share"), "own_share")] if own else []),
+                  *([_holm_ci(r), r.get("family") or ""] if wide else [])] for r in rs]
         pad = [""] * (3 + keq + own + 2 * wide)
-        t.add_row("[dim]oracle floor[/]", f"[dim]{metrics.fmt(rs[0].get('oracle_floor'), 'oracle_floor')}[/]", *pad)
-        t.add_row("[dim]ref noise[/]", f"[dim]{metrics.fmt(rs[0].get('ref_noise'), 'ref_noise')}[/]", *pad)
-        console.print(t)
+        cells += [["[dim]oracle floor[/]", f"[dim]{metrics.fmt(rs[0].get('oracle_floor'), 'oracle_floor')}[/]", *pad],
+                  ["[dim]ref noise[/]", f"[dim]{metrics.fmt(rs[0].get('ref_noise'), 'ref_noise')}[/]", *pad]]
+        if wide:  # CIs as [low, high] run past 80 columns: as many tables as the terminal needs
+            _split_tables(title, caption, [c[0] for c in cells],
+                          [(h, [c[i] for c in cells]) for i, h in enumerate(headers) if i], console)
+        else:
+            t = _table(title, caption, headers)
+            for c in cells:
+                t.add_row(*c)
+            console.print(t)
         if wide:  # the metric table's terminal metrics (sveb.core.metrics), with their CIs as [low, high]
-            more = metrics.shown(metrics.TERMINAL)
-            t = _table(f"{model} · {domain} · {proto}: bias, calibration, ranking, own-outcome shift",
-                       "bias: estimate − reference; slope: reference on estimate (1: calibrated); concord: "
-                       "within-problem pairs; sign: same-rollout step advantage (pairs); own: |Δ| when the "
-                       "state's own reward flips", ["estimator", *(m.header for m in more)])
-            for r in rs:
-                t.add_row(names[(r["estimator"], r["params_fp"])], *(metrics.cell(r, m, True) for m in more))
-            console.print(t)
-            more = metrics.shown(metrics.NEIGHBOURS)
-            t = _table(f"{model} · {domain} · {proto}: rollout-equivalents and neighbouring benchmarks' metrics",
-                       "k_eq: worth k rollouts [95% CI]; spearman: noise-corrected (in: within problem); ECE: l2, "
-                       "noise-debiased; AUROC: of the own outcome (held-out); top-1: sibling choice (chance "
-                       "beside); drop F1: value-drop localisation (docs/statistics.md)",
-                       ["estimator", *(m.header for m in more)])
-            for r in rs:
-                t.add_row(names[(r["estimator"], r["params_fp"])], *(metrics.cell(r, m, True) for m in more))
-            console.print(t)
+            _metric_tables(f"{model} · {domain} · {proto}: bias, calibration, ranking, own-outcome shift",
+                           "bias: estimate − reference; slope: reference on estimate (1: calibrated); concord: "
+                           "within-problem pairs; sign: same-rollout step advantage (pairs); own: |Δ| when the "
+                           "state's own reward flips", rs, names, metrics.shown(metrics.TERMINAL), console)
+            _metric_tables(f"{model} · {domain} · {proto}: rollout-equivalents and neighbouring benchmarks' metrics",
+                           "k_eq: worth k rollouts [95% CI]; spearman: noise-corrected (in: within problem); ECE: "
+                           "l2, noise-debiased; AUROC: of the own outcome (held-out); top-1: sibling choice (chance "
+                           "beside); drop F1: value-drop localisation (docs/statistics.md)",
+                           rs, names, metrics.shown(metrics.NEIGHBOURS), console)
         if rs[0].get("kind") == "pooled":
             _print_seeds(rows_, rs, names, console)
     _print_spread(rows_, console)
+
+
+def _metric_tables(title: str, caption: str, rs: list[dict], names: dict, more: list, console: Console) -> None:
+    """The metric columns `more` beside the estimator names (`_split_tables`)."""
+    _split_tables(title, caption, [names[(r["estimator"], r["params_fp"])] for r in rs],
+                  [(m.header, [metrics.cell(r, m, True) for r in rs]) for m in more], console)
+
+
+def _split_tables(title: str, caption: str | None, label: list[str], cols: list[tuple[str, list[str]]],
+                  console: Console) -> None:
+    """Columns (header, cells) beside the row labels, in as many tables as the terminal's width needs: at 80
+    columns one wide table would squeeze the labels out and cut the values."""
+    from rich.measure import Measurement
+
+    def table(group: list[int], title: str = "", caption: str | None = None, cut: int | None = 30) -> Table:
+        t = _table(title, caption, ["estimator", *(cols[i][0] for i in group)])
+        for j, name in enumerate(label):
+            t.add_row(name[:cut], *(cols[i][1][j] for i in group))  # measured with labels up to 30: longer fold
+        return t
+    unbounded = console.options.update(width=10_000)  # the table's natural width, not the terminal's
+    groups: list[list[int]] = [[]]
+    for i in range(len(cols)):  # a column joins the group while the group's table still fits unsqueezed
+        if groups[-1] and Measurement.get(console, unbounded, table(groups[-1] + [i])).maximum > console.width:
+            groups.append([])
+        groups[-1].append(i)
+    for n, g in enumerate(groups):
+        console.print(table(g, title + (f" ({n + 1}/{len(groups)})" if len(groups) > 1 else ""),
+                            caption if n == len(groups) - 1 else None, cut=None))
 
 
 def _print_spread(rows_: list[dict], console: Console) -> None:
