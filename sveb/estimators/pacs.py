@@ -136,10 +136,13 @@ class PACS(Estimator):
         # each rollout's log-ratios only as far as its group's states read them (the key carries the length:
         # the scorer caches features and reference log-probs by key); past it NaN, which no state reads
         out, bench = {}, []
+        cuts: dict[str, list] = {}  # the states by problem, gathered once (a scan per problem grew as problems x states)
+        for s in data.states:
+            cuts.setdefault(s["problem_id"], []).append((s["rollout_idx"], s["t"]))
         for pid in sorted(data.rollouts):
             T = {r["rollout_idx"]: len(r["response_token_ids"]) for r in data.rollouts[pid]}
             # under `full`, which reads at least what `truncated` does: both share these scores (_SCORED)
-            read = read_lengths(T, [(s["rollout_idx"], s["t"]) for s in data.states if s["problem_id"] == pid])
+            read = read_lengths(T, cuts.get(pid, []))
             for r in data.rollouts[pid]:
                 i = r["rollout_idx"]
                 out[pid, i] = np.r_[0.0, np.full(T[i], np.nan)]
