@@ -177,10 +177,10 @@ def test_nan_scores_are_shown_and_never_best():
 
 
 def test_labels_show_only_non_default_params():
-    v = _view([], params={("numca", "a"): "{}", ("numca", "b"): '{"foo": 2}',
+    v = _view([], params={("numca-sveb", "a"): "{}", ("numca-sveb", "b"): '{"foo": 2}',
                           ("no-such-est", "c"): '{"k": 1, "j": 0}', ("no-such-est", "d"): '{"k": 2, "j": 0}'})
     labels = report._labels([v])
-    assert labels[("numca", "a")] == "numca" and labels[("numca", "b")] == "numca (foo=2)"
+    assert labels[("numca-sveb", "a")] == "numca-sveb" and labels[("numca-sveb", "b")] == "numca-sveb (foo=2)"
     # default unknown: only the parameter that differs between settings is shown
     assert labels[("no-such-est", "c")] == "no-such-est (k=1)" and labels[("no-such-est", "d")] == "no-such-est (k=2)"
 

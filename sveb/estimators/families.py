@@ -70,22 +70,30 @@ def _params(pj) -> dict | None:
         return None
 
 
+def current_name(name: str, params_json=None) -> str:
+    """The registry name a stored row's reading has today. A row stored before SVEB's earlier reading of X was
+    renamed `X-sveb` carries the name X with that reading's settings (parameters added since then absent, the
+    rest at that reading's defaults): it is `X-sveb`. Every table, plot and board labels rows by this name."""
+    d = defaults()
+    old = d.get(f"{name}-sveb")
+    p = _params(params_json) if params_json is not None else None
+    if p is None or old is None or p == d.get(name):
+        return name
+    return f"{name}-sveb" if set(p) <= set(old) and {**old, **p} == old else name
+
+
 def family_of(name: str, params_json=None) -> str:
     """The declared family of a row, or "alone". `params_json` None: the row is taken at its default.
-    A row stored before SVEB's earlier reading was renamed `X-sveb` carries the name X with that reading's
-    settings (parameters added since then absent): it is the variant, and tested in that family."""
+    A row stored under a name its reading no longer has (current_name) is in its current name's family."""
     fam = next((f for f, members in declared_members().items() if name in members), None)
     if fam is None:
         return ALONE
     if params_json is None:
         return fam
-    p, d = _params(params_json), defaults()
-    if p == d.get(name):
+    if _params(params_json) == defaults().get(name):
         return fam
-    old = d.get(f"{name}-sveb")
-    if p is not None and old is not None and set(p) <= set(old) and {**old, **p} == old:
-        return "variant"
-    return ALONE
+    now = current_name(name, params_json)
+    return family_of(now) if now != name else ALONE
 
 
 def family_size(fam: str) -> int:

@@ -20,6 +20,8 @@ from sveb.core.config import protocol_of
 from sveb.estimators import BASELINE, ROLES, rank
 from sveb.evaluate.protocols import PROTOCOLS
 from sveb.core import metrics
+from sveb.estimators.families import current_name
+from sveb.present import scope
 from sveb.score.pool_checks import Allow
 from sveb.score.pooling import load_view, merge, paired, pools, read_scores
 from sveb.score import replicates
@@ -63,16 +65,18 @@ def _rows_of(view, kind: str) -> list[dict]:
     cmp = {p: paired(view, p) for p in {r["protocol"] for r in view.scores}}
     bp = build_protocol(view)
     seeds = ",".join(str(s) for s in view.seeds)
+    sc = scope.of_builds(view.bdirs)  # not a CSV column: write_csv puts it in the sidecar
     out, cols, pair = [], columns(), metrics.paired_columns()
     for r in view.scores:
         c = cmp[r["protocol"]].get((r["estimator"], r["params_fp"]), {})
         row = {col: r.get(col) for col in cols}
         row.update({k: c.get(k) for k in pair}, kind=kind, n_builds=r.get("n_builds", 1), seeds=seeds,
-                   build_protocol=bp, caveats=" | ".join(view.notes))
+                   build_protocol=bp, caveats=" | ".join(view.notes), scope=sc,
+                   estimator=current_name(r["estimator"], r.get("params")))  # an old name: today's
         out.append(row)
     if bp == "paper":  # the authors' MCS@k rows: k of the same reference draws, exact over subsets
         out += [{**{col: r.get(col) for col in cols}, "kind": kind, "seeds": seeds, "build_protocol": bp,
-                 "caveats": " | ".join(view.notes)} for r in ref_rows(view, sorted(cmp))]
+                 "caveats": " | ".join(view.notes), "scope": sc} for r in ref_rows(view, sorted(cmp))]
     return out
 
 
@@ -103,6 +107,8 @@ def rows_of_builds(bdirs: list[Path], allow: Allow = Allow()) -> list[dict]:
 
 
 def write_csv(rows_: list[dict], out: str | Path) -> Path:
+    """The CSV, and beside it NAME.scope.txt: each table's scope (policy, budget, sources, dtype, ...), so the CSV
+    stays one row per score."""
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     with open(out, "w", newline="") as f:
@@ -110,6 +116,12 @@ def write_csv(rows_: list[dict], out: str | Path) -> Path:
         w.writeheader()
         for r in rows_:
             w.writerow({k: metrics.csv_cell(k, v) for k, v in r.items()})
+    tables = {(r["model"], r["domain"], r["build_fp"]): r["scope"] for r in rows_
+              if r.get("scope") and r.get("kind") != "seed"}
+    if tables:
+        out.with_name(f"{out.stem}.scope.txt").write_text("\n\n".join(
+            f"{m} · {d} · build{'s' if '+' in fp else ''} {fp.replace('+', ', ')}\n{scope.caption(s)}"
+            for (m, d, fp), s in tables.items()) + "\n", encoding="utf-8")
     return out
 
 
@@ -122,23 +134,25 @@ def _default_params(name: str) -> dict | None:
 def labels(params: dict[tuple[str, str], str]) -> dict[tuple[str, str], str]:
     """(estimator, params_fp) -> display name, from the params JSON of each; parameters are shown only
     where they differ from the default (or, when the default is unknown, where settings differ)."""
-    by_name: dict[str, dict[str, dict]] = {}
+    by_name: dict[str, dict[tuple[str, str], dict]] = {}  # today's name (current_name) -> settings
     for (name, pfp), pj in params.items():
         try:
-            by_name.setdefault(name, {})[pfp] = json.loads(pj or "{}")
+            p = json.loads(pj or "{}")
         except json.JSONDecodeError:
-            by_name.setdefault(name, {})[pfp] = {}
+            p = {}
+        by_name.setdefault(current_name(name, p), {})[(name, pfp)] = p
     out = {}
     for name, sets in by_name.items():
         default = _default_params(name) if any(sets.values()) else {}
         varying = {k for p in sets.values() for k in p if len({json.dumps(q.get(k)) for q in sets.values()}) > 1}
-        for pfp, p in sets.items():
+        for key, p in sets.items():
             shown = {k: x for k, x in p.items() if (default.get(k) != x if default is not None else k in varying)}
-            out[(name, pfp)] = name + (" (" + ", ".join(f"{k}={x}" for k, x in sorted(shown.items())) + ")"
-                                       if shown else "")
+            out[key] = name + (" (" + ", ".join(f"{k}={x}" for k, x in sorted(shown.items())) + ")"
+                               if shown else "")
     for key, lab in list(out.items()):  # distinct settings must never share a name
         if sum(x == lab for x in out.values()) > 1:
-            out[key] = f"{lab} [{key[1][:6]}]"
+            twin = sum(x == lab and k[1] == key[1] for k, x in out.items()) > 1  # one setting under two names
+            out[key] = f"{lab} [{key[1][:6]}" + (f", stored as {key[0]}]" if twin else "]")
     return out
 
 
@@ -190,8 +204,13 @@ def print_pivot(rows_: list[dict], console: Console, wide: bool = False) -> None
     tables: dict[tuple, list[dict]] = {}
     for r in sorted(shown, key=lambda r: (r["model"], r["domain"], r["build_fp"], _proto(r["protocol"]))):
         tables.setdefault((r["model"], r["domain"], r["build_fp"], r["protocol"]), []).append(r)
+    scoped = set()
     for (model, domain, fp, proto), rs in tables.items():
         rs.sort(key=lambda r: (_order(r["estimator"]), r["params"] or ""))
+        if rs[0].get("scope") and (model, domain, fp) not in scoped:  # once per build or pool, one line
+            scoped.add((model, domain, fp))
+            console.print(scope.line(rs[0]["scope"], min(console.width, 80)), markup=False, highlight=False,
+                          no_wrap=True, overflow="ellipsis")
         seeds = rs[0].get("seeds") or ""
         what = f"{rs[0].get('n_states')} states, {rs[0].get('n_problems')} problems" + (
             f", seeds {seeds}" if rs[0].get("kind") == "pooled" else "")

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from sveb.present import leaderboard, plots, report_by
+from sveb.present import leaderboard, plots, report_by, scope
 from sveb.score import pooling, replicates
 from sveb.data_builders import DOMAINS
 from sveb.estimators import BASELINE, CONSTRUCTED, role_of
@@ -59,7 +59,8 @@ def _is_scale(name: str) -> bool:
 
 def _order(key: tuple, labels: dict) -> tuple:
     """Baseline, estimators, then the scale rows, in registry order (plugins by name); the authors' MCS@k last."""
-    return leaderboard._order(key[0])[:2] + (labels.get(key[:2], key[0]),)
+    label = labels.get(key[:2], key[0])  # today's name (a row stored under an old one ranks as today's)
+    return leaderboard._order(label.split(" ")[0])[:2] + (label,)
 
 
 def _slug(*parts: str) -> str:
@@ -192,7 +193,9 @@ def write_report(root: Path, out: Path, all_settings: bool = False, by: tuple = 
             t = _table(cols, proto, labels)
             cells = [[lab, *(f"**{c}**" if b else c for c, b in zip(cs, bs))] for lab, cs, bs, _ in t["rows"]]
             caveats = [f"Caveat: {c}\n" for c in dict.fromkeys(c for v in cols for c in v.notes)]
-            md += [f"## MAE: {t['title']}\n", md_table(["estimator", *t["header"]], cells), f"\n{NOTE}\n", *caveats]
+            sc = scope.caption(scope.of_builds([b for v in cols for b in v.bdirs])).splitlines()
+            md += [f"## MAE: {t['title']}\n", md_table(["estimator", *t["header"]], cells), f"\n{NOTE}\n", *caveats,
+                   "Scope:\n", *(f"- {x}" for x in sc), ""]
             own_rows = [[lab, *cs] for lab, cs in t["own"]]
             md += [f"Own-outcome share ({proto}): mean |Δ estimate| when the state's own final reward flips "
                    f"(0 by construction under held-out; {metrics.MISSING}: a critic trained on that rollout).\n",
@@ -203,6 +206,7 @@ def write_report(root: Path, out: Path, all_settings: bool = False, by: tuple = 
                      html_table(["estimator", *t["header"]], [[lab, *cs] for lab, cs, _, _ in t["rows"]],
                                  [k for *_, k in t["rows"]], [bs for _, _, bs, _ in t["rows"]]),
                      f"<p class='note'>{html.escape(NOTE)}</p>", *(f"<p class='note'>{html.escape(c)}</p>" for c in caveats),
+                     "<p class='note'>Scope:<br>" + "<br>".join(html.escape(x) for x in sc) + "</p>",
                      f"<p>Own-outcome share ({html.escape(proto)}): mean |Δ estimate| when the state's own final "
                      "reward flips.</p>", html_table(["estimator", *t["cols"]], [[lab, *cs] for lab, cs in t["own"]]),
                      img(png)]

@@ -10,6 +10,7 @@ from sveb.core import metrics
 from sveb.core.errors import SvebError
 from sveb.data_builders import DOMAINS
 from sveb.evaluate.protocols import PROTOCOLS
+from sveb.estimators.families import current_name
 from sveb.present import leaderboard
 from sveb.score import pooling
 from sveb.score.paper_rows import ref_rows
@@ -72,10 +73,12 @@ def _truncated(bdir: Path) -> list[str]:
 def _drop_variants(views: list[View], labels: dict) -> None:
     """Hide non-default settings (ablations) of an estimator whose default setting is also in the build."""
     for v in views:
-        has_default = {n for (n, pfp) in v.params if labels[(n, pfp)] == n}
+        now = {k: current_name(k[0], pj) for k, pj in v.params.items()}  # a row stored under an old name: today's
+        has_default = {now[k] for k in v.params if labels[k] == now[k]}
 
         def shown(n: str, pfp: str) -> bool:
-            return labels.get((n, pfp), n) == n or n not in has_default
+            name = now.get((n, pfp), n)
+            return labels.get((n, pfp), name) == name or name not in has_default
         v.scores = [r for r in v.scores if shown(r["estimator"], r["params_fp"])]
         v.est = {k: a for k, a in v.est.items() if shown(k[0], k[1])}
         v.params = {k: pj for k, pj in v.params.items() if shown(*k)}
