@@ -17,10 +17,13 @@ from sveb.core.cost import continuation_tokens
 from sveb.present.plots import palette
 
 DPI = 110
+TOP = 40.0  # k_eq axis top: an interval open above is drawn to it
 
 
 def mcs_curve(data) -> list[dict]:
-    """MCS@k for k = 1..(the build's extra draws per state): extra tokens per state, MAE and its clustered CI."""
+    """MCS@k for k = 1..(the build's extra draws per state): extra tokens per state, MAE and its clustered CI,
+    and its k_eq [CI] (sveb.score.rollout_eq: about k, as a check of the build's draws)."""
+    from sveb.score.rollout_eq import k_eq
     states = data.states
     if not states:
         return []
@@ -29,11 +32,13 @@ def mcs_curve(data) -> list[dict]:
     extras = [data.extras.get(s["state_id"], ()) for s in states]
     kmax = min(len(e) for e in extras)
     per = continuation_tokens(states)
+    n_ref = int(data.references[states[0]["state_id"]].get("n_ref") or 20)
     out = []
     for k in range(1, kmax + 1):
         v = np.array([np.mean(e[:k]) for e in extras])
         mae, lo, hi = scoring.mae_ci(v, ref, pids)
-        out.append({"k": k, "extra_tokens_per_state": k * per, "mae": mae, "mae_ci_low": lo, "mae_ci_high": hi})
+        out.append({"k": k, "extra_tokens_per_state": k * per, "mae": mae, "mae_ci_low": lo, "mae_ci_high": hi,
+                    **k_eq(v, ref, n_ref, pids)})
     return out
 
 
@@ -41,9 +46,13 @@ def _num(x) -> float:
     return float(x) if x is not None else float("nan")
 
 
-def cost_plot(rows: list[dict], curves: dict[str, list[dict]], title: str, path: Path) -> Path:
+YLABEL = {"mae": "MAE vs reference (95% CI)", "k_eq": "k_eq: worth k rollouts (95% CI)"}
+
+
+def cost_plot(rows: list[dict], curves: dict[str, list[dict]], title: str, path: Path, metric: str = "mae") -> Path:
     """One panel per (build, protocol) of a domain: a point per estimator row, the MCS curve of its build.
-    rows: board rows of one domain; curves: content hash -> mcs_curve."""
+    rows: board rows of one domain; curves: content hash -> mcs_curve. metric: mae, or k_eq (log scale; an
+    unbounded k_eq is drawn at its lower bound as an upward triangle)."""
     panels = sorted({(r["content_hash"], r["protocol"]) for r in rows}, key=lambda p: (p[0], p[1] != "held-out"))
     names = sorted({r["estimator"] for r in rows})
     colour = palette(names)
@@ -53,22 +62,31 @@ def cost_plot(rows: list[dict], curves: dict[str, list[dict]], title: str, path:
         curve = curves.get(h, [])
         if curve:
             x = [c["extra_tokens_per_state"] for c in curve]
-            y = np.array([c["mae"] for c in curve])
-            err = [y - [c["mae_ci_low"] for c in curve], [c["mae_ci_high"] for c in curve] - y]
+            y = np.array([_num(c[metric]) for c in curve])
+            err = [y - [_num(c[f"{metric}_ci_low"]) for c in curve],
+                   np.minimum([_num(c[f"{metric}_ci_high"]) for c in curve], TOP) - y]
             ax.errorbar(x, y, yerr=err, color="#888888", marker="s", ms=4, lw=1.2, capsize=2, zorder=1,
                         label="MCS@1..k (reference curve)")
             for c in curve:
-                ax.annotate(f"@{c['k']}", (c["extra_tokens_per_state"], c["mae"]), textcoords="offset points",
+                ax.annotate(f"@{c['k']}", (c["extra_tokens_per_state"], c[metric]), textcoords="offset points",
                             xytext=(4, 4), fontsize=7, color="#666666")
         for r in sorted((r for r in rows if (r["content_hash"], r["protocol"]) == (h, proto)),
                         key=lambda r: r["estimator"]):
-            m, lo, hi = (_num(r.get(k)) for k in ("mae", "mae_ci_low", "mae_ci_high"))
-            ax.errorbar([_num(r.get("extra_tokens_per_state"))], [m], yerr=[[m - lo], [hi - m]], fmt="o", ms=6,
-                        capsize=3, color=colour[r["estimator"]], label=r["estimator"], zorder=2)
+            m, lo, hi = (_num(r.get(k)) for k in (metric, f"{metric}_ci_low", f"{metric}_ci_high"))
+            up = m == np.inf
+            m, hi = (lo if up else m), min(hi, TOP)
+            if not np.isfinite(m):
+                continue
+            ax.errorbar([_num(r.get("extra_tokens_per_state"))], [m], yerr=[[m - lo], [hi - m]],
+                        fmt="^" if up else "o", ms=6, capsize=3, color=colour[r["estimator"]],
+                        label=r["estimator"], zorder=2)
         ax.set_xscale("symlog", linthresh=1.0)
         ax.set_xlim(left=-0.3)
+        if metric == "k_eq":
+            ax.set_yscale("log")
+            ax.set_ylim(0.2, TOP)
         ax.set_xlabel("extra sampled tokens per state (0, then log)")
-        ax.set_ylabel("MAE vs reference (95% CI)")
+        ax.set_ylabel(YLABEL.get(metric, metric))
         ax.set_title(f"build {h} · {proto}", fontsize=9)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7, loc="best")

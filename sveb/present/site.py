@@ -113,7 +113,10 @@ def write_site(board: Path, out: Path) -> Path:
         per_build = [r for r in drows if r.get("kind") != "pooled"]  # a pooled row repeats its builds' points
         curves = {h: mcs_curve(load_build(known[h])) for h in {r["content_hash"] for r in per_build} if h in known}
         png = cost_plot(per_build, curves, f"{domain}: accuracy vs cost", out / f"cost-{domain}.png")
+        keq = cost_plot(per_build, curves, f"{domain}: worth k rollouts vs cost", out / f"keq-{domain}.png",
+                        metric="k_eq")
         parts.append(f"<h2>{html.escape(domain)}</h2><p><img src=\"{png.name}\" alt=\"accuracy vs cost, "
+                     f"{html.escape(domain)}\"><img src=\"{keq.name}\" alt=\"worth k rollouts vs cost, "
                      f"{html.escape(domain)}\"></p>")
         tables: dict[tuple, list[dict]] = {}
         for r in drows:
