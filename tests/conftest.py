@@ -15,7 +15,9 @@ from tests.helpers.sources import write_chain_source
 # graders run on every solution), and any test marked @pytest.mark.slow itself.
 BUILD_FIXTURES = {"scripted_build", "tiny_llama_builds", "small_cfg", "chain_source"}
 SLOW_MODULES = {
-    "test_board_hostile", "test_board_on_cpu", "test_board_plugin_on_cpu", "test_code_load", "test_context_on_cpu",
+    "test_board_hostile", "test_board_on_cpu", "test_board_plugin_on_cpu", "test_code_datasets", "test_code_load",
+    "test_context_on_cpu", "test_gpu_smoke", "test_probe_ceiling", "test_programming_source", "test_rl_on_cpu",
+    "test_scaling_on_cpu", "test_seed_partition_on_cpu", "test_signals",
     "test_contract_on_cpu", "test_eval_on_cpu", "test_export_integrity", "test_export_on_cpu", "test_hostile_property",
     "test_keq_scripted_on_cpu", "test_kill9_resume_on_cpu", "test_leaderboard_on_cpu", "test_paper_preset",
     "test_pipeline_on_cpu", "test_plugin_on_cpu", "test_protocol_knobs", "test_protocol_study_on_cpu",
@@ -23,6 +25,24 @@ SLOW_MODULES = {
     "test_seeds_and_pairs_on_cpu", "test_table4_on_cpu", "test_truncation_on_cpu", "test_trust_on_cpu",
 }
 SLOW_TESTS = {
+    "test_numca_sveb.py::test_abstract_path_equals_every_prefix",
+    "test_rewards_code.py::test_assert_cases_share_one_process_and_a_cpu_budget",
+    "test_composition.py::test_the_permutation_test_holds_its_level_on_nulls",
+    "test_power.py::test_q_rejects_at_its_level_when_every_domain_has_the_same_true_delta",
+    "test_power.py::test_a_true_delta_equal_to_the_mde_is_detected_about_80_percent_of_the_time",
+    "test_probe_fit.py::test_cv_regularises_noise_and_keeps_signal",
+    "test_neighbour_metrics.py::test_calibration_debiasing_is_unbiased_and_the_raw_one_is_not",
+    "test_neighbour_metrics.py::test_spearman_correction_removes_the_attenuation",
+    "test_domains.py::test_builtin_seeded_split_distinct",
+    "test_domains.py::test_builtin_golds_grade_as_correct",
+    "test_sources.py::test_loaded_code_problems_grade_their_reference_solutions",
+    "test_disjoint_seeds.py::test_a_dataset_file_is_partitioned_by_seed",
+    "test_gpu_paths.py::test_device_is_decided_without_initialising_cuda_here",
+    "test_sources_cli.py::test_report_by_level_on_a_field_source",
+    "test_conformance.py::test_the_shared_sets_agree_whole",
+    "test_conformance.py::test_cli_prints_the_tally_and_exits_1_on_a_disagreement",
+    "test_shear.py::test_sveb_preset_matches_its_direct_reading",
+    "test_shear_readout.py::test_base_readout_is_base_rate_of_the_contrast_distances",
     "test_scoring.py::test_oracle_floor_bounds_every_predictor_that_knows_v",
     "test_scoring.py::test_interval_covers_the_truth_at_its_level",
     "test_scoring.py::test_paired_test_rejects_at_the_nominal_rate_under_the_null",

@@ -255,3 +255,19 @@ if __name__ == "__main__":
     for c in found:
         print(describe(g, c))
     sys.exit(1 if found else 0)
+
+
+def test_the_slow_tier_names_tests_that_exist():
+    """tests/conftest.py names the `slow` tier's modules and tests: a renamed one would silently fall into
+    `make test-unit`, so each name must be a file and a test function there."""
+    here = Path(__file__).resolve().parent
+    sets = {t.id: ast.literal_eval(node.value) for node in ast.parse((here / "conftest.py").read_text()).body
+            if isinstance(node, ast.Assign) for t in node.targets if isinstance(t, ast.Name)
+            and t.id in ("SLOW_MODULES", "SLOW_TESTS")}  # read, not imported (no test imports conftest)
+    assert set(sets) == {"SLOW_MODULES", "SLOW_TESTS"}
+    missing = [m for m in sorted(sets["SLOW_MODULES"]) if not (here / f"{m}.py").exists()]
+    for name in sorted(sets["SLOW_TESTS"]):
+        file, test = name.split("::")
+        if not (here / file).exists() or f"def {test}(" not in (here / file).read_text(encoding="utf-8"):
+            missing.append(name)
+    assert not missing, f"tests/conftest.py names tests that do not exist: {missing}"
