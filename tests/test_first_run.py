@@ -75,6 +75,12 @@ def test_no_build_names_the_committed_frozen_build(tmp_path, monkeypatch):
     assert r.exit_code == 1 and "--build results/table4/exports/math" in " ".join(r.output.split())
     r = cli("compare", "-a", "grpo", "-b", "mcs-2", "--domain", "math", "--root", tmp_path / "data")
     assert r.exit_code == 1 and "--build results/table4/exports/math" in " ".join(r.output.split())
+    number = tmp_path / "results" / "table4" / "exports" / "number"
+    number.mkdir()
+    (number / "manifest.json").write_text("{}")
+    for args in (["leaderboard", "--out", tmp_path / "lb.csv"], ["report", "--out", tmp_path / "report"]):
+        r = cli(*args, "--root", tmp_path / "data")
+        assert r.exit_code == 1 and "--build results/table4/exports/number" in " ".join(r.output.split()), r.output
 
 
 def test_announces_the_estimators_that_load_a_model():

@@ -38,7 +38,8 @@ def leaderboard(ctx: typer.Context, root: Path = ROOT,
     r = rows(root, allow=Allow(allow_mixed_dtype, allow_unequal_seeds))
     if not r:
         from sveb.core.errors import UsageError
-        raise UsageError(f"no scores under {root}; run `sveb eval` first")
+        from sveb.store.builds import frozen_hint
+        raise UsageError(f"no scores under {root}; run `sveb eval` first" + frozen_hint(None))
     write_csv(r, out_csv)
     print_pivot(r, out, wide=wide)
     out.print(f"wrote {out_csv} ({len(r)} rows)")

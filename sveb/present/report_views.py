@@ -31,7 +31,8 @@ def _collect(root: Path, only: set | None = None, allow: pooling.Allow = pooling
     seeds behind each pooled view, and notes. Mixed seeds or dtypes are refused unless `allow` (pooling.pools)."""
     builds = [b for b in store.list_builds(root) if only is None or b.name in only]
     if not builds:
-        raise ReportError(f"{root}: no builds found (run `sveb build` first)")
+        from sveb.store.builds import frozen_hint
+        raise ReportError(f"{root}: no builds found (run `sveb build` first{frozen_hint(None)})")
     views, notes = [], []
     for bdir in builds:
         try:
