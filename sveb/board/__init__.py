@@ -24,7 +24,7 @@ from sveb import store
 from sveb.board.archive import unpack
 from sveb.board.bundle import BundleError, estimates_key, read_bundle, MAX_MB
 from sveb.board.check import _identity, provenance_check, score_rows, validate
-from sveb.board.pool import pooled_rows, write_verdicts
+from sveb.board.pool import current_names, pooled_rows, write_verdicts
 from sveb.board.txn import Undo, place
 from sveb.board.validate import culprit
 from sveb.core.errors import SvebError
@@ -228,7 +228,7 @@ def rebuild(board: Path) -> list[dict]:
             r.update(rescore(view, {(r["estimator"], r["params_fp"], r["protocol"]): [r]})[0])
         write_verdicts(view, mine)
     rows += pooled_rows(views)
-    _write_table(board, rows)
+    _write_table(board, current_names(rows))
     return rows
 
 

@@ -32,6 +32,15 @@ def write_verdicts(view, rows: list[dict]) -> None:
                          verdict=c.get("verdict") or ("baseline" if r["estimator"] == "grpo" else "n/a"))
 
 
+def current_names(rows: list[dict]) -> list[dict]:
+    """The rows under the names their readings have today (sveb.estimators.families.current_name: a bundle stored
+    SVEB's earlier numca as `numca`, today's `numca-sveb`); the bundles and scored/ keep what was submitted."""
+    from sveb.estimators.families import current_name
+    for r in rows:
+        r["estimator"] = current_name(r["estimator"], r.get("params"))
+    return rows
+
+
 def pooled_rows(views: dict[str, object]) -> list[dict]:
     """Builds of one config that differ only in their seed, pooled as the leaderboard pools them: states
     concatenated, clusters by problem identity, MAE and paired Δ recomputed on the pooled states, Holm per pooled

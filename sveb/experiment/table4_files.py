@@ -11,7 +11,7 @@ import numpy as np
 
 from sveb import store
 from sveb.evaluate.protocols import PROTOCOLS
-from sveb.present import table4 as t4
+from sveb.present import scope, table4 as t4
 from sveb.present.report_format import md_table
 from sveb.present.table4 import cost_markdown
 from sveb.score import power
@@ -286,6 +286,9 @@ def write_tables(a, out: Path, domains: list[str], names: list[str], records: li
           f"same states, its cluster-robust (CR1, problems as clusters) t-test, Holm over each estimator family "
           f"(main, MCS@k scale) of one domain and protocol (sveb.score.pooling.paired). The numbers behind every mark "
           f"are below each table and in scores.csv. Timings: {machine}.", ""]
+    exports = [Path(a.exports) / n for d in domains for n in domain_exports(Path(a.exports), d)]
+    md += ["Scope:", "", *(f"- {x}" for x in scope.caption(scope.of_builds(exports)).splitlines()), ""] if exports \
+        else []
     md += ["Builds pooled in each domain's cells (seeds of one config; a problem two seeds share is one cluster): "
            + "; ".join(pooled_line(d, drows) for d in domains) + ".", "", *(f"Caveat: {c}.\n" for c in caveats),
            *one_training(rows)]

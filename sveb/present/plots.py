@@ -14,8 +14,9 @@ from sveb.estimators import rank, role_of
 
 DPI = 110
 NEAR = 0.05  # |V_est - V_grpo| below this counts as "same as GRPO"
-_TAB = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf", "#bcbd22"]
-_GREYS = ["#b0b0b0", "#8c8c8c", "#686868", "#444444"]
+# tab10 then tab20's light halves, greys left out (they are the scale rows'): 18 colours before generated ones
+_TAB = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf", "#bcbd22",
+        "#aec7e8", "#ff9896", "#98df8a", "#c5b0d5", "#ffbb78", "#c49c94", "#f7b6d2", "#9edae5", "#dbdb8d"]
 
 
 def is_scale(label: str) -> bool:
@@ -23,16 +24,32 @@ def is_scale(label: str) -> bool:
     return role_of(label.split(" ")[0]) == "scale"
 
 
+def _colour(i: int) -> str:
+    """The i-th colour of the non-scale rows: _TAB, then hues a golden angle apart."""
+    if i < len(_TAB):
+        return _TAB[i]
+    import colorsys
+    r, g, b = colorsys.hsv_to_rgb((i * 0.618034) % 1, 0.75 if i % 2 else 0.5, 0.8 if i % 3 else 0.6)
+    return "#%02x%02x%02x" % (round(r * 255), round(g * 255), round(b * 255))
+
+
 def palette(labels: list[str]) -> dict[str, str]:
-    """Stable colours across every figure: scale rows (MCS@k) in greys, light to dark in registry order;
-    the others from tab10."""
-    out, i = {}, 0
+    """One colour per label, never shared (a legend must tell every row apart), stable across the figures of one
+    call: scale rows (MCS@k) in greys, light to dark in registry order; the others in _TAB's order, then
+    generated hues."""
+    labels = list(dict.fromkeys(labels))
+    out, used, i = {}, set(), 0
     scale = sorted((lab for lab in labels if is_scale(lab)), key=lambda lab: (rank(lab.split(" ")[0]), lab))
+    for j, lab in enumerate(scale):  # #c0c0c0 (light) to #404040 (dark), one step apart at least
+        v = round(0xC0 - (0xC0 - 0x40) * j / max(len(scale) - 1, 1)) if len(scale) <= 0x80 else 0xC0 - j
+        out[lab] = "#%02x%02x%02x" % ((max(v, 0),) * 3)
+    used = set(out.values())
     for lab in labels:
-        if lab in scale:
-            out[lab] = _GREYS[min(scale.index(lab), len(_GREYS) - 1)]
-        else:
-            out[lab] = _TAB[i % len(_TAB)]
+        if lab not in out:
+            while _colour(i) in used:
+                i += 1
+            out[lab] = _colour(i)
+            used.add(out[lab])
             i += 1
     return out
 

@@ -185,20 +185,28 @@ def line(scope: dict[str, str], width: int = 80) -> str:
 
 
 def manifests_of(bdirs: list[Path], trains: list[Path] | None = None) -> list[dict]:
-    """The manifests of `bdirs` and of their train builds: `trains`, else the one a trained estimator finds for
-    each (sveb.store.train_builds.find_train_build: the newest complete train build of its model and domain)."""
+    """The manifests of `bdirs` and of their train builds: `trains`, else each build's sibling (a store's
+    <model>/<domain> folder, or a folder of exports): the newest complete train build of its model and domain, as
+    sveb.store.train_builds.find_train_build finds it under a root (which it asks when there is no sibling)."""
     from sveb import store
     from sveb.core.errors import SvebError
     from sveb.store.train_builds import find_train_build
     tests = {Path(b).resolve(): store.read_manifest(b) for b in bdirs}
     found = [Path(t).resolve() for t in trains or []]
-    if trains is None:
-        for b in bdirs:  # as given: the root is three folders up from a build's place, links and all
-            try:
-                found.append(find_train_build(Path(b), tests[Path(b).resolve()]).resolve())
-            except (SvebError, KeyError, OSError):
-                continue  # no train build: the caption says "none"
+    for b in bdirs if trains is None else []:  # as given: a linked build's siblings are the links beside it
+        m = tests[Path(b).resolve()]
+        sib = [s.parent for s in sorted(Path(b).parent.glob("*/manifest.json"), key=lambda x: x.stat().st_mtime)
+               if _is_train_of(store.read_manifest(s.parent), m)]
+        try:
+            found.append((sib[-1] if sib else find_train_build(Path(b), m)).resolve())
+        except (SvebError, KeyError, OSError):
+            continue  # no train build: the caption says "none"
     return [*tests.values(), *(store.read_manifest(t) for t in dict.fromkeys(found) if t not in tests)]
+
+
+def _is_train_of(m: dict, test: dict) -> bool:
+    return m.get("status") == "complete" and _split(m) == "train" and m.get("model") == test.get("model") \
+        and m.get("domain") == test.get("domain")
 
 
 def of_builds(bdirs: list[Path], trains: list[Path] | None = None) -> dict[str, str]:

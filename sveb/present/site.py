@@ -15,6 +15,8 @@ from sveb.core import metrics
 from sveb.core.errors import SvebError
 from sveb import board as boards
 from sveb.estimators import rank
+from sveb.estimators.families import current_name
+from sveb.present import scope
 from sveb.store.builds import load_build
 
 CSS = """body{font:14px/1.4 system-ui,sans-serif;margin:1.5em;color:#222}h2{margin-top:1.6em}
@@ -79,7 +81,7 @@ def _cell(r: dict, key: str) -> tuple[str, str, str]:
     return key, metrics.cell(r, m, interval=m.interval), ""
 
 
-def _table(rows: list[dict], title: str) -> str:
+def _table(rows: list[dict], title: str, scope_text: str = "") -> str:
     e = html.escape
     cols = columns()
     head = "".join(f"<th data-key=\"{k}\"{' class=l' if left else ''}>{e(h)}</th>" for k, h, left in cols)
@@ -93,7 +95,8 @@ def _table(rows: list[dict], title: str) -> str:
     r0 = rows[0]
     cap = (f"{r0.get('n_states')} states, {r0.get('n_problems')} problems; oracle floor {_f(r0.get('oracle_floor'))}, "
            f"reference noise {_f(r0.get('ref_noise'))}. Δ sq err: paired vs grpo on the same states, &lt; 0 better; "
-           f"p: cluster-robust t-test, Holm-adjusted over this table. Click a header to sort.")
+           f"p: cluster-robust t-test, Holm-adjusted over this table. Click a header to sort."
+           + "".join(f"<br>{e(x)}" for x in scope_text.splitlines()))
     return (f"<h3>{e(title)}</h3><table><caption>{cap}</caption><thead><tr>{head}</tr></thead>"
             f"<tbody>{''.join(body)}</tbody></table>")
 
@@ -102,7 +105,7 @@ def write_site(board: Path, out: Path) -> Path:
     """index.html, one cost plot per domain and every bundle as a .tar.gz, in the folder `out`."""
     from sveb.present.cost_plot import cost_plot, mcs_curve  # matplotlib, scipy
     board, out = Path(board), Path(out)
-    rows = boards.rows(board)
+    rows = [{**r, "estimator": current_name(r["estimator"], r.get("params"))} for r in boards.rows(board)]
     if not rows:
         raise SiteError(f"--board {board}: no accepted bundles; add some with `sveb leaderboard add`")
     out.mkdir(parents=True, exist_ok=True)
@@ -127,9 +130,11 @@ def write_site(board: Path, out: Path) -> Path:
         for (model, h, proto), rs in sorted(tables.items(), key=order):
             rs.sort(key=lambda r: (*rank(r["estimator"]), r["estimator"], r.get("params") or ""))
             where = f"seeds {rs[0].get('seeds')} pooled (builds {h.replace('+', ', ')})" if pooled(rs) else f"build {h}"
+            bdirs = [known[x] for x in h.split("+") if x in known]
             parts.append(_table(rs, f"{model} · {where} · {proto}" + (" (paper; sees own outcome)"
                                                                       if proto == "in-group" else "")
-                                + (" · paper's build protocol" if rs[0].get("build_protocol") == "paper" else "")))
+                                + (" · paper's build protocol" if rs[0].get("build_protocol") == "paper" else ""),
+                                "Scope:\n" + scope.caption(scope.of_builds(bdirs)) if bdirs else ""))
     (out / "bundles").mkdir(exist_ok=True)
     for key in sorted({r["bundle"] for r in rows if r.get("kind") != "pooled"}):
         src = board / "bundles" / key
