@@ -229,5 +229,5 @@ def test_local_runner_runs_jobs_in_submission_order():
 def test_a_job_error_on_a_worker_is_the_error_itself(cluster, tmp_path, cfg):
     """An engine that cannot start fails the build with its own one-line error, not a Ray traceback."""
     from sveb.engines import make_engine
-    with pytest.raises(ValueError, match=r"^--engine nope: unknown engine \(known: vllm, hf\)$"):
+    with pytest.raises(ValueError, match=r"^--engine nope: unknown engine; known: vllm, hf, scripted \(or pass module:Class\)$"):
         build(cfg, tmp_path, engine=ScriptedEngine(), ray=on_ray(1, partial(make_engine, "nope", "x")))

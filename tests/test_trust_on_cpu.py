@@ -129,7 +129,7 @@ def test_layer_is_a_parameter_and_two_layers_are_two_rows(scripted_build, monkey
     ("--mc", "0", "--mc 0: must be at least 1"),
     ("--oversample", "0", "--oversample 0: must be at least 1"),
     ("--max-acc", "1.5", "--max-acc 1.5: must be in [0, 1]"),
-    ("--engine", "vllmm", "--engine vllmm: must be vllm or hf"),
+    ("--engine", "vllmm", "--engine vllmm: unknown engine; did you mean vllm?"),
 ])
 def test_bad_build_flags_fail_before_any_work(tmp_path, flag, value, msg):
     r = CliRunner().invoke(app, ["build", "--root", str(tmp_path / "root"), flag, value])

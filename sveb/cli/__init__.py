@@ -47,7 +47,8 @@ def build(
     seeds: Optional[str] = SEEDS,
     dtype: str = typer.Option("auto", help="auto (bf16 on a GPU or a CPU with native bf16, else fp32) | bfloat16 | "
                               "float32. Changes samples, so it is part of the fingerprint."),
-    engine: str = typer.Option("vllm", help="vllm | hf"),
+    engine: str = typer.Option("vllm", help="vllm | hf | scripted (a deterministic stand-in for tests, no model) | "
+                               "the name of an installed plugin (entry points `sveb.engines`) | module:Class."),
     batch_size: int = typer.Option(64, help="hf engine batch size (speed only)."),
     workers: Optional[int] = WORKERS,
     eager: bool = typer.Option(False, help="vLLM without compilation: faster start, slower decoding; samples of the "

@@ -30,12 +30,27 @@ class Completion:
     finish_reason: str          # "stop" (eos) or "length"
 
 
+@dataclass(frozen=True)
+class EngineOptions:
+    """What a build hands an engine class at start (sveb.engines.registry.start); an engine reads what it needs."""
+    model_path: str                     # the resolved --model ("" for an engine that uses no model)
+    seed: int = 0
+    batch_size: int = 64
+    eager: bool = False
+    max_model_len: int = 4096
+    dtype: str = "bfloat16"
+    tensor_parallel_size: int = 1
+    gpu_memory_utilization: float = 0.9
+
+
 class Tokenizer(Protocol):
     def encode_chat(self, messages: list[dict]) -> list[int]: ...
     def decode(self, ids: Sequence[int]) -> str: ...
 
 
 class Engine(Protocol):
+    """Started by the registry (sveb.engines.registry) as `Class.from_options(options)`, else `Class(options)`.
+    `generate` returns one completion per request, in order; a request's samples follow from its seed alone."""
     tokenizer: Tokenizer
 
     def generate(self, requests: Sequence[Request], params: SamplingConfig, desc: str = "") -> list[Completion]: ...

@@ -11,10 +11,17 @@ from typing import Sequence
 from rich.progress import track
 
 from sveb.core.config import SamplingConfig
-from sveb.engines.base import Completion, HFTokenizer, Request
+from sveb.engines.base import Completion, EngineOptions, HFTokenizer, Request
 
 
 class HFEngine:
+    fingerprint = "hf/batch={batch_size}"   # padded batches change its numerics: the batch size counts
+    uses_model = True
+
+    @classmethod
+    def from_options(cls, o: EngineOptions) -> "HFEngine":
+        return cls(o.model_path, batch_size=o.batch_size, dtype=o.dtype)
+
     def __init__(self, model_path: str, batch_size: int = 32, dtype: str = "bfloat16"):
         import torch
         from transformers import AutoModelForCausalLM

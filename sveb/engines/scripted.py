@@ -83,6 +83,13 @@ class Fault:
 
 
 class ScriptedEngine:
+    fingerprint = "scripted"
+    uses_model = False   # characters are its tokens: no --model weights, no model tokenizer
+
+    @classmethod
+    def from_options(cls, o) -> "ScriptedEngine":
+        return cls()   # deterministic: the seeds are the requests', the model is not read
+
     def __init__(self, n_flips: int = 8, fault: Fault | None = None, trace: str | None = None,
                  loop_probability: float = 0.0):
         self.tokenizer = CharTokenizer()

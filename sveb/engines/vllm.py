@@ -7,7 +7,7 @@ import os
 from typing import Sequence
 
 from sveb.core.config import SamplingConfig
-from sveb.engines.base import Completion, EngineError, HFTokenizer, Request
+from sveb.engines.base import Completion, EngineError, EngineOptions, HFTokenizer, Request
 from sveb.lm.device import gpu_share
 
 
@@ -53,6 +53,14 @@ def _in_ray_actor() -> bool:
 
 
 class VLLMEngine:
+    fingerprint = "vllm"
+    uses_model = True
+
+    @classmethod
+    def from_options(cls, o: EngineOptions) -> "VLLMEngine":
+        return cls(o.model_path, seed=o.seed, max_model_len=o.max_model_len, enforce_eager=o.eager, dtype=o.dtype,
+                   tensor_parallel_size=o.tensor_parallel_size, gpu_memory_utilization=o.gpu_memory_utilization)
+
     def __init__(self, model_path: str, seed: int = 0, max_model_len: int = 4096, prefix_caching: bool = True,
                  **kwargs):
         os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")  # progress bars say enough

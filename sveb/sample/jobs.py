@@ -26,7 +26,7 @@ from sveb import store
 from sveb.core.config import BuildConfig, derive_seed
 from sveb.core.cost import BUILD_STAGES
 from sveb.data_builders import domain_module
-from sveb.engines import Engine, Request, make_engine, HFTokenizer
+from sveb.engines import Engine, Request, make_engine, HFTokenizer, uses_model
 from sveb.core.models import resolve
 from sveb.rewards import reward
 
@@ -78,7 +78,8 @@ class EngineSpec:
 
     def __call__(self) -> Engine:
         c = self.cfg
-        return make_engine(c.engine, resolve(c.model), c.seed, c.batch_size, c.eager, self.max_model_len,
+        model = resolve(c.model) if uses_model(c.engine) else ""  # a model-free engine (scripted) reads none
+        return make_engine(c.engine, model, c.seed, c.batch_size, c.eager, self.max_model_len,
                            dtype_of(c), tensor_parallel_size=c.tensor_parallel_size,
                            gpu_memory_utilization=c.gpu_memory_utilization)
 

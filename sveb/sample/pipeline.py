@@ -26,7 +26,7 @@ from sveb.store.builds import load_rollouts, truncation
 from sveb.core.config import BuildConfig, derive_seed, fingerprint
 from sveb.data_builders import SourceError, domain_module
 from sveb.data_builders.load import load_problems
-from sveb.engines import Engine
+from sveb.engines import Engine, uses_model
 from sveb.core.errors import BuildError
 from sveb.core.models import canonical, check_model
 from sveb.data_builders.number import passes_milestone_filter
@@ -72,6 +72,9 @@ def build(cfg: BuildConfig, root: str | Path, engine: Engine | None = None, cons
     """Run the missing stages and shards. `ray` (sveb.sample.distributed.RayOptions): hand the shards to Ray
     actors, each with its own engine; a passed-in `engine` then serves only as the driver's tokenizer."""
     paper.validate(cfg)
+    own = engine is None  # an engine started here is stopped here; a passed-in one is the caller's
+    if own and not uses_model(cfg.engine):  # a model-free engine (scripted) starts at once: its tokenizer is its own
+        engine = jobs.EngineSpec(cfg)()
     cfg = dataclasses.replace(cfg, model=check_model(cfg.model) if engine is None else canonical(cfg.model))
     console = console or Console(stderr=True)
     if ray is not None:
@@ -117,7 +120,7 @@ def build(cfg: BuildConfig, root: str | Path, engine: Engine | None = None, cons
     finally:
         if runner is not None:
             runner.close()
-        if engine is None:  # an engine we started is ours to stop (a passed-in one is the caller's)
+        if own:  # an engine we started is ours to stop (a passed-in one is the caller's)
             lazy.close()
     summary = {"n_candidates": len(candidates), "n_problems": len(kept), "n_states": len(states),
                "skipped_rows": skipped, "candidate_accuracy": accuracy, "seconds": round(time.time() - t0, 1),

@@ -10,7 +10,7 @@ from sveb import store
 from sveb.sample.jobs import dtype_of
 from sveb.core.config import BuildConfig, fingerprint
 from sveb.data_builders import DOMAINS, domain_module
-from sveb.engines import ENGINES, model_context
+from sveb.engines import EngineError, fingerprint_key, model_context
 from sveb.core.errors import BuildError, did_you_mean
 from sveb.core.models import model_slug, resolve
 from sveb.data_builders.load import identity as source_identity
@@ -27,7 +27,6 @@ def validate(cfg: BuildConfig) -> None:
     checks = [
         (cfg.domain in DOMAINS, "--domain", cfg.domain, f"one of {', '.join(DOMAINS)}"),
         (cfg.split in ("test", "train"), "--split", cfg.split, "test or train"),
-        (cfg.engine in ENGINES and cfg.engine != "scripted", "--engine", cfg.engine, "vllm or hf"),
         (cfg.problems >= 1, "--problems", cfg.problems, "at least 1"),
         (cfg.oversample >= 1, "--oversample", cfg.oversample, "at least 1"),
         (cfg.rollouts >= 2, "--rollouts", cfg.rollouts, "at least 2 (a group needs others to compare with)"),
@@ -52,6 +51,10 @@ def validate(cfg: BuildConfig) -> None:
     for ok, flag, value, need in checks:
         if not ok:
             raise BuildError(f"{flag} {value}: must be {need}")
+    try:  # a registered name or module:Class (sveb.engines.registry); a plugin's module is imported here
+        fingerprint_key(cfg)
+    except EngineError as e:
+        raise BuildError(str(e)) from None
     if cfg.source != "builtin":  # a mistyped source fails here, before a build folder is made for it
         resolve_source(cfg.source, cfg.domain, tuple(cfg.fields))
 
@@ -110,8 +113,9 @@ def paper_fp_parts(cfg: BuildConfig) -> list:
 def engine_key(cfg: BuildConfig) -> str:
     """What of the engine decides the samples: vLLM and transformers draw different tokens for one seed, and
     transformers' padded batches change its numerics, so its batch size counts too. A resume with another engine
-    is then another build, never a mix of two engines' samples under one fingerprint."""
-    return f"hf/batch={cfg.batch_size}" if cfg.engine == "hf" else cfg.engine
+    is then another build, never a mix of two engines' samples under one fingerprint. Each engine declares it
+    (sveb.engines.registry: "vllm", "hf/batch=64", "scripted", a plugin's template)."""
+    return fingerprint_key(cfg)
 
 
 def min_novel(cfg: BuildConfig) -> int:
