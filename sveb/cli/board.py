@@ -42,7 +42,8 @@ def leaderboard(ctx: typer.Context, root: Path = ROOT,
         raise UsageError(f"no scores under {root}; run `sveb eval` first" + frozen_hint(None))
     write_csv(r, out_csv)
     print_pivot(r, out, wide=wide)
-    out.print(f"wrote {out_csv} ({len(r)} rows)")
+    out.print(f"wrote {out_csv} ({len(r)} rows) and its tables' scope, "
+              f"{out_csv.with_name(out_csv.stem + '.scope.txt')}")
 
 
 @app.command()

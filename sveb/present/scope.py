@@ -128,14 +128,15 @@ def derive(manifests: list[dict]) -> dict[str, str]:
         if d not in by_source.setdefault(src, []):
             by_source[src].append(d)
     states = {d: sum(int(m.get("n_states") or 0) for m in tests if _domains([m]) == [d]) for d in doms}
-    problems = sum(int(m.get("n_problems") or 0) for m in tests)
+    sizes = {(m.get("n_states"), m.get("n_problems")) for m in tests}
     total = sum(states.values())
+    each = f" of {next(iter(sizes))[0]} states ({next(iter(sizes))[1]} problems) each" if len(sizes) == 1 else ""
     if not many:
-        st = f"{total} in {len(tests)} build{'s' if len(tests) != 1 else ''} ({problems} problems)"
+        st = f"{total} in {len(tests)} build{'s' if len(tests) != 1 else ''}{each}"
     elif len(set(states.values())) == 1:
-        st = f"{total}: {next(iter(states.values()))} per domain in {len(doms)} domains ({problems} problems)"
+        st = f"{total}: {next(iter(states.values()))} per domain in {len(doms)} domains, {len(tests)} builds{each}"
     else:
-        st = f"{total}: " + ", ".join(f"{d} {n}" for d, n in states.items()) + f" ({problems} problems)"
+        st = f"{total}: " + ", ".join(f"{d} {n}" for d, n in states.items()) + f"; {len(tests)} builds{each}"
     seeds = {d: _ranges([s for m in tests if _domains([m]) == [d] for s in [_cfg(m).get("seed")]
                          if isinstance(s, int)]) or "not recorded" for d in doms}
     train = [(_domains([m])[0], m) for m in trains]
