@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from contextlib import contextmanager
 import tempfile
 import threading
 import time
@@ -22,10 +23,24 @@ SAFETY = 1.3  # the predicted time of the next size is padded by this much
 
 
 class Meter:
-    """Wall time, the I/O counters' gain and the peak RSS (sampled every 20 ms) of one step."""
+    """Wall time, the I/O counters' gain and the peak RSS (sampled every 20 ms) of one step; `work()` times the
+    part that scales with the rollouts (not loading the model nor freeing it), whose growth is judged."""
 
     def __init__(self, device: str):
-        self.device = device
+        self.device, self.work_s = device, 0.0
+
+    def _sync(self):
+        if self.device == "cuda":
+            import torch
+            torch.cuda.synchronize()
+
+    @contextmanager
+    def work(self):
+        self._sync()
+        t0 = time.perf_counter()
+        yield
+        self._sync()
+        self.work_s += time.perf_counter() - t0
 
     def __enter__(self):
         import torch
@@ -52,7 +67,7 @@ class Meter:
         self.stop.set()
         self.thread.join()
         self.split = timers.since(self.before)
-        self.row = {"seconds": round(self.seconds, 3), "io_seconds": self.split["seconds"], "io_bytes": self.split["bytes"],
+        self.row = {"seconds": round(self.seconds, 3), "work_seconds": round(self.work_s, 3), "io_seconds": self.split["seconds"], "io_bytes": self.split["bytes"],
                     "peak_host_rss_gib": round(max(self.peak, rss()) / 2**30, 3)}
         if self.device == "cuda":
             self.row["peak_gpu_gib"] = round(torch.cuda.max_memory_allocated() / 2**30, 2)
@@ -94,8 +109,10 @@ def run_size(path: str, shape: dict, rows: dict[str, list[dict]], bdir: Path, de
     if "hidden" in only:
         with Meter(device) as m:
             hs = HiddenStates(bdir, path, layer=-1, dtype=dtype)
-            for pid, g in rows.items():
-                hs.ensure(pid, g)
+            hs._load_model()
+            with m.work():
+                for pid, g in rows.items():
+                    hs.ensure(pid, g)
             hs.release()
         out["hidden"] = m.row
     seqs = [make_seq((bfp, pid, r["rollout_idx"]), r["prompt_token_ids"], r["response_token_ids"], r["reward"])
@@ -114,8 +131,9 @@ def run_size(path: str, shape: dict, rows: dict[str, list[dict]], bdir: Path, de
                             cache_bytes=budget)
             critic.use_features(shared())
             trained = []
-            critic.fit(seqs, bdir / "critics", "scale", on_epoch=lambda e, loss: trained.append(loss))
-            vals = critic.values(seqs)
+            with m.work():
+                critic.fit(seqs, bdir / "critics", "scale", on_epoch=lambda e, loss: trained.append(loss))
+                vals = critic.values(seqs)
             del critic
             empty_cache()
         out[name] = {**m.row, "epochs_trained": len(trained), "finite": _finite(vals.values()) and _finite(trained)}
@@ -125,14 +143,16 @@ def run_size(path: str, shape: dict, rows: dict[str, list[dict]], bdir: Path, de
             scorer.use_features(shared())
             pseqs = [make_pseq(s.key, s.key[1], s.ids[:s.prompt_len], r["response_token_ids"], r["reward"])
                      for s, r in zip(seqs, (r for g in rows.values() for r in g))]
-            scorer.fit(pseqs, bdir / "critics", "scale-pacs")
-            scores = scorer.prefix_scores(pseqs)
+            with m.work():
+                scorer.fit(pseqs, bdir / "critics", "scale-pacs")
+                scores = scorer.prefix_scores(pseqs)
             del scorer
             empty_cache()
         out["pacs"] = {**m.row, "finite": _finite(scores.values())}
     for row in out.values():
         row["tokens"] = tokens
         row["us_per_token"] = round(row["seconds"] / tokens * 1e6, 3)
+        row["work_us_per_token"] = round(row["work_seconds"] / tokens * 1e6, 3)
     return out
 
 
@@ -141,10 +161,10 @@ def _finite(arrays) -> bool:
 
 
 def growth(per_size: list[dict]) -> dict[str, float]:
-    """Each step's time per token at the largest size it ran over that at the smallest."""
+    """Each step's work time per token (Meter.work) at the largest size it ran over that at the smallest."""
     out = {}
     for step in STEPS:
-        rates = [s["steps"][step]["us_per_token"] for s in per_size if step in s.get("steps", {})]
+        rates = [s["steps"][step]["work_us_per_token"] for s in per_size if step in s.get("steps", {})]
         if len(rates) >= 2:
             out[step] = round(rates[-1] / rates[0], 3)
     return out
