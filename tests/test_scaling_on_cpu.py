@@ -198,3 +198,25 @@ def test_a_failing_write_stops_the_pass_and_leaves_no_file(tiny, tmp_path, fp32_
     with pytest.raises(OSError, match="No space left"):
         HiddenStates(tmp_path / "b", tiny, batch_tokens=20).ensure("p0", rows_of())
     assert len(calls) >= 4 and not [p for p in (tmp_path / "b").rglob("*") if p.is_file()]
+
+
+def test_bf16_features_are_kept_as_stored_and_handed_on_as_their_exact_fp32(tiny, tmp_path, fp32_cpu, monkeypatch):
+    """A bf16 pass's features sit in the critic's cache as bf16 (half an fp32 copy's bytes) and reach the trained
+    layers as float32 equal to the stored bits read as float32: what the critic was handed before the change."""
+    from sveb.lm.critic import Critic, CriticConfig, make_seq
+    from sveb.lm.hidden import SharedFeatures, from_store
+    from sveb.lm.hidden_io import read_members
+    monkeypatch.setattr(device, "pick_dtype", lambda spec="auto": "bfloat16" if spec == "auto" else spec)
+    rows = {"p0": rows_of(4)}
+    shared = SharedFeatures(tiny, -3)
+    shared.add("b", tmp_path / "build", rows)
+    seqs = [make_seq(("b", "p0", r["rollout_idx"]), r["prompt_token_ids"], r["response_token_ids"], r["reward"])
+            for r in rows["p0"]]
+    critic = Critic(CriticConfig(model=tiny), tiny, device="cpu", dtype="float32")
+    critic.use_features(shared)
+    got = critic.features(seqs)
+    stored = read_members(next((tmp_path / "build" / "features").rglob("p0.npz")))
+    for s, f in zip(seqs, got):
+        assert f.dtype == torch.float32 and critic._cache[s.key].dtype == torch.bfloat16
+        np.testing.assert_array_equal(f.numpy(), from_store(stored[s.key[2]])[: len(s.ids)])
+    assert critic._cached_bytes == sum(len(s.ids) for s in seqs) * SHAPES["tiny"]["hidden_size"] * 2

@@ -235,7 +235,7 @@ def is_policy(path: str, model: str) -> bool:
 
 class SharedFeatures:
     """A critic's `features_fn` over the builds' shared passes: seqs keyed (build_fp, pid, rollout_idx)
-    -> {key: [len(ids), d] float32 torch} of `layer` at every position (one extractor per build)."""
+    -> {key: [len(ids), d] torch, bf16 or float32 as stored} of `layer` at every position (one extractor per build)."""
 
     def __init__(self, model: str, layer: int):
         from sveb.lm.device import pick_dtype  # per call: tests patch sveb.lm.device
