@@ -21,6 +21,7 @@ from pathlib import Path
 
 from sveb import store
 from sveb.core.config import BuildConfig, SamplingConfig
+from sveb.engines import EngineOptions, start, uses_model
 from sveb.experiment.runner import Sampler
 from sveb.experiment import partial
 from sveb.experiment.table4 import eval_domain, export_train, exported, restore, timed_build
@@ -195,8 +196,8 @@ def already_scored(s: Setting, a, names: list[str], records: list[dict]) -> bool
 
 
 def weights_for(a, model_dir):
-    """The weights an export hashes: the model's own, or a placeholder for the scripted engine (it has none)."""
-    if model_dir is not None or a.engine != "scripted":
+    """The weights an export hashes: the model's own, or a placeholder for a model-free engine (scripted: none)."""
+    if model_dir is not None or uses_model(a.engine):
         return model_dir
     path = Path(a.root) / "scripted-weights"
     path.mkdir(parents=True, exist_ok=True)
@@ -226,9 +227,8 @@ def run(a, engine=None, model_dir=None) -> Path:
         save_partial(a, todo, console)
         return out
     a.train = a.train and needs_train(names)
-    if engine is None and a.engine == "scripted":
-        from sveb.engines.scripted import ScriptedEngine
-        engine = ScriptedEngine()
+    if engine is None and not uses_model(a.engine):  # a model-free engine (scripted): one for every setting
+        engine = start(a.engine, EngineOptions(""))
     model_dir = weights_for(a, model_dir)
     timings_path = out / "timing.json"
     timings = json.loads(timings_path.read_text()) if timings_path.exists() else {}
