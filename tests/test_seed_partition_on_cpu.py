@@ -96,6 +96,17 @@ def test_pooling_composition_test_finds_the_seeds_replicates(domain, test_draws)
     assert rows[0]["p"] == pytest.approx(1.0)  # identical level counts on every seed
 
 
+@pytest.mark.parametrize("domain", ["math", "general"])
+def test_question_templates_are_replicated_across_the_8_seeds(domain, test_draws):
+    """Within a level a seed takes a seeded sample of its slot, so its question templates are the level's too:
+    template x seed passes the same test (p >= 0.01) over all 8 test seeds."""
+    from sveb.score.composition import P_REFUSE, composition
+    draws = test_draws[domain]
+    rows = composition(list(draws), [[{"template": json.loads(p["meta"])["template"]} for p in ps]
+                                     for ps in draws.values()], factors=("template",))
+    assert rows[0]["p"] >= P_REFUSE, rows
+
+
 def test_general_seeds_mix_their_question_templates():
     """Level 2 of general is four yes/no templates, and every seed holds each of them (the old seeds 1-2 were
     all one level, two templates)."""
