@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 
 from sveb import store
 from sveb.cli import app
+from sveb.estimators import BUILTIN
 from sveb.evaluate import evaluate
 from sveb.store.hista_io import export_hista_json, import_hista_json
 from sveb.store.hista_json import KEYS, HistaJsonError, noise_maes, refusal, solution_of, verifier_of
@@ -144,10 +145,12 @@ def test_token_level_estimators_and_mcs_are_refused_on_an_import(tmp_path):
     r = CliRunner().invoke(app, ["eval", "--build", str(b), "-e", "mcs-2"])
     assert r.exit_code == 1 and "Traceback" not in r.output
     assert "mcs-2: unavailable for an imported hista-json build" in r.output, r.output
-    assert "unavailable for an imported hista-json build" in refusal("mcs-2", m, role="scale")
-    assert "token ids" in refusal("shear", m) and "\n" not in refusal("shear", m)
-    assert refusal("grpo", m) is None and refusal("numca", m) is None
-    assert refusal("hista", {"export": {"tables": {}}}) is None  # an SVEB export: everything runs
+    caps = {e.name: e for e in BUILTIN}  # by what each class declares, not by its name
+    assert "unavailable for an imported hista-json build" in refusal("mcs-2", m, caps["mcs-2"])
+    assert "token ids" in refusal("shear", m, caps["shear"]) and "\n" not in refusal("shear", m, caps["shear"])
+    assert all(refusal(n, m, caps[n]) for n in ("hista", "ppo-1", "ppo-n", "pacs", "probe", "probe-mc", "logprob"))
+    assert refusal("grpo", m, caps["grpo"]) is None and refusal("numca", m, caps["numca"]) is None
+    assert refusal("hista", {"export": {"tables": {}}}, caps["hista"]) is None  # an SVEB export: everything runs
 
 
 def _bad(records, i, **change):

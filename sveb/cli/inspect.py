@@ -60,6 +60,7 @@ def ls(what: str = typer.Argument(..., help="estimators | domains | models | bui
             flags = [e.role] + ["loads the model"] * loads_model(e) + \
                 ["SVEB's V(s), not the paper's"] * e.constructed + ["hidden states"] * e.needs_hidden + \
                 ["trains"] * e.needs_training + ["reads the build's extra draws"] * bool(e.reads_references) + \
+                ["token ids"] * bool(e.reads_tokens and not (e.needs_hidden or e.needs_training)) + \
                 ["train build"] * e.train_split + [f"grid: {','.join(e.grid)}"] * bool(e.grid) + \
                 [f"from {e.origin}"] * (e.origin != "sveb")
             t.add_row(e.name, f"{escape(e.description)} [dim]({escape('; '.join(flags))})[/]")

@@ -84,7 +84,9 @@ class Estimator:
     evaluator finds it, checks it and hands it in as `ctx.train`), `trains_on_benchmark` (its dependence on a
     state's own outcome lives in its weights, so the own-outcome share is not measurable in-group),
     `constructed` (its V(s) is SVEB's construction from a paper that defines none), `reads_references` (it
-    reads the evaluated build's extra independent draws: a reference-scale estimator, role "scale" only).
+    reads the evaluated build's extra independent draws: a reference-scale estimator, role "scale" only),
+    `reads_tokens` (it reads the policy's token ids: log-probs, hidden states, training on them; None: whether it
+    needs hidden states or training; a build that holds text only, an imported hista-json one, refuses it).
     """
 
     name: str = ""                          # the registry name, set by sveb.estimators.make
@@ -97,6 +99,7 @@ class Estimator:
     trains_on_benchmark: ClassVar[bool] = False
     constructed: ClassVar[bool] = False
     reads_references: ClassVar[bool] = False
+    reads_tokens: ClassVar[bool | None] = None
     layer: int = -1                         # hidden layer read when needs_hidden (a field where tunable)
 
     def train_spec(self) -> tuple[str, bool] | None:
@@ -122,8 +125,8 @@ class Estimator:
 
 
 CAPABILITIES = ("description", "role", "grid", "needs_hidden", "needs_training", "train_split", "constructed",
-                "reads_references")
-FLAGS = ("needs_hidden", "needs_training", "train_split", "constructed", "reads_references")
+                "reads_references", "reads_tokens")
+FLAGS = ("needs_hidden", "needs_training", "train_split", "constructed", "reads_references", "reads_tokens")
 
 
 def capabilities_of(cls: type) -> dict:
@@ -134,6 +137,8 @@ def capabilities_of(cls: type) -> dict:
     caps["description"] = caps["description"] or (doc[0] if doc else "")
     caps["role"] = caps["role"] or "estimator"
     caps["grid"] = {k: [str(v) for v in vs] for k, vs in dict(caps["grid"] or {}).items()}
+    if caps["reads_tokens"] is None or caps["needs_hidden"]:  # hidden states are read from token ids
+        caps["reads_tokens"] = bool(caps["reads_tokens"] or caps["needs_hidden"] or caps["needs_training"])
     for f in FLAGS:
         caps[f] = bool(caps[f])
     return caps

@@ -58,6 +58,7 @@ _STATS_MAX = 200_000  # two floats and the ids each: bounded all the same
 class _PolicySignal(SignalEstimator):
     readout: str = "calibrated"
     train_split = True
+    reads_tokens = True  # the policy's log-probs of the response's token ids
 
     def load(self, build, ctx: Context) -> None:
         from sveb.estimators.lm_read import compute_dtype, load_model, resolved

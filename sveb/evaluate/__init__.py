@@ -48,7 +48,7 @@ def evaluate(bdir: Path, name: str, params: dict[str, str] | None = None, protoc
     est = make(name, params)
     pfp = params_fp(est)
     manifest = store.read_manifest(bdir)
-    why = refusal(name, manifest, entry(name).role, est.needs_hidden or est.needs_training)
+    why = refusal(name, manifest, entry(name))  # by its declared capabilities
     if why:  # an imported hista-json build: text and mean references only
         raise EvalError(why)
     ctx = context_for(est, bdir, manifest, console)  # its train build found and checked here

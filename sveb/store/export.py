@@ -192,8 +192,7 @@ def check_weights(bdir: Path, manifest: dict, model_dir: str | Path | None = Non
     """For an estimator that reads the model: its weights must be those the export was sampled with. An imported
     hista-json build has no token ids to run a model on: refused (sveb.store.hista_json)."""
     if manifest.get("export", {}).get("format") == "hista-json":
-        raise ExportError(f"{bdir}: estimators that read token ids, hidden states or train on them ("
-                          f"{', '.join(TOKEN_LEVEL)}) are {UNAVAILABLE}: it holds text only and t counts characters")
+        raise ExportError(f"{bdir}: {TOKEN_LEVEL} are {UNAVAILABLE}: it holds text only and t counts characters")
     want = manifest.get("export", {}).get("model_weights_sha256")
     if not want:
         return  # a build made here: its model is the one that sampled it

@@ -33,8 +33,7 @@ SCHEMAS = {"problems": schema.PROBLEMS, "rollouts": schema.ROLLOUTS, "states": s
            NOISE_TABLE: pa.schema([("state_id", pa.string()), ("noise", pa.list_(pa.float64()))])}
 NOTE = (f"t and T count characters of the response (no tokenizer was run: no token ids are stored); the reference is "
         f"the file's unbiased_state_value with its declared n (the length of unbiased_state_value_noise, else "
-        f"{DEFAULT_N_REF}); the individual draws are unknown, so MCS@k and the token-level estimators "
-        f"({', '.join(TOKEN_LEVEL)}) are {UNAVAILABLE}")
+        f"{DEFAULT_N_REF}); the individual draws are unknown, so MCS@k and {TOKEN_LEVEL} are {UNAVAILABLE}")
 
 
 def read_records(path: Path) -> tuple[list[dict], str]:

@@ -29,8 +29,8 @@ KEYS = ("problem", "solution", "verifier", "correct_responses", "wrong_responses
         "output_reward", "unbiased_state_value", "unbiased_state_value_noise")
 DEFAULT_N_REF = 20  # the authors' --mcs_num
 T_UNIT = "characters"
-# What needs token ids, hidden states or reference draws, none of which an imported build has.
-TOKEN_LEVEL = ("hista", "shear", "hidden-align", "ppo-1", "ppo-n", "pacs", "probe", "probe-mc")
+# Which estimators an imported build refuses is read from their declared capabilities (refusal), never a name list.
+TOKEN_LEVEL = "the estimators that read token ids or hidden states or train on them (`sveb ls estimators`)"
 UNAVAILABLE = f"unavailable for an imported {FORMAT} build"
 # The file's unbiased_state_value_noise per state, kept beside the tables so that an export gives it back.
 NOISE_TABLE = "hista_noise"
@@ -224,15 +224,17 @@ def from_tables(problems: dict[str, dict], rollouts: dict[str, list[dict]], stat
     return out, recut
 
 
-def refusal(name: str, manifest: dict, role: str = "", needs_model: bool = False) -> str | None:
+def refusal(name: str, manifest: dict, caps) -> str | None:
     """Why estimator `name` cannot run on this build (an imported hista-json one), in one line; None if it can.
-    MCS@k (role "scale") needs independent draws, the token-level ones token ids or hidden states."""
+    `caps`: its declared capabilities (a registry entry, or a dict; sveb.estimators.base.Estimator): one that reads
+    the reference draws (MCS@k) needs draws the file does not hold; one that reads token ids (hidden states,
+    log-probs, training on them) needs the token ids it does not hold either."""
     if manifest.get("export", {}).get("format") != FORMAT:
         return None
-    if role == "scale" or name.startswith("mcs-"):
+    has = caps.get if isinstance(caps, dict) else (lambda k: getattr(caps, k, None))
+    if has("reads_references"):
         return f"{name}: {UNAVAILABLE} (its reference draws are unknown: the file holds their mean only)"
-    if needs_model or name in TOKEN_LEVEL:
+    if has("reads_tokens") or has("needs_hidden") or has("needs_training"):
         return (f"{name}: {UNAVAILABLE} (it reads token ids or hidden states; the file has text only, "
                 f"and t counts characters)")
     return None
-
