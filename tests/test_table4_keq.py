@@ -57,3 +57,24 @@ def test_keq_plot_writes_a_figure(tmp_path):
                      "k_eq_ci_high": math.inf}]}
     path = keq_plot(pts, {"math": 0.2}, "t", tmp_path / "keq.png")
     assert path.exists() and path.stat().st_size > 10_000
+
+
+def test_site_cost_plot_in_rollout_units_takes_open_and_missing_intervals(tmp_path):
+    """The board's k_eq plot: an unbounded k_eq (drawn at its lower bound), an interval open above and a row
+    without an interval (one problem) all draw; MAE's plot is unchanged by the same code."""
+    from sveb.present.cost_plot import _bar, cost_plot
+    inf, nan = math.inf, math.nan
+    assert _bar(inf, 9.0, inf) == (9.0, (0.0, 31.0), True)
+    assert _bar(2.0, nan, nan) == (2.0, (0.0, 0.0), False)
+    y, err, up = _bar(0.2, 0.1, 0.3)
+    assert y == 0.2 and err == pytest.approx((0.1, 0.1)) and not up
+    rows = [{"content_hash": "h", "protocol": "held-out", "estimator": e, "extra_tokens_per_state": x, "k_eq": k,
+             "k_eq_ci_low": lo, "k_eq_ci_high": hi, "mae": 0.2, "mae_ci_low": 0.1, "mae_ci_high": 0.3}
+            for e, x, k, lo, hi in (("grpo", 0.0, 2.0, 1.6, 2.5), ("oracle", 0.0, inf, 9.0, inf),
+                                    ("one", 0.0, 1.0, nan, nan))]
+    curve = [{"k": k, "extra_tokens_per_state": 50.0 * k, "k_eq": float(k), "k_eq_ci_low": k - 0.3,
+              "k_eq_ci_high": k + 0.5 if k < 4 else inf, "mae": 0.3 / k, "mae_ci_low": 0.2 / k,
+              "mae_ci_high": 0.4 / k} for k in (1, 2, 3, 4)]
+    for metric in ("k_eq", "mae"):
+        path = cost_plot(rows, {"h": curve}, "t", tmp_path / f"{metric}.png", metric=metric)
+        assert path.stat().st_size > 10_000

@@ -46,6 +46,16 @@ def _num(x) -> float:
     return float(x) if x is not None else float("nan")
 
 
+def _bar(m: float, lo: float, hi: float) -> tuple[float, tuple[float, float], bool]:
+    """(y, (down, up) error lengths, open above) of one point: an unbounded value (k_eq with debiased MSE <= 0)
+    sits at its lower bound, an interval open above reaches the axis top, a missing bound draws no bar."""
+    up = m == np.inf
+    y = lo if up else m
+    down = y - lo if np.isfinite(y) and np.isfinite(lo) else 0.0
+    top = min(hi, TOP) if not np.isnan(hi) else float("nan")
+    return y, (max(down, 0.0), max(top - y, 0.0) if np.isfinite(y) and np.isfinite(top) else 0.0), up
+
+
 YLABEL = {"mae": "MAE vs reference (95% CI)", "k_eq": "k_eq: worth k rollouts (95% CI)"}
 
 
@@ -62,22 +72,19 @@ def cost_plot(rows: list[dict], curves: dict[str, list[dict]], title: str, path:
         curve = curves.get(h, [])
         if curve:
             x = [c["extra_tokens_per_state"] for c in curve]
-            y = np.array([_num(c[metric]) for c in curve])
-            err = [y - [_num(c[f"{metric}_ci_low"]) for c in curve],
-                   np.minimum([_num(c[f"{metric}_ci_high"]) for c in curve], TOP) - y]
-            ax.errorbar(x, y, yerr=err, color="#888888", marker="s", ms=4, lw=1.2, capsize=2, zorder=1,
-                        label="MCS@1..k (reference curve)")
-            for c in curve:
-                ax.annotate(f"@{c['k']}", (c["extra_tokens_per_state"], c[metric]), textcoords="offset points",
+            bars = [_bar(*(_num(c.get(k)) for k in (metric, f"{metric}_ci_low", f"{metric}_ci_high"))) for c in curve]
+            y = np.array([b[0] for b in bars])
+            ax.errorbar(x, y, yerr=np.array([b[1] for b in bars]).T, color="#888888", marker="s", ms=4, lw=1.2,
+                        capsize=2, zorder=1, label="MCS@1..k (reference curve)")
+            for c, yk in zip(curve, y):
+                ax.annotate(f"@{c['k']}", (c["extra_tokens_per_state"], yk), textcoords="offset points",
                             xytext=(4, 4), fontsize=7, color="#666666")
         for r in sorted((r for r in rows if (r["content_hash"], r["protocol"]) == (h, proto)),
                         key=lambda r: r["estimator"]):
-            m, lo, hi = (_num(r.get(k)) for k in (metric, f"{metric}_ci_low", f"{metric}_ci_high"))
-            up = m == np.inf
-            m, hi = (lo if up else m), min(hi, TOP)
+            m, err, up = _bar(*(_num(r.get(k)) for k in (metric, f"{metric}_ci_low", f"{metric}_ci_high")))
             if not np.isfinite(m):
                 continue
-            ax.errorbar([_num(r.get("extra_tokens_per_state"))], [m], yerr=[[m - lo], [hi - m]],
+            ax.errorbar([_num(r.get("extra_tokens_per_state"))], [m], yerr=[[err[0]], [err[1]]],
                         fmt="^" if up else "o", ms=6, capsize=3, color=colour[r["estimator"]],
                         label=r["estimator"], zorder=2)
         ax.set_xscale("symlog", linthresh=1.0)
