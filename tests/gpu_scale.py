@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 from contextlib import contextmanager
 import tempfile
 import threading
@@ -96,15 +97,16 @@ def groups(n: int, group: int, tokens: int, vocab: int, seed: int = 0) -> dict[s
 
 
 def run_size(path: str, shape: dict, rows: dict[str, list[dict]], bdir: Path, device: str, dtype: str,
-             batch: int = 4, cache_scale: float = 1.0, only=STEPS) -> dict:
-    """Every step of `only` on these groups; {step: row}. The builds' files go under bdir."""
+             batch: int = 4, cache_scale: float = 1.0, only=STEPS, out: dict | None = None) -> dict:
+    """Every step of `only` on these groups; {step: row}, filled into `out` step by step (what a stop mid-size
+    keeps). The builds' files go under bdir."""
     from sveb.estimators.pacs import PacsConfig, PacsScorer, make_pseq
     from sveb.lm import critic as critic_mod
     from sveb.lm.critic import Critic, CriticConfig, make_seq
     from sveb.lm.device import empty_cache
     from sveb.lm.hidden import HiddenStates, SharedFeatures
     tokens = sum(len(r["prompt_token_ids"]) + len(r["response_token_ids"]) for g in rows.values() for r in g)
-    out, bfp = {}, "scale"
+    out, bfp = ({} if out is None else out), "scale"
     budget = int(critic_mod.CACHE_BYTES * cache_scale)
     if "hidden" in only:
         with Meter(device) as m:
@@ -114,7 +116,7 @@ def run_size(path: str, shape: dict, rows: dict[str, list[dict]], bdir: Path, de
                 for pid, g in rows.items():
                     hs.ensure(pid, g)
             hs.release()
-        out["hidden"] = m.row
+        out["hidden"] = _per_token(m.row, tokens)
     seqs = [make_seq((bfp, pid, r["rollout_idx"]), r["prompt_token_ids"], r["response_token_ids"], r["reward"])
             for pid, g in rows.items() for r in g]
 
@@ -136,7 +138,8 @@ def run_size(path: str, shape: dict, rows: dict[str, list[dict]], bdir: Path, de
                 vals = critic.values(seqs)
             del critic
             empty_cache()
-        out[name] = {**m.row, "epochs_trained": len(trained), "finite": _finite(vals.values()) and _finite(trained)}
+        out[name] = _per_token({**m.row, "epochs_trained": len(trained),
+                                "finite": _finite(vals.values()) and _finite(trained)}, tokens)
     if "pacs" in only:
         with Meter(device) as m:
             scorer = PacsScorer(PacsConfig(model=path, epochs=1), path, device=device, dtype=dtype, cache_bytes=budget)
@@ -148,12 +151,43 @@ def run_size(path: str, shape: dict, rows: dict[str, list[dict]], bdir: Path, de
                 scores = scorer.prefix_scores(pseqs)
             del scorer
             empty_cache()
-        out["pacs"] = {**m.row, "finite": _finite(scores.values())}
-    for row in out.values():
-        row["tokens"] = tokens
-        row["us_per_token"] = round(row["seconds"] / tokens * 1e6, 3)
-        row["work_us_per_token"] = round(row["work_seconds"] / tokens * 1e6, 3)
+        out["pacs"] = _per_token({**m.row, "finite": _finite(scores.values())}, tokens)
     return out
+
+
+def _per_token(row: dict, tokens: int) -> dict:
+    return {**row, "tokens": tokens, "us_per_token": round(row["seconds"] / tokens * 1e6, 3),
+            "work_us_per_token": round(row["work_seconds"] / tokens * 1e6, 3)}
+
+
+class OverBudget(Exception):
+    pass
+
+
+def _over_budget(*_):
+    raise OverBudget
+
+
+def measure_size(args, path: str, shape: dict, rows: dict, tmp: Path, left: float, partial: dict) -> tuple[dict, bool]:
+    """The fastest of --repeats runs of every step at this size, and whether every output was finite; an alarm at
+    `left` seconds raises OverBudget mid-size (the steps done so far stay in `partial`)."""
+    old = signal.signal(signal.SIGALRM, _over_budget)
+    signal.setitimer(signal.ITIMER_REAL, max(left, 0.01))
+    bdir = tmp / "build"
+    try:
+        best, finite = None, True
+        for _ in range(args.repeats):
+            partial.clear()
+            steps = run_size(path, shape, rows, bdir, args.device, args.dtype, args.batch, args.cache_scale, out=partial)
+            finite &= hidden_finite(bdir) and all(r.get("finite", True) for r in steps.values())
+            shutil.rmtree(bdir)
+            best = dict(steps) if best is None else {k: min(best[k], steps[k], key=lambda r: r["work_seconds"])
+                                                     for k in steps}
+        return best, finite
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+        shutil.rmtree(bdir, ignore_errors=True)
 
 
 def _finite(arrays) -> bool:
@@ -240,30 +274,32 @@ def _sweep(args, meta: dict, shape: dict, sizes: list[int]) -> dict:
         for n in sizes:
             rows = groups(n, args.group, args.tokens, shape["vocab_size"])
             tokens = sum(len(r["prompt_token_ids"]) + len(r["response_token_ids"]) for g in rows.values() for r in g)
-            if prev is not None:
-                need = SAFETY * args.repeats * sum(prev[s]["us_per_token"] for s in prev) * tokens / 1e6
-                left = args.budget_s - (time.perf_counter() - t_start)
-                if need > left:
-                    out["stopped"] = {"size": n, "predicted_s": round(need, 1), "left_s": round(left, 1),
-                                      "why": "the predicted time of this size passes --budget-s"}
-                    print(f"stopping before {n} rollouts: predicted {need:.0f} s, {left:.0f} s left", flush=True)
-                    break
-            best = None
-            for _ in range(args.repeats):
-                bdir = tmp / f"build-{n}"
-                steps = run_size(path, shape, rows, bdir, args.device, args.dtype, args.batch, args.cache_scale)
-                finite = hidden_finite(bdir) and all(r.get("finite", True) for r in steps.values())
-                shutil.rmtree(bdir)
-                out["finite"] &= finite
-                best = steps if best is None else {k: min(best[k], steps[k], key=lambda r: r["seconds"]) for k in steps}
+            left = args.budget_s - (time.perf_counter() - t_start)
+            # the previous size's whole wall time (steps, checks, clean-up) scaled by the tokens, padded
+            need = 0.0 if prev is None else SAFETY * prev["wall_seconds"] * tokens / prev["tokens"]
+            if need > left:
+                out["stopped"] = {"size": n, "predicted_s": round(need, 1), "left_s": round(left, 1),
+                                  "why": "the predicted time of this size passes --budget-s"}
+                print(f"stopping before {n} rollouts: predicted {need:.0f} s, {left:.0f} s left", flush=True)
+                break
+            t_size, partial = time.perf_counter(), {}
+            try:
+                best, finite = measure_size(args, path, shape, rows, tmp, left, partial)
+            except OverBudget:
+                out["stopped"] = {"size": n, "left_s": round(left, 1), "partial_steps": partial,
+                                  "why": "--budget-s ran out during this size (growth past the prediction)"}
+                print(f"stopped during {n} rollouts: --budget-s ran out", flush=True)
+                break
+            out["finite"] &= finite
             h = best["hidden"]
             ctx = float(np.mean([len(r["prompt_token_ids"]) + len(r["response_token_ids"])
                                  for g in rows.values() for r in g])) / 2
-            h["tokens_per_s"] = round(tokens / h["seconds"], 1)
-            h["fraction_of_peak"] = float(f"{tokens * flops_per_token(shape, ctx) / h['seconds'] / args.peak_flops:.4g}")
-            out["sizes"].append({"rollouts": n, "tokens": tokens, "steps": best, "finite": finite})
+            h["tokens_per_s"] = round(tokens / h["work_seconds"], 1)  # the pass itself, not loading the model
+            h["fraction_of_peak"] = float(f"{h['tokens_per_s'] * flops_per_token(shape, ctx) / args.peak_flops:.4g}")
+            prev = {"rollouts": n, "tokens": tokens, "steps": best, "finite": finite,
+                    "wall_seconds": round(time.perf_counter() - t_size, 2)}
+            out["sizes"].append(prev)
             print(f"{n} rollouts: " + ", ".join(f"{k} {v['seconds']:.2f} s" for k, v in best.items()), flush=True)
-            prev = best
         if args.profile and out["sizes"]:
             out["profile"] = profiled(args, path, shape, out["sizes"][0], tmp, args.budget_s - (time.perf_counter() - t_start))
     meta["threads"] = torch.get_num_threads()

@@ -36,8 +36,9 @@ def test_the_scaling_sweep_writes_one_json_and_stops_before_its_budget(tmp_path,
     out, short = tmp_path / "scale.json", tmp_path / "short.json"
     base = ["--device", "cpu", "--dtype", "float32", "--shape", "tiny", "--tokens", "64", "--workdir", str(tmp_path)]
     try:
-        rc = main(base + ["--sizes", "3,6", "--json", str(out), "--peak-flops", "1e9", "--profile"])
+        rc = main(base + ["--sizes", "3,6", "--json", str(out), "--peak-flops", "1e12", "--profile"])
         rc_short = main(base + ["--sizes", "3,3000", "--budget-s", "20", "--json", str(short)])
+        rc_mid = main(base + ["--sizes", "1500", "--budget-s", "8", "--json", str(tmp_path / "mid.json")])
     finally:
         device.device.cache_clear()
     res = json.loads(out.read_text())
@@ -54,3 +55,6 @@ def test_the_scaling_sweep_writes_one_json_and_stops_before_its_budget(tmp_path,
     cut = json.loads(short.read_text())
     assert rc_short == 0 and [s["rollouts"] for s in cut["sizes"]] == [3]
     assert cut["stopped"]["size"] == 3000 and cut["stopped"]["predicted_s"] > cut["stopped"]["left_s"]
+    mid = json.loads((tmp_path / "mid.json").read_text())  # a size that outruns the budget is stopped inside it
+    assert rc_mid == 0 and mid["sizes"] == [] and mid["stopped"]["size"] == 1500 and "during" in mid["stopped"]["why"]
+    assert "critic_fit" not in mid["stopped"]["partial_steps"] and not list(tmp_path.glob("tmp*"))
