@@ -95,3 +95,22 @@ def test_make_engine_starts_the_scripted_engine_without_a_model():
     from sveb.engines.scripted import ScriptedEngine
     eng = make_engine("scripted", "")
     assert isinstance(eng, ScriptedEngine) and eng.tokenizer.decode([104, 105]) == "hi"
+
+
+def test_ls_engines_lists_the_builtins_and_a_plugin(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from sveb.cli import app
+    (tmp_path / "listed_j.py").write_text('class E:\n    """a listed toy"""\n    uses_model = False\n'
+                                          '    def generate(self, requests, params, desc=""):\n        return []\n')
+    monkeypatch.syspath_prepend(str(tmp_path))
+    eps = [EntryPoint("listed-j", "listed_j:E", registry.GROUP)]
+    monkeypatch.setattr("importlib.metadata.entry_points", lambda group=None: eps if group == registry.GROUP else [])
+    monkeypatch.setattr(registry, "_PLUGINS", None)
+    r = CliRunner(env={"COLUMNS": "200"}).invoke(app, ["ls", "engines"])
+    assert r.exit_code == 0, r.output
+    rows = {ln.split()[0]: ln for ln in r.output.splitlines() if ln.strip()}
+    assert "fingerprint hf/batch={batch_size}" in rows["hf"] and "no model" in rows["scripted"]
+    assert "no model" not in rows["vllm"]
+    assert "a listed toy" in rows["listed-j"] and "fingerprint {name}" in rows["listed-j"]
+    assert "from plugin" in rows["listed-j"]

@@ -27,7 +27,7 @@ def _table(first: str, *rest: str):
 
 
 @app.command()
-def ls(what: str = typer.Argument(..., help="estimators | domains | models | builds | sources | problems"),
+def ls(what: str = typer.Argument(..., help="estimators | engines | domains | models | builds | sources | problems"),
        root: Path = ROOT,
        domain: Optional[str] = typer.Option(None, "--domain", help="problems: the domain (default: the source's)"),
        source: str = typer.Option("builtin", help="problems: builtin | hub | NAME | NAME=PATH | PATH"),
@@ -65,6 +65,15 @@ def ls(what: str = typer.Argument(..., help="estimators | domains | models | bui
                 [f"from {e.origin}"] * (e.origin != "sveb")
             t.add_row(e.name, f"{escape(e.description)} [dim]({escape('; '.join(flags))})[/]")
         out.print(t)
+    elif what == "engines":
+        from sveb.engines.registry import entries, entry
+        t = _table("--engine", "what it is")
+        for e in [entry(n) for n in entries()]:
+            flags = [f"fingerprint {e.fingerprint}"] + ["no model"] * (not e.uses_model) + \
+                [f"from {e.origin}"] * (e.origin != "sveb")
+            t.add_row(e.name, f"{escape(e.description)} [dim]({escape('; '.join(flags))})[/]")
+        out.print(t)
+        out.print("or --engine module:Class (docs/development.md, \"Add an engine\")", highlight=False)
     elif what == "domains":
         from sveb.data_builders import DOMAINS
         out.print("\n".join(DOMAINS))
@@ -91,7 +100,7 @@ def ls(what: str = typer.Argument(..., help="estimators | domains | models | bui
         out.print(t)
     else:
         from sveb.core.errors import UsageError
-        raise UsageError(f"ls {what}: expected estimators, domains, models, builds, sources or problems")
+        raise UsageError(f"ls {what}: expected estimators, engines, domains, models, builds, sources or problems")
 
 
 _BUILD = BuildConfig()  # `sveb plan` plans what `sveb build` makes by default

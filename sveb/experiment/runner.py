@@ -44,8 +44,9 @@ class Sampler:
         """Start the engine now if `cfg`'s build has sampling left (so that a timed build does not time it)."""
         bdir = locate(cfg, root)
         if self.engine is None and not ((bdir / "manifest.json").exists() and store.complete(bdir)):
-            from sveb.engines import make_engine  # per call: tests patch sveb.engines.make_engine
-            self.engine = make_engine(self.kind, resolve(cfg.model), cfg.seed, eager=cfg.eager, dtype=dtype_of(cfg))
+            from sveb.engines import make_engine, uses_model  # per call: tests patch sveb.engines.make_engine
+            model = resolve(cfg.model) if uses_model(self.kind) else ""  # a model-free engine (scripted) reads none
+            self.engine = make_engine(self.kind, model, cfg.seed, eager=cfg.eager, dtype=dtype_of(cfg))
             signals.reinstall()
 
     def build(self, cfg: BuildConfig, root: Path, console: Console) -> Path:
