@@ -161,6 +161,15 @@ def test_exports_anywhere_under_a_root_are_found_alike_and_stand_beside_the_publ
     assert r.exit_code == 0 and "oracle - grpo (held-out" in r.output, r.output
     r = cli("compare", "-a", "oracle", "-b", "grpo", "--root", "results", "--no-published")
     assert r.exit_code == 1 and "oracle: no held-out estimates" in " ".join(r.output.split())
+    import csv
+    for flag, shown in (("--published", {"grpo", "oracle"}), ("--no-published", {"grpo"})):
+        r = cli("leaderboard", "--root", "results", "--out", tmp_path / "lb.csv", flag)
+        assert r.exit_code == 0, r.output
+        rows = {x["estimator"]: x for x in csv.DictReader(open(tmp_path / "lb.csv")) if x["protocol"] == "held-out"}
+        assert set(rows) == shown
+        if "oracle" in rows:  # the published values are the references themselves: scored as such
+            assert float(rows["oracle"]["mae"]) == 0 and float(rows["oracle"]["delta_sq"]) < 0
+        assert float(rows["grpo"]["mae"]) == pytest.approx(np.nanmean(np.abs(grpo_here - view.ref)), abs=1e-4)
 
 
 def test_wide_metric_tables_keep_the_names_at_80_columns():

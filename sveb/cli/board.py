@@ -25,6 +25,9 @@ def leaderboard(ctx: typer.Context, root: Path = ROOT,
                 wide: bool = typer.Option(False, "--wide", help="Also bias, calibration slope, ranking metrics and "
                                           "own-outcome shift, CIs as \\[low, high] (needs a wide terminal)."),
                 build_id: Optional[str] = BUILD_DIR,
+                published: bool = typer.Option(True, "--published/--no-published", help="Also show the committed "
+                                               "Table 4 estimates of these builds (results/table4/estimates.parquet, "
+                                               "where it exists) beside the ones scored here."),
                 allow_mixed_dtype: bool = ALLOW_MIXED_DTYPE, allow_unequal_seeds: bool = ALLOW_UNEQUAL_SEEDS):
     """Gather every score under ROOT into one CSV and print one table per domain and protocol
     (subcommands: `add` bundles to a shared board, `html` its static site)."""
@@ -35,7 +38,9 @@ def leaderboard(ctx: typer.Context, root: Path = ROOT,
     check_writable(out_csv, "--out", file=True)
     root = _build_root(root, build_id)
     from sveb.score.pool_checks import Allow
-    r = rows(root, allow=Allow(allow_mixed_dtype, allow_unequal_seeds))
+    from sveb.score.compare import PUBLISHED
+    r = rows(root, allow=Allow(allow_mixed_dtype, allow_unequal_seeds),
+             published=PUBLISHED if published and PUBLISHED.exists() else None)
     if not r:
         from sveb.core.errors import UsageError
         from sveb.store.builds import frozen_hint

@@ -80,20 +80,27 @@ def _rows_of(view, kind: str) -> list[dict]:
     return out
 
 
-def rows(root: str | Path, builds: set | None = None, allow: Allow = Allow()) -> list[dict]:
+def rows(root: str | Path, builds: set | None = None, allow: Allow = Allow(), published: Path | None = None
+         ) -> list[dict]:
     """Every score row under root (only the builds named in `builds` when given), pooled over seeds."""
-    return rows_of_builds([b for b in store.list_builds(root) if builds is None or b.name in builds], allow)
+    return rows_of_builds([b for b in store.list_builds(root) if builds is None or b.name in builds], allow,
+                          published)
 
 
-def rows_of_builds(bdirs: list[Path], allow: Allow = Allow()) -> list[dict]:
+def rows_of_builds(bdirs: list[Path], allow: Allow = Allow(), published: Path | None = None) -> list[dict]:
     """The score rows of these builds (those with scores), pooled over seeds. A table that mixes seeds of
     different problem mixes or two compute dtypes is refused unless `allow` says so (sveb.score.pool_checks);
-    then its rows' `caveats` say what it mixes."""
+    then its rows' `caveats` say what it mixes. `published`: a committed table of per-state estimates (Table 4's)
+    whose rows of these builds join them (sveb.score.compare.published_scores)."""
+    from sveb.score.compare import published_scores
     views = []
     for bdir in bdirs:
-        if (bdir / "scores").exists():
-            scores = read_scores(bdir)
-            views += [load_view(bdir, scores)] if scores else []
+        scores = read_scores(bdir) if (bdir / "scores").exists() else []
+        if scores or published is not None:
+            view = load_view(bdir, scores)
+            if published is not None:
+                published_scores(view, published)
+            views += [view] if view.scores else []
     out = []
     for group in pools(views, allow):
         if len(group) == 1:

@@ -59,9 +59,26 @@ def with_published(view, path: Path = PUBLISHED) -> list[str]:
             continue
         key = (r["estimator"], r["params_fp"], r["protocol"])
         arr = view.est.setdefault(key, np.full(len(view.ref), np.nan))
+        view.shift.setdefault(key, np.full(len(view.ref), np.nan))  # not published: no own-outcome shift
         arr[index[r["state_id"]]] = np.nan if r["value"] is None else r["value"]
         added.add(r["estimator"])
     return sorted(added)
+
+
+def published_scores(view, path: Path = PUBLISHED) -> list[dict]:
+    """`with_published`, then a score row (today's procedure, sveb.score.pooling.rescore) for each estimate it
+    added, appended to view.scores: the leaderboard shows the published estimators beside one's own. Their
+    settings are not in the table: each row's params are "{}" under its published params_fp."""
+    from sveb import store
+    from sveb.score.pooling import rescore
+    added = set(with_published(view, path))
+    have = {(r["estimator"], r["params_fp"], r["protocol"]) for r in view.scores}
+    fp = store.read_manifest(view.bdir).get("build_fp")
+    stored = {k: [{"model": view.model, "domain": view.domain, "build_fp": fp, "estimator": k[0], "params": "{}",
+                   "params_fp": k[1], "protocol": k[2]}] for k in view.est if k[0] in added and k not in have}
+    rows = rescore(view, stored)
+    view.scores = view.scores + rows
+    return rows
 
 
 def compare(view, a: str, others: list[str], protocol: str = "held-out") -> list[dict]:
