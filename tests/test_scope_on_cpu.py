@@ -122,3 +122,10 @@ def test_the_report_carries_the_scope_under_each_table(root, tmp_path):
     for text in (md, html):
         assert "dtype: mixed: bf16 (seed 0, train), fp32 (seed 1)" in text and tm["build_fp"] in text
         assert "budget: 200 tokens" in text
+
+
+def test_a_build_imported_without_its_config_claims_nothing():
+    """An imported build (hista-json) records no config: its caption says so rather than guess builtin or bf16."""
+    s = scope.derive([{"model": "Qwen/Qwen2.5-3B-Instruct", "domain": "math", "n_states": 10, "n_problems": 3}])
+    assert s["sources"] == s["dtype"] == s["seeds"] == "not recorded" and s["budget"].startswith("not recorded")
+    assert "builtin" not in scope.caption(s) and len(scope.line(s)) <= 80

@@ -39,7 +39,9 @@ def policy(model: str, weights_sha: str | None = None, engine: str = "") -> str:
 
 def source(text: str | None) -> str:
     """A build's --source as a reader needs it: `builtin` is SVEB's own generator, not a dataset."""
-    if not text or text == "builtin":
+    if not text:
+        return "not recorded"
+    if text == "builtin":
         return "SVEB's builtin generator"
     if text == "hub":
         return "the paper's dataset (Hugging Face hub)"
@@ -52,7 +54,7 @@ def source(text: str | None) -> str:
 
 
 def dtype(m: dict) -> str:
-    d = str(m.get("dtype") or _cfg(m).get("dtype") or "?")
+    d = str(m.get("dtype") or _cfg(m).get("dtype") or "not recorded")
     return DTYPES.get(d, d)
 
 
@@ -142,8 +144,9 @@ def derive(manifests: list[dict]) -> dict[str, str]:
     train = [(_domains([m])[0], m) for m in trains]
     return {
         "policy": "; ".join(policy(*x) for x in models),
-        "budget": ", ".join(f"{b}" for b in budgets) + " tokens per response (sampling max_tokens)"
-                  + (" (differs between builds)" if len(budgets) > 1 else ""),
+        "budget": (", ".join(str(b) for b in budgets if b is not None) + " tokens per response (sampling "
+                   "max_tokens)" + (" (differs between builds)" if len(budgets) > 1 else "")) if any(budgets)
+        else "not recorded (builds imported without their config)",
         "sources": "; ".join((f"{', '.join(d)}: " if many else "") + s for s, d in by_source.items()),
         "dtype": _grouped(ms, dtype, many),
         "machine": _grouped(ms, machine, many),
@@ -174,7 +177,8 @@ def line(scope: dict[str, str], width: int = 80) -> str:
     trains = scope["train builds"].split("; ")
     train = "no train build" if trains == ["none"] else f"train {trains[0].split(' (')[0][-12:][:8]}" \
         if len(trains) == 1 else f"{len(trains)} train builds"
-    head = [f"scope: {pol}", scope["budget"].split(" tokens")[0] + " tok", src, dt,
+    head = [f"scope: {pol}", scope["budget"].split(" tokens")[0] + " tok" if "tokens" in scope["budget"] else
+            "budget ?", src, dt,
             f"seeds {seeds}".replace("seeds seeds", "seeds")]
     states = scope["states"].split(":")[0].split(" in ")[0] + " states"
     short = [f"scope: {pol.split('-Instruct')[0]}", *head[1:]]
