@@ -14,6 +14,8 @@ from sveb.core.config import BuildConfig, SamplingConfig
 from sveb.engines.scripted import ScriptedEngine, flip_probability
 from sveb.score.rollout_eq import k_eq
 
+pytestmark = pytest.mark.slow  # a whole scripted build
+
 FLIPS = 8  # ScriptedEngine's default n_flips: the answer is right when at least half the flips are 1
 
 

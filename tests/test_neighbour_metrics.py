@@ -41,6 +41,7 @@ def _noisy(rng, problems=100, per=4, n=20, a=0.7, sd=0.15):
     return v, f, rng.binomial(n, v) / n, np.repeat(np.arange(problems), per)
 
 
+@pytest.mark.slow  # 150 simulated datasets per setting: seconds each
 @pytest.mark.parametrize("a,sd", [(0.7, 0.15), (2.0, 0.1), (1.0, 0.05)])
 def test_spearman_correction_removes_the_attenuation(a, sd):
     """150 seeded datasets: the raw Spearman with a 20-draw reference falls short of the Spearman with the true
@@ -81,6 +82,7 @@ def test_calibration_known_answers():
     assert c["brier_reliability"] == pytest.approx(0, abs=1e-6) and c["brier_resolution"] == pytest.approx(0.2025)
 
 
+@pytest.mark.slow  # 3,000 simulated references: seconds
 def test_calibration_debiasing_is_unbiased_and_the_raw_one_is_not():
     """3,000 draws of an 8-draw reference over fixed states (true values known): the debiased reliability and
     resolution and the Brier score are unbiased within 3 Monte-Carlo standard errors; the plug-in reliability
