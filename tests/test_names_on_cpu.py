@@ -43,6 +43,7 @@ def test_other_rows_keep_their_names():
     assert current_name("ppo-1", json.dumps({**defaults()["ppo-1"], "seed": 2})) == "ppo-1"  # a training seed
     assert current_name("grpo", "{}") == "grpo" and current_name("my.plugin:Est", "{}") == "my.plugin:Est"
     assert current_name("numca") == "numca"  # no params: the row is taken at its default
+    assert current_name("numca", "") == "numca"  # unknown settings (a published table's row, a CSV's empty cell)
     assert current_name("shear", json.dumps({"d_min": 0.1, "foo": 1})) == "shear"  # not the old reading's keys
 
 
@@ -140,3 +141,13 @@ def test_every_estimator_has_its_own_colour():
     again = plots.palette(sorted(labels))  # the same set: the same colours whatever order the labels come in
     assert {lab: again[lab] for lab in labels if plots.is_scale(lab)} == \
         {lab: colours[lab] for lab in labels if plots.is_scale(lab)}
+
+
+def test_compare_finds_an_old_row_by_its_current_name(root):
+    from sveb import store as st
+    from sveb.score.compare import default_key
+    from sveb.score.pooling import load_view, read_scores
+    bdir = st.list_builds(root)[0]
+    view = load_view(bdir, read_scores(bdir))
+    assert default_key(view, "numca-sveb", "held-out")[1] == "oldsveb00000"
+    assert default_key(view, "numca", "held-out")[1] == "authors00000"

@@ -73,10 +73,11 @@ def _params(pj) -> dict | None:
 def current_name(name: str, params_json=None) -> str:
     """The registry name a stored row's reading has today. A row stored before SVEB's earlier reading of X was
     renamed `X-sveb` carries the name X with that reading's settings (parameters added since then absent, the
-    rest at that reading's defaults): it is `X-sveb`. Every table, plot and board labels rows by this name."""
+    rest at that reading's defaults): it is `X-sveb`. Every table, plot and board labels rows by this name.
+    `params_json` None or "" (settings unknown, e.g. a published table's rows): the name as it is."""
     d = defaults()
     old = d.get(f"{name}-sveb")
-    p = _params(params_json) if params_json is not None else None
+    p = _params(params_json) if params_json not in (None, "") else None
     if p is None or old is None or p == d.get(name):
         return name
     return f"{name}-sveb" if set(p) <= set(old) and {**old, **p} == old else name

@@ -147,7 +147,7 @@ def labels(params: dict[tuple[str, str], str]) -> dict[tuple[str, str], str]:
             p = json.loads(pj or "{}")
         except json.JSONDecodeError:
             p = {}
-        by_name.setdefault(current_name(name, p), {})[(name, pfp)] = p
+        by_name.setdefault(current_name(name, pj), {})[(name, pfp)] = p  # pj None: settings unknown
     out = {}
     for name, sets in by_name.items():
         default = _default_params(name) if any(sets.values()) else {}

@@ -13,13 +13,14 @@ import numpy as np
 from sveb.core import metrics
 from sveb.core.errors import UsageError
 from sveb.score import scoring
-from sveb.estimators.families import defaults
+from sveb.estimators.families import current_name, defaults
 
 
 def default_key(view, name: str, protocol: str) -> tuple:
     """The estimate of `name` at its default settings (its only key, or the one whose params are the declared
     default, sveb/estimators/defaults.json); UsageError naming what is there when it has none."""
-    keys = [k for k in view.est if k[0] == name and k[2] == protocol]
+    keys = [k for k in view.est if k[2] == protocol  # a row stored under an old name is found by today's
+            and current_name(k[0], view.params.get(k[:2])) == name]
     want = defaults().get(name)
 
     def params(k):
@@ -68,13 +69,14 @@ def with_published(view, path: Path = PUBLISHED) -> list[str]:
 def published_scores(view, path: Path = PUBLISHED) -> list[dict]:
     """`with_published`, then a score row (today's procedure, sveb.score.pooling.rescore) for each estimate it
     added, appended to view.scores: the leaderboard shows the published estimators beside one's own. Their
-    settings are not in the table: each row's params are "{}" under its published params_fp."""
+    settings are not in the table: each row's params are None (unknown, not "{}", which names a setting: numca
+    with "{}" is SVEB's earlier numca-sveb) under its published params_fp, and its name is already today's."""
     from sveb import store
     from sveb.score.pooling import rescore
     added = set(with_published(view, path))
     have = {(r["estimator"], r["params_fp"], r["protocol"]) for r in view.scores}
     fp = store.read_manifest(view.bdir).get("build_fp")
-    stored = {k: [{"model": view.model, "domain": view.domain, "build_fp": fp, "estimator": k[0], "params": "{}",
+    stored = {k: [{"model": view.model, "domain": view.domain, "build_fp": fp, "estimator": k[0], "params": None,
                    "params_fp": k[1], "protocol": k[2]}] for k in view.est if k[0] in added and k not in have}
     rows = rescore(view, stored)
     view.scores = view.scores + rows
