@@ -51,8 +51,9 @@ DOMAIN = typer.Option("number", "--domain", help="A declared domain (`sveb ls do
 
 def loads_model(entry) -> bool:
     """Whether an estimator loads a model when it runs (a minute or more on a CPU): it reads hidden states or
-    trains on the policy model, as its class declares (`sveb ls estimators` says so)."""
-    return bool(entry.needs_hidden or entry.needs_training)
+    trains on the policy model, or runs a model itself (judge, prm, logprob), as its class declares (`sveb ls
+    estimators` says so)."""
+    return bool(entry.needs_hidden or entry.needs_training or entry.loads_model)
 
 
 def announce_loads(names: list[str], model: str) -> None:

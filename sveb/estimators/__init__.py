@@ -43,6 +43,7 @@ class Entry:
     constructed: bool | None = None         # its V(s) is SVEB's construction from a paper that defines none
     reads_references: bool | None = None    # handed the evaluated build's extra draws (reference scale only)
     reads_tokens: bool | None = None        # reads the policy's token ids (refused on a text-only build)
+    loads_model: bool | None = None         # runs a language model (the policy or another) itself
     origin: str = "sveb"                    # sveb | the plugin's distribution | "import path"
     variant: bool = False                   # SVEB's earlier reading of a paper's estimator, kept for comparison:
     #                                         not run by default, a Holm family of its own
@@ -124,7 +125,7 @@ DECLARED: tuple[Entry, ...] = (
 CAPABILITIES_FILE = Path(__file__).with_name("capabilities.json")  # written by sveb.estimators.capabilities
 DEFAULT_CAPS = {"description": "", "role": "estimator", "grid": {}, "needs_hidden": False, "needs_training": False,
                 "train_split": False, "constructed": False, "reads_references": False,
-                "reads_tokens": False}  # a class not in the file yet (while it is written)
+                "reads_tokens": False, "loads_model": False}  # a class not in the file yet (while it is written)
 
 
 def _builtin() -> tuple[Entry, ...]:

@@ -86,7 +86,9 @@ class Estimator:
     `constructed` (its V(s) is SVEB's construction from a paper that defines none), `reads_references` (it
     reads the evaluated build's extra independent draws: a reference-scale estimator, role "scale" only),
     `reads_tokens` (it reads the policy's token ids: log-probs, hidden states, training on them; None: whether it
-    needs hidden states or training; a build that holds text only, an imported hista-json one, refuses it).
+    needs hidden states or training; a build that holds text only, an imported hista-json one, refuses it),
+    `loads_model` (it runs a language model itself, the policy or another: its values follow the compute dtype, so
+    the dtype is in its estimates' key; None: whether it needs hidden states or training).
     """
 
     name: str = ""                          # the registry name, set by sveb.estimators.make
@@ -100,6 +102,7 @@ class Estimator:
     constructed: ClassVar[bool] = False
     reads_references: ClassVar[bool] = False
     reads_tokens: ClassVar[bool | None] = None
+    loads_model: ClassVar[bool | None] = None
     layer: int = -1                         # hidden layer read when needs_hidden (a field where tunable)
 
     def train_spec(self) -> tuple[str, bool] | None:
@@ -125,8 +128,9 @@ class Estimator:
 
 
 CAPABILITIES = ("description", "role", "grid", "needs_hidden", "needs_training", "train_split", "constructed",
-                "reads_references", "reads_tokens")
-FLAGS = ("needs_hidden", "needs_training", "train_split", "constructed", "reads_references", "reads_tokens")
+                "reads_references", "reads_tokens", "loads_model")
+FLAGS = ("needs_hidden", "needs_training", "train_split", "constructed", "reads_references", "reads_tokens",
+         "loads_model")
 
 
 def capabilities_of(cls: type) -> dict:
@@ -139,9 +143,16 @@ def capabilities_of(cls: type) -> dict:
     caps["grid"] = {k: [str(v) for v in vs] for k, vs in dict(caps["grid"] or {}).items()}
     if caps["reads_tokens"] is None or caps["needs_hidden"]:  # hidden states are read from token ids
         caps["reads_tokens"] = bool(caps["reads_tokens"] or caps["needs_hidden"] or caps["needs_training"])
+    caps["loads_model"] = bool(caps["loads_model"] or caps["needs_hidden"] or caps["needs_training"])
     for f in FLAGS:
         caps[f] = bool(caps[f])
     return caps
+
+
+def runs_model(est) -> bool:
+    """Whether an estimator (or its class) runs a language model: its values then follow the compute dtype."""
+    cls = type(est) if not isinstance(est, type) else est
+    return bool(cls.needs_hidden or cls.needs_training or getattr(cls, "loads_model", False))
 
 
 def reads_references(est) -> bool:

@@ -36,6 +36,7 @@ class Prefix:
 class SignalEstimator(Estimator):
     """Subclasses set `readout`, `train_build`, `C` as fields and write `load(build, ctx)`, `signals(prefix)` and
     `raw(signals)`."""
+    loads_model = True  # a forward pass of the policy (or the judge's, the PRM's model): values follow the dtype
     readout: str = "raw"
     C: float = 1.0
     train_build: str = ""

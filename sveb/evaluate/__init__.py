@@ -15,7 +15,7 @@ from sveb.store.builds import load_build
 from sveb.core.config import fingerprint
 from sveb.core.errors import EvalError, UsageError
 from sveb.estimators import entry, make, params_fp, params_json
-from sveb.estimators.base import Estimator, call_cache_key, call_prepare, view_for
+from sveb.estimators.base import Estimator, call_cache_key, call_prepare, runs_model, view_for
 from sveb.lm.hidden import HiddenStates
 from sveb.store.hista_json import refusal
 from sveb.evaluate.context import context_for
@@ -53,7 +53,7 @@ def evaluate(bdir: Path, name: str, params: dict[str, str] | None = None, protoc
         raise EvalError(why)
     ctx = context_for(est, bdir, manifest, console)  # its train build found and checked here
     extra = call_cache_key(est, bdir, manifest, ctx)  # e.g. ppo-1's training build
-    if est.needs_hidden or est.needs_training:  # the model computes in the machine's pick (bf16 or fp32)
+    if runs_model(est):  # the model computes in the machine's pick (bf16 or fp32)
         extra = f"{extra}|{compute_kind()}"
     # 2000, 0: the bootstrap settings scores once had; kept in the fingerprint so stored estimates stay current
     fp = fingerprint(manifest["build_fp"], name, pfp, protocol, 2000, 0, extra, schema.SCHEMA_VERSION)
@@ -74,14 +74,15 @@ def evaluate(bdir: Path, name: str, params: dict[str, str] | None = None, protoc
         seconds = old[0].get("seconds", float("nan")) if old else float("nan")
         ident = {"estimator": name, "params_fp": pfp, "params": params_json(est), "protocol": protocol}
         return _write_scores(score_path, sfp, manifest, ident, est_rows, load_build(bdir), seconds)
-    if est.needs_hidden or est.needs_training:  # it reads the model: the export's weights, or refused
+    if est.needs_hidden or est.needs_training or est.reads_tokens:  # it runs the policy on the build's token ids:
+        # the export's weights, or refused
         check_weights(bdir, manifest)
     full = load_build(bdir)
     data = view_for(est, full)  # blind: no reference data, the extra draws only for a reference-scale estimator
     t0 = time.perf_counter()
     call_prepare(est, data, ctx)
     _record_prepare(bdir / "timings" / f"{key}.json", time.perf_counter() - t0,
-                    compute_kind() if est.needs_hidden or est.needs_training else None)
+                    compute_kind() if runs_model(est) else None)
     if ray is not None and est.needs_training:
         # a trained estimator fits one model per build: per-group actors would each train it again
         console.print(f"{name}: trains one model per build, so it runs here rather than on Ray actors")
