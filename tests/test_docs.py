@@ -24,9 +24,11 @@ def links(page: Path) -> list[str]:
     return LINK.findall(FENCE.sub("", page.read_text()))
 
 
-def test_readme_at_most_200_lines():
-    n = len((ROOT / "README.md").read_text().splitlines())
-    assert n <= 200, f"README.md has {n} lines (at most 200): move detail to docs/"
+def test_readme_at_most_200_lines_of_at_most_120_characters():
+    lines = (ROOT / "README.md").read_text().splitlines()
+    assert len(lines) <= 200, f"README.md has {len(lines)} lines (at most 200): move detail to docs/"
+    long = [f"line {i}: {len(line)} characters" for i, line in enumerate(lines, 1) if len(line) > 120]
+    assert not long, "README.md lines over 120 characters (wrap them):\n" + "\n".join(long)
 
 
 def test_relative_links_resolve():
@@ -51,16 +53,37 @@ def test_no_paths_outside_the_repo_in_user_docs():
     assert not bad, "paths outside the repository:\n" + "\n".join(bad)
 
 
-def test_readme_table4_grid_is_the_tool_output_of_the_committed_scores():
-    """The README's Table 4 grid is what tools/readme_table4.py makes of results/table4/scores.csv: a verdict
+def _block_in(page: Path, block: list[str]) -> None:
+    lines = page.read_text(encoding="utf-8").splitlines()
+    assert block[0] in lines, f"{page.name}: the table's header is missing: paste `python tools/readme_table4.py`"
+    start = lines.index(block[0])
+    assert lines[start:start + len(block)] == block, f"{page.name}: the table differs from the tool's output"
+
+
+def test_table4_grid_is_the_tool_output_of_the_committed_scores():
+    """docs/results.md's Table 4 grid is what tools/readme_table4.py makes of results/table4/scores.csv: a verdict
     mark or MAE edited by hand, or a stale grid after a rescoring, fails here."""
     from tools.readme_table4 import table
 
     grid = table(ROOT / "results" / "table4" / "scores.csv")
-    readme = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
-    start = readme.index(grid[0])
-    assert readme[start:start + len(grid)] == grid
+    _block_in(ROOT / "docs" / "results.md", grid)
     assert any(line.split(" | ")[2].startswith("† ") for line in grid if line.startswith("| pacs-sveb"))
+
+
+def test_readme_headline_is_table4s_number_column():
+    """One source: the README's headline is Table 4's number column (held-out), as the tool makes it; it shows
+    MAE, Δ, the Holm verdict, k_eq and a rank metric, and its caption names the scope."""
+    from tools.readme_table4 import headline
+
+    rows = headline(ROOT / "results" / "table4" / "scores.csv")
+    assert rows[0].split(" | ")[1:] == ["MAE [95% CI]", "Δ sq err vs grpo [95% CI]", "Holm p", "verdict",
+                                        "worth k rollouts", "Spearman |"]
+    assert [r.split(" | ")[0] for r in rows[2:4]] == ["| grpo", "| mcs-1"]
+    _block_in(ROOT / "README.md", rows)
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    for scope in ("SmolLM2-135M-Instruct", "256-token budget", "builtin generator", "600 states", "bf16", "fp32",
+                  "one training"):
+        assert scope in readme, f"the headline's caption does not say {scope!r}"
 
 
 def test_every_documented_estimator_parameter_exists():

@@ -1,8 +1,11 @@
-"""The README's Table 4 grid from results/table4/scores.csv: MAE held-out · in-group per domain, ▲ / ▼ where the
-Holm verdict says better / worse than grpo, † where no per-state estimates were kept (no test), - where the
-estimator was not scored on that domain. Paste its output over the README's table.
+"""Tables made from results/table4/scores.csv, one source for every page that shows them:
 
-    python tools/readme_table4.py [results/table4/scores.csv]
+- the grid (docs/results.md): MAE held-out · in-group per domain, ▲ / ▼ where the Holm verdict says better /
+  worse than grpo, † where no per-state estimates were kept (no test), - where not scored on that domain;
+- the headline (README.md, `--headline`): one domain's held-out column, MAE, Δ, Holm p, verdict, k_eq, Spearman.
+Paste the output over the page's table; tests/test_docs.py fails when a page differs from it.
+
+    python tools/readme_table4.py [--headline] [results/table4/scores.csv]
 """
 
 from __future__ import annotations
@@ -39,9 +42,46 @@ def table(path: Path) -> list[str]:
     return out
 
 
+def _ci(row: dict, key: str, fmt: str) -> str:
+    lo, hi = row.get(f"{key}_ci_low", ""), row.get(f"{key}_ci_high", "")
+    return f"{float(row[key]):{fmt}} [{float(lo):{fmt}}, {float(hi):{fmt}}]" if lo and hi else f"{float(row[key]):{fmt}}"
+
+
+def _keq(row: dict) -> str:
+    k, lo, hi = (float(row.get(c) or "nan") for c in ("k_eq", "k_eq_ci_low", "k_eq_ci_high"))
+    if k != k:
+        return ""
+    show = (lambda x: "∞" if x == float("inf") else f"{x:.1f}")  # noqa: E731
+    return f"{show(k)} [{show(lo)}, {show(hi)}]" if lo == lo and hi == hi else show(k)
+
+
+def _p(x: str) -> str:
+    return "" if not x else ("<0.001" if float(x) < 0.001 else f"{float(x):.3f}")
+
+
+def headline(path: Path, domain: str = "number", protocol: str = "held-out") -> list[str]:
+    """One domain's column of Table 4 as the README's headline table (rows in ROWS order, grpo first)."""
+    by = {r["estimator"]: r for r in csv.DictReader(open(path, encoding="utf-8"))
+          if r["domain"] == domain and r["protocol"] == protocol}
+    names = [n for n in ROWS if n in by] + sorted(set(by) - set(ROWS))
+    out = ["| estimator | MAE [95% CI] | Δ sq err vs grpo [95% CI] | Holm p | verdict | worth k rollouts | Spearman |",
+           "|:--|--:|--:|--:|:--|--:|--:|"]
+    for n in names:
+        r = by[n]
+        delta = _ci(r, "delta_sq", "+.4f") if r.get("delta_sq") else ""
+        mark = "† " if r.get("estimates") != "per state" and n != "grpo" else ""
+        sp = f"{float(r['spearman']):.2f}" if r.get("spearman") else ""
+        out.append(f"| {n} | {mark}{_ci(r, 'mae', '.3f')} | {delta} | {_p(r.get('p_holm', ''))} | "
+                   f"{r.get('verdict', '')} | {_keq(r)} | {sp} |")
+    return out
+
+
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
-    print("\n".join(table(Path(args[0]) if args else Path("results/table4/scores.csv"))))
+    head = "--headline" in args
+    args = [a for a in args if a != "--headline"]
+    path = Path(args[0]) if args else Path("results/table4/scores.csv")
+    print("\n".join(headline(path) if head else table(path)))
 
 
 if __name__ == "__main__":

@@ -201,8 +201,9 @@ COST_FIELDS = ("build", "sampling s", "scoring s", "hidden pass s", "ratio", "de
 def keq_section(a, out: Path, domains: list[str], names: list[str], rows: list[dict], drows: list[dict],
                 timings: dict, builds: list[str]) -> list[str]:
     """table4.md's rollout-equivalents (k_eq [CI] · the estimator's seconds per state, per protocol) and keq.png
-    (k_eq against seconds per state, the MCS@k line at the references' seconds per continuation)."""
-    from sveb.present.cost_plot import keq_plot, mcs_k  # matplotlib
+    (k_eq against seconds per state, the MCS@k line at the references' seconds per continuation), keq-DOMAIN.png
+    (one domain's k_eq per estimator)."""
+    from sveb.present.cost_plot import keq_dots, keq_plot, mcs_k  # matplotlib
     states = {b: int(r["states"] or 0) for b, r in zip(builds, drows)}
     of_domain = {d: [b for b in builds if b == d or b.startswith(f"{d}-seed")] for d in domains}
     secs = t4.eval_seconds_per_state(timings, states, of_domain)
@@ -216,6 +217,8 @@ def keq_section(a, out: Path, domains: list[str], names: list[str], rows: list[d
                   if r["domain"] == d and r["protocol"] == "held-out" and r.get("k_eq") not in (None, "")]
               for d in domains}
     keq_plot(points, per_rollout, "held-out: worth k rollouts against seconds per state", out / "keq.png")
+    for d in domains:  # one domain a picture, estimators named on the axis (the README shows number's)
+        keq_dots(points[d], f"{d}, held-out: what each estimate is worth in rollouts", out / f"keq-{d}.png")
     md = ["## Worth k rollouts", "",
           "k_eq: the number of fresh Monte-Carlo continuations whose mean has the estimator's expected squared "
           "error against the true value, E[V(1-V)] / debiased MSE (sveb.score.rollout_eq; [95% CI]: Fieller's "

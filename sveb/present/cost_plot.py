@@ -150,3 +150,36 @@ def keq_plot(points: dict[str, list[dict]], rollout_s: dict[str, float | None], 
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=DPI)
     return path
+
+
+def keq_dots(points: list[dict], title: str, path: Path) -> Path:
+    """One domain's k_eq [95% CI] per estimator on a log axis, sorted, MCS@k dashed at k: what each estimate is
+    worth in fresh rollouts, readable without a cost axis (the README's headline picture). points: [{estimator,
+    k_eq, k_eq_ci_low, k_eq_ci_high}]; an unbounded k_eq is drawn at its lower bound as a right triangle."""
+    rows = [(p["estimator"], *(_num(p.get(c)) for c in ("k_eq", "k_eq_ci_low", "k_eq_ci_high"))) for p in points]
+    rows = sorted((r for r in rows if np.isfinite(r[2]) and r[2] > 0), key=lambda r: r[2] if not np.isfinite(r[1])
+                  else r[1])
+    colour = palette([r[0] for r in rows])
+    fig = Figure(figsize=(7.2, 0.28 * len(rows) + 1.2), dpi=DPI)
+    ax = fig.subplots()
+    for k in range(1, 5):
+        ax.axvline(k, color="#bbbbbb", ls="--", lw=0.8, zorder=0)
+    for i, (name, y, lo, hi) in enumerate(rows):
+        up = not np.isfinite(y)
+        y = lo if up else y
+        top = hi if np.isfinite(hi) else 40.0
+        ax.errorbar([y], [i], xerr=[[y - lo], [top - y]], fmt=">" if up else "o", ms=5, capsize=2,
+                    color=colour[name], zorder=2)
+    ax.set_yticks(range(len(rows)))
+    ax.set_yticklabels([r[0] for r in rows], fontsize=8)
+    ax.set_xscale("log")
+    ax.set_xlim(0.3, 12)
+    ax.set_xticks([0.5, 1, 2, 3, 4, 8])
+    ax.set_xticklabels(["0.5", "1", "2", "3", "4", "8"])
+    ax.set_xlabel("k_eq: worth k fresh rollouts (95% CI; dashed: k = 1..4)")
+    ax.set_title(title, fontsize=9)
+    ax.grid(alpha=0.3, axis="x", which="both")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=DPI)
+    return path
