@@ -193,3 +193,18 @@ def test_wide_metric_tables_keep_the_names_at_80_columns():
         assert "…" not in out and max(map(len, out.splitlines())) <= 80, out
         assert out.count("hista-sveb") == out.count("title") >= 2  # split, each part naming every estimator
         assert all(m.header in out for m in more)
+
+
+def test_the_published_estimates_are_found_from_the_root_whatever_the_working_folder(tmp_path, monkeypatch):
+    # the README's `sveb compare ... --root results/table4/exports` run from the folder of one's own module
+    from sveb.score.compare import PUBLISHED, published_for
+    clone = tmp_path / "clone"
+    (clone / "results" / "table4" / "exports" / "number").mkdir(parents=True)
+    (clone / "results" / "table4" / "estimates.parquet").write_bytes(b"x")
+    elsewhere = tmp_path / "mine"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    want = (clone / "results" / "table4" / "estimates.parquet").resolve()
+    assert published_for(clone / "results" / "table4" / "exports") == want
+    assert published_for(clone / "results") == want  # a root above it: the clone's results/table4/
+    assert published_for(tmp_path / "other") == PUBLISHED  # none there: the working folder's, as before

@@ -38,9 +38,10 @@ def leaderboard(ctx: typer.Context, root: Path = ROOT,
     check_writable(out_csv, "--out", file=True)
     root = _build_root(root, build_id)
     from sveb.score.pool_checks import Allow
-    from sveb.score.compare import PUBLISHED
+    from sveb.score.compare import published_for
+    source = published_for(root)
     r = rows(root, allow=Allow(allow_mixed_dtype, allow_unequal_seeds),
-             published=PUBLISHED if published and PUBLISHED.exists() else None)
+             published=source if published and source.exists() else None)
     if not r:
         from sveb.core.errors import UsageError
         from sveb.store.builds import frozen_hint

@@ -171,7 +171,7 @@ def compare(
     """Paired Δ of squared error of A against each B on the same states, seeds pooled (unadjusted p)."""
     from sveb.core.models import check_model, model_slug
     from sveb.evaluate.protocols import check_protocol
-    from sveb.score.compare import PUBLISHED, compare as run, line, with_published
+    from sveb.score.compare import compare as run, line, published_for, with_published
     from sveb.score.pooling import load_view, merge, read_scores
     from sveb.store.builds import find_build, find_seed_builds
     check_protocol(protocol)
@@ -181,9 +181,10 @@ def compare(
     else:
         bdirs = [find_build(root, slug, domain, build_id, console)]
     views = [load_view(bd, read_scores(bd)) for bd in bdirs]
-    added = sorted({n for v in views for n in with_published(v)}) if published else []
+    source = published_for(root)
+    added = sorted({n for v in views for n in with_published(v, source)}) if published else []
     if added:
-        console.print(f"[dim]from {PUBLISHED}: {', '.join(added)}[/]", soft_wrap=True)
+        console.print(f"[dim]from {source}: {', '.join(added)}[/]", soft_wrap=True)
     from sveb.score.pool_checks import Allow, check
     check(views, Allow(allow_mixed_dtype, allow_unequal_seeds))  # the pooling refusals, as the leaderboard's
     view = merge(views)

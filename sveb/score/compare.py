@@ -39,6 +39,16 @@ def default_key(view, name: str, protocol: str) -> tuple:
 PUBLISHED = Path("results") / "table4" / "estimates.parquet"  # Table 4's per-state estimates, in a clone
 
 
+def published_for(root: Path) -> Path:
+    """The committed Table 4 estimates that go with builds under `root`: the clone's results/table4/estimates.parquet
+    found from the root upwards (`--root results/table4/exports` run from any folder), else the working folder's."""
+    for d in (Path(root).resolve(), *Path(root).resolve().parents):
+        for p in (d / "estimates.parquet", d / PUBLISHED):
+            if p.is_file() and p.parent.name == "table4":
+                return p
+    return PUBLISHED
+
+
 def with_published(view, path: Path = PUBLISHED) -> list[str]:
     """Adds to a one-build view the per-state estimates a committed table holds for the same build (by its
     build_fp; columns build_fp, state_id, estimator, params_fp, protocol, value), for each (estimator, protocol)
