@@ -99,7 +99,7 @@ def main():
     ap.add_argument("--problems", type=int, default=8)
     ap.add_argument("--rollouts", type=int, default=8)
     ap.add_argument("--max-tokens", type=int, default=200)
-    ap.add_argument("--batch", type=int, default=64, help="hf engine batch size")
+    ap.add_argument("--batch", type=int, default=8, help="hf engine batch size (sveb rl's default)")
     ap.add_argument("--train-layers", type=int, action="append", help="repeatable; default 0 (all), 2, 4")
     ap.add_argument("--update-rollouts", type=int, default=8, help="rollouts the update is timed on")
     ap.add_argument("--mcs", type=int, default=4, help="k of the mcs-k baseline timed (0: skip)")

@@ -47,6 +47,7 @@ class RLConfig:
     eval_problems: int = 64
     checkpoint_every: int = 1
     dtype: str = "float32"          # the concrete compute dtype (autocast bf16 over fp32 weights, or fp32)
+    batch_size: int = 8             # hf engine batch: it seeds per batch, so this changes the samples
     model: str = "smollm2-135m"
 
 
