@@ -211,3 +211,24 @@ def test_cli_refuses_a_baseline_it_cannot_serve_before_loading_a_model(tmp_path)
     res = CliRunner().invoke(app, ["rl", "--baseline", "grpoo", "--out", str(tmp_path / "run")])
     assert res.exit_code == 1 and "did you mean grpo" in res.output
     assert not (tmp_path / "run").exists()
+
+
+class Refreshing(ScriptedEngine):
+    """An engine that samples from a copy of the policy: the loop hands it the model after every update."""
+
+    def __init__(self):
+        super().__init__()
+        self.refreshed = []
+
+    def refresh(self, model):
+        self.refreshed.append(model.model.layers[1].mlp.up_proj.weight.detach().clone())
+
+
+def test_an_engine_with_a_copy_of_the_policy_is_refreshed_after_each_update_and_on_resume(tmp_path):
+    model, eng = tiny_llama(), Refreshing()
+    run(dataclasses.replace(CFG, steps=2), tmp_path, eng, model, problems(6), problems(2, 20))
+    assert len(eng.refreshed) == 2 and torch.equal(eng.refreshed[-1], model.model.layers[1].mlp.up_proj.weight)
+    assert not torch.equal(eng.refreshed[0], eng.refreshed[1])
+    again, eng2 = tiny_llama(), Refreshing()
+    run(dataclasses.replace(CFG, steps=3), tmp_path, eng2, again, problems(6), problems(2, 20))
+    assert len(eng2.refreshed) == 2 and torch.equal(eng2.refreshed[0], eng.refreshed[1])  # the checkpoint, then step 3

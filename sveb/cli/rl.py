@@ -34,6 +34,8 @@ def rl(
     train_pool: int = typer.Option(512, help="Train-split problems the steps draw from."),
     batch_size: int = typer.Option(8, help="Sequences a generate call of the hf engine takes (8 sampled 1.5x more "
                                    "tokens a CPU-second than 64 on a 2-core EPYC: less padding). Changes the samples."),
+    engine: str = typer.Option("hf", help="hf: its model is the policy, nothing reloads | vllm: restarted on the new "
+                               "weights (OUT/weights) after every update."),
     dtype: str = typer.Option("auto", help="auto (bf16 on a CPU with native bf16, else fp32) | bfloat16 | float32."),
     model: str = MODEL,
 ):
@@ -50,12 +52,18 @@ def rl(
     cfg = RLConfig(baseline=baseline, baseline_params=tuple(sorted(params_dict(param).items())), noise=noise,
                    steps=steps, seed=seed, problems=problems, rollouts=rollouts, cuts=cuts, max_tokens=max_tokens,
                    train_layers=train_layers, lr=lr, eval_every=eval_every, eval_problems=eval_problems, dtype=dt,
-                   batch_size=batch_size, model=model)
+                   batch_size=batch_size, engine=engine, model=model)
     from sveb.experiment.rl.baselines import Baseline
     Baseline(cfg.baseline, dict(cfg.baseline_params), cfg.noise)  # a bad name fails before the model loads
     train, held = number_pools(train_pool, eval_problems)
-    engine, policy = hf_policy(model, dt, batch_size)
-    rows = run(cfg, out_dir, engine, policy, train, held, console=console)
+    if engine not in ("hf", "vllm"):
+        raise typer.BadParameter(f"unknown engine '{engine}' (hf or vllm)", param_hint="--engine")
+    if engine == "vllm":
+        from sveb.experiment.rl.policy import vllm_policy
+        sampler, policy = vllm_policy(model, dt, str(out_dir / "weights"))
+    else:
+        sampler, policy = hf_policy(model, dt, batch_size)
+    rows = run(cfg, out_dir, sampler, policy, train, held, console=console)
     last = next((r for r in reversed(rows) if "held_out_acc" in r), {})
     out.print(f"{out_dir}: {rows[-1]['step']} steps, held-out accuracy {last.get('held_out_acc', float('nan')):.3f} "
               f"(step {last.get('step', '-')}), compute dtype {dt}")

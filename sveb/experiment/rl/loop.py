@@ -3,7 +3,8 @@ baseline (held-out), turn values into per-token advantages, and take one REINFOR
 
 Every random choice derives from (seed, step, ids), so a run resumed from its newest checkpoint draws what the
 uninterrupted run would have drawn. The policy that is trained is `model`; with the hf engine it is the engine's own
-model object, so an update is what the next step samples from (nothing to reload).
+model object, so an update is what the next step samples from (nothing to reload); an engine that samples from a
+copy (vLLM, sveb.experiment.rl.policy) has `refresh(model)`, called after each update and after a resume.
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ class RLConfig:
     checkpoint_every: int = 1
     dtype: str = "float32"          # the concrete compute dtype (autocast bf16 over fp32 weights, or fp32)
     batch_size: int = 8             # hf engine batch: it seeds per batch, so this changes the samples
+    engine: str = "hf"              # hf (its model is the policy) | vllm (restarted on the new weights each step)
     model: str = "smollm2-135m"
 
 
@@ -165,8 +167,11 @@ def run(cfg: RLConfig, out: Path, engine: Engine, model, train: Sequence[dict], 
     upd = PolicyUpdate(model, cfg.train_layers, cfg.lr, max_grad_norm=cfg.max_grad_norm, scale=cfg.max_tokens,
                        amp="bfloat16" if cfg.dtype == "bfloat16" else None)
     start = checkpoint.latest_step(out)
+    refresh = getattr(engine, "refresh", None)  # an engine that samples from a copy of the policy reloads it
     if start:
         upd.load_state_dict(checkpoint.load(out, start))
+        if refresh:
+            refresh(model)
     rows = checkpoint.read_log(out, start)
     last = min(cfg.steps, stop_after) if stop_after else cfg.steps
     console = console or Console(stderr=True)
@@ -191,14 +196,18 @@ def run(cfg: RLConfig, out: Path, engine: Engine, model, train: Sequence[dict], 
             torch.manual_seed(_seed(cfg, "update", step))
             stats = upd.step([Sample(r.prompt_token_ids, r.response_token_ids, a) for _, r, a in adv])
             t3 = time.time()
+            if refresh:
+                refresh(model)
             row = {"step": step, "reward": float(np.mean([r.reward for g in groups for r in g.rollouts])),
                    "adv_abs": float(np.mean([np.abs(a).mean() for _, _, a in adv if len(a)] or [0.0])),
                    **{k: stats[k] for k in ("loss", "grad_var", "grad_norm")},
-                   "seconds": {"sample": round(t1 - t0, 2), "baseline": round(t2 - t1, 2), "update": round(t3 - t2, 2)}}
+                   "seconds": {"sample": round(t1 - t0, 2), "baseline": round(t2 - t1, 2), "update": round(t3 - t2, 2),
+                               **({"reload": round(time.time() - t3, 2)} if refresh else {})}}
+            t4 = time.time()
             if step % cfg.eval_every == 0 or step == cfg.steps:
                 with torch.no_grad():
                     row["held_out_acc"] = acc = held_out_accuracy(engine, cfg, held_out)
-                row["seconds"]["eval"] = round(time.time() - t3, 2)
+                row["seconds"]["eval"] = round(time.time() - t4, 2)
             rows.append(row)
             if step % cfg.checkpoint_every == 0 or step == last:
                 checkpoint.save(out, step, upd.state_dict(), {"step": step})

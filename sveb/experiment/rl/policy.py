@@ -29,6 +29,38 @@ def hf_policy(model: str, dtype: str, batch_size: int = 64):
     return (AutocastEngine(eng) if dtype == "bfloat16" else eng), eng.model
 
 
+class ReloadingVLLM:
+    """vLLM sampling from a copy of the policy: `refresh(model)` writes the trained weights (and the tokenizer) to
+    `weights` and restarts the engine on them (40 s on a 2-core CPU with a warm compile cache, docs/timings.md)."""
+
+    def __init__(self, model_path: str, dtype: str, weights: str, max_model_len: int = 2048):
+        from sveb.engines.vllm import VLLMEngine
+        self.dtype, self.weights, self.max_model_len = dtype, weights, max_model_len
+        self.engine = VLLMEngine(model_path, max_model_len=max_model_len, dtype=dtype)
+        self.tokenizer = self.engine.tokenizer
+
+    def generate(self, requests: list[Request], params: SamplingConfig, desc: str = ""):
+        return self.engine.generate(requests, params, desc)
+
+    def refresh(self, model) -> None:
+        from sveb.engines.vllm import VLLMEngine
+        model.save_pretrained(self.weights)
+        self.tokenizer.tok.save_pretrained(self.weights)
+        self.engine.close()
+        self.engine = VLLMEngine(self.weights, max_model_len=self.max_model_len, dtype=self.dtype)
+
+
+def vllm_policy(model: str, dtype: str, weights: str):
+    """(engine, model): vLLM on the resolved model, and the policy as a separate fp32 transformers model."""
+    import torch
+    from transformers import AutoModelForCausalLM
+    from sveb.core.models import resolve
+    from sveb.lm.device import torch_device
+    path = resolve(model)
+    policy = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).to(torch_device()).eval()
+    return ReloadingVLLM(path, dtype, weights), policy
+
+
 def number_pools(train_size: int, eval_size: int, domain: str = "number") -> tuple[list[dict], list[dict]]:
     """(train pool, held-out set): builtin problems of the train and test splits, seed 0."""
     from sveb.data_builders.load import load_problems
