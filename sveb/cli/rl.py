@@ -63,7 +63,11 @@ def rl(
         sampler, policy = vllm_policy(model, dt, str(out_dir / "weights"))
     else:
         sampler, policy = hf_policy(model, dt, batch_size)
-    rows = run(cfg, out_dir, sampler, policy, train, held, console=console)
+    try:
+        rows = run(cfg, out_dir, sampler, policy, train, held, console=console)
+    finally:
+        if hasattr(sampler, "close"):  # vLLM's engine: stopped now rather than at exit
+            sampler.close()
     last = next((r for r in reversed(rows) if "held_out_acc" in r), {})
     out.print(f"{out_dir}: {rows[-1]['step']} steps, held-out accuracy {last.get('held_out_acc', float('nan')):.3f} "
               f"(step {last.get('step', '-')}), compute dtype {dt}")

@@ -1,5 +1,6 @@
 """The policy a real run trains and samples: the hf engine's own model (fp32 weights; bf16 autocast where the
-compute dtype is bf16), so an update is what the next step samples from, with nothing reloaded; and the number
+compute dtype is bf16), so an update is what the next step samples from, with nothing reloaded, or a vLLM engine
+restarted on the trained weights after each update (`ReloadingVLLM`); and the number
 domain's problems: a train pool from the train split, the held-out set from the test split (both seed 0, so every
 baseline and seed of a study sees the same data)."""
 
@@ -41,6 +42,9 @@ class ReloadingVLLM:
 
     def generate(self, requests: list[Request], params: SamplingConfig, desc: str = ""):
         return self.engine.generate(requests, params, desc)
+
+    def close(self) -> None:
+        self.engine.close()
 
     def refresh(self, model) -> None:
         from sveb.engines.vllm import VLLMEngine
