@@ -273,6 +273,7 @@ def test_dtype_pins_a_partial_sampled_on_another_cpu(tmp_path, monkeypatch):
     from tests.helpers.sources import write_chain_source
 
     import sveb.lm.device as device
+    monkeypatch.delenv("SVEB_CPU_DTYPE", raising=False)  # .ci/run's forced rerun: the simulated CPUs decide here
     src = write_chain_source(tmp_path / "dapo.jsonl")
     driver = _driver()
 

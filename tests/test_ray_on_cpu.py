@@ -51,7 +51,8 @@ def cfg(small_cfg, monkeypatch):
     import sveb.sample.pipeline
     monkeypatch.setattr(sveb.sample.pipeline, "ROLLOUT_BATCH", 32)
     monkeypatch.setattr(sveb.sample.pipeline, "SHARD_STATES", 8)
-    return replace(small_cfg, states_per_problem=5)
+    # the dtype is in the scripted draws, so in how many candidates are screened: pinned for the shard counts
+    return replace(small_cfg, states_per_problem=5, dtype="bfloat16")
 
 
 def tables(bdir):
