@@ -57,4 +57,7 @@ def test_the_scaling_sweep_writes_one_json_and_stops_before_its_budget(tmp_path,
     assert cut["stopped"]["size"] == 3000 and cut["stopped"]["predicted_s"] > cut["stopped"]["left_s"]
     mid = json.loads((tmp_path / "mid.json").read_text())  # a size that outruns the budget is stopped inside it
     assert rc_mid == 0 and mid["sizes"] == [] and mid["stopped"]["size"] == 1500 and "during" in mid["stopped"]["why"]
-    assert "critic_fit" not in mid["stopped"]["partial_steps"] and not list(tmp_path.glob("tmp*"))
+    # which step the alarm lands in follows the machine's speed (an idle AVX-512 core finishes the hidden pass of
+    # 1,500 rollouts inside 8 s): the steps done are the first ones in order, and not all of them
+    order, done = ["hidden", "critic_fit", "critic_reuse", "pacs"], list(mid["stopped"]["partial_steps"])
+    assert done == order[:len(done)] and len(done) < len(order) and not list(tmp_path.glob("tmp*"))
