@@ -98,10 +98,7 @@ def cost_plot(rows: list[dict], curves: dict[str, list[dict]], title: str, path:
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7, loc="best")
     fig.suptitle(title, fontsize=11)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=DPI)
-    return path
+    return _save(fig, path)
 
 
 def mcs_k(name: str) -> int | None:
@@ -146,10 +143,7 @@ def keq_plot(points: dict[str, list[dict]], rollout_s: dict[str, float | None], 
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=6, loc="best")
     fig.suptitle(title, fontsize=11)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=DPI)
-    return path
+    return _save(fig, path)
 
 
 def keq_dots(points: list[dict], title: str, path: Path) -> Path:
@@ -179,6 +173,10 @@ def keq_dots(points: list[dict], title: str, path: Path) -> Path:
     ax.set_xlabel("k_eq: worth k fresh rollouts (95% CI; dashed: k = 1..4)")
     ax.set_title(title, fontsize=9)
     ax.grid(alpha=0.3, axis="x", which="both")
+    return _save(fig, path)
+
+
+def _save(fig, path: Path) -> Path:
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=DPI)
