@@ -134,21 +134,23 @@ def _level2(rng: random.Random) -> tuple[str, str, str]:
     return f"Is {a} + {b} equal to {c}? Answer yes or no.", "yes" if a + b == c else "no", "sum_check"
 
 
+def _cyclic(rng: random.Random, names: list[str], what: str, unit: str) -> tuple[str, str, str]:
+    """A week's day or a year's month k steps after or before another: (question, answer, template)."""
+    n = len(names)
+    i, k, after = rng.randrange(n), rng.randint(1, n - 1), rng.random() < 0.5
+    j, rel = (i + k, "after") if after else (i - k, "before")
+    if k == 1:
+        return f"What {what} comes {rel} {names[i]}?", names[j % n], f"{'next' if after else 'previous'}_{unit}"
+    return f"What {what} is {k} {unit}s {rel} {names[i]}?", names[j % n], f"{unit}s_{rel}"
+
+
 def _level4(rng: random.Random) -> tuple[str, str, str]:
     """What comes next (or before) in a week, a year or the alphabet, and word forms: (question, answer, template)."""
     r = rng.random()
     if r < 0.25:
-        i, k, after = rng.randrange(7), rng.randint(1, 6), rng.random() < 0.5
-        j, rel = (i + k, "after") if after else (i - k, "before")
-        if k == 1:
-            return f"What day of the week comes {rel} {DAYS[i]}?", DAYS[j % 7], f"{'next' if after else 'previous'}_day"
-        return f"What day of the week is {k} days {rel} {DAYS[i]}?", DAYS[j % 7], f"days_{rel}"
+        return _cyclic(rng, DAYS, "day of the week", "day")
     if r < 0.5:
-        i, k, after = rng.randrange(12), rng.randint(1, 11), rng.random() < 0.5
-        j, rel = (i + k, "after") if after else (i - k, "before")
-        if k == 1:
-            return f"What month comes {rel} {MONTHS[i]}?", MONTHS[j % 12], f"{'next' if after else 'previous'}_month"
-        return f"What month is {k} months {rel} {MONTHS[i]}?", MONTHS[j % 12], f"months_{rel}"
+        return _cyclic(rng, MONTHS, "month", "month")
     if r < 0.6:
         i = rng.randrange(25)
         if rng.random() < 0.5:
