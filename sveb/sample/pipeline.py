@@ -123,7 +123,7 @@ def build(cfg: BuildConfig, root: str | Path, engine: Engine | None = None, cons
         if own:  # an engine we started is ours to stop (a passed-in one is the caller's)
             lazy.close()
     summary = {"n_candidates": len(candidates), "n_problems": len(kept), "n_states": len(states),
-               "skipped_rows": skipped, "candidate_accuracy": accuracy, "seconds": round(time.time() - t0, 1),
+               "skipped_rows": skipped, "candidate_accuracy": accuracy, "seconds": round(time.time() - t0, 3),
                "truncated": truncation(bdir, {p["problem_id"] for p in kept})}
     if old.get("status") == "complete" and "seconds" in old:  # a rerun found every shard: the build took its time then
         summary["seconds"] = old["seconds"]
