@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.sveb-installed
 DOMAINS ?= number
 
-.PHONY: setup model demo powered table4 protocols test test-fast test-unit docs clean
+.PHONY: setup model demo powered table4 protocols test test-fast test-unit lint docs clean
 
 # One torch for both sides. vllm $(VLLM) is the CUDA vLLM that pins torch==$(TORCH) (0.33.0 pins 2.14.0
 # and would replace it); tools/cuda_resolution.py checks this with `pip install --dry-run --report`.
@@ -80,6 +80,10 @@ test-unit: setup
 
 test-fast: setup
 	$(PY) -m pytest -q -ra -m "not e2e"
+
+# ruff, pinned in the test extra and configured in pyproject.toml (.ci/run runs it too)
+lint: setup
+	$(VENV)/bin/ruff check .
 
 # The CLI reference, generated from the typer app (tests/test_cli_reference.py fails when it is stale)
 docs:
