@@ -11,8 +11,8 @@ copy it at import), so a table changed in a test reaches every view.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import pyarrow as pa
 

@@ -7,9 +7,10 @@ from there). This module imports nothing of sveb.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -104,14 +105,14 @@ class ProblemGroup:
             raise RuntimeError("this estimator needs hidden states, but none were provided")
         return self.hidden_fn(rollout_idx)
 
-    def without(self, rollout_idx: int) -> "ProblemGroup":
+    def without(self, rollout_idx: int) -> ProblemGroup:
         """The group less one member; that rollout stays reachable by `rollout()` but its reward is absent (NaN)."""
         kept = tuple(r for r in self.rollouts if r.rollout_idx != rollout_idx)
         everyone = tuple(replace(r, reward=float("nan")) if r.rollout_idx == rollout_idx else r
                          for r in self.all_rollouts or self.rollouts)
         return replace(self, rollouts=kept, all_rollouts=everyone)
 
-    def held_out(self, state: "State") -> "ProblemGroup":
+    def held_out(self, state: State) -> ProblemGroup:
         """What a held-out estimate of `state` receives, by construction: the group less the state's own rollout,
         whose reward is absent (NaN) and whose tokens, text and hidden states stop at the prefix (t tokens), so
         neither its outcome nor its future can be read, only the prefix the state is."""
@@ -134,7 +135,7 @@ class BuildData:
     references: dict[str, dict] = field(default_factory=dict)  # the evaluator's alone: estimators get public()
     extras: dict[str, tuple[float, ...]] = field(default_factory=dict)  # independent draws (MCS@k baselines)
 
-    def public(self, extra_draws: bool = False) -> "BuildData":
+    def public(self, extra_draws: bool = False) -> BuildData:
         """What an estimator receives: no reference draws or values, and the extra independent draws only with
         `extra_draws` (a declared reference-scale estimator: sveb.estimators.base.view_for)."""
         return replace(self, references={}, extras=dict(self.extras) if extra_draws else {})
