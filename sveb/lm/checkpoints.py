@@ -7,11 +7,12 @@ import io
 import json
 import re
 import shutil
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, TypeVar
+from typing import TypeVar
 
-from sveb.store import atomic_write_bytes, CONTENT_TABLES, content_hash
 from sveb.lm.device import empty_cache
+from sveb.store import CONTENT_TABLES, atomic_write_bytes, content_hash
 
 
 def latest_epoch(ckpt: Path) -> int:

@@ -18,21 +18,21 @@ from __future__ import annotations
 
 import contextlib
 import json
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable, Sequence
 
 import numpy as np
 import torch
 from scipy.signal import lfilter
 from torch import nn
 
-from sveb.lm.checkpoints import latest_epoch, load_epoch, save_epoch
-from sveb.lm.hidden_pass import call_tokens, plan_batches
 from sveb.core.config import derive_seed, fingerprint
 from sveb.core.errors import UsageError
-from sveb.store import atomic_write_bytes
+from sveb.lm.checkpoints import latest_epoch, load_epoch, save_epoch
+from sveb.lm.hidden_pass import call_tokens, plan_batches
 from sveb.lm.value_model import ValueModel, default_dtype, load_body
+from sveb.store import atomic_write_bytes
 
 BATCH_TOKENS = 8192          # padded tokens per no-grad forward
 CACHE_BYTES = 4 << 30        # frozen-feature cache budget (on a GPU: at least a quarter of its free memory)

@@ -14,8 +14,9 @@ Layers index the model's `hidden_states` tuple: 0 = embeddings, -1 = the final (
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
 from rich.progress import track
@@ -83,8 +84,9 @@ class HiddenStates:
         if self._model is None:
             import torch
             from transformers import AutoModelForCausalLM
-            from sveb.lm.device import torch_device  # per call: tests patch sveb.lm.device, sveb.core.models.resolve
+
             from sveb.core.models import resolve
+            from sveb.lm.device import torch_device  # per call: tests patch sveb.lm.device, sveb.core.models.resolve
             self.device = torch_device()
             # sdpa: PyTorch's fused attention (transformers' default now; named so a default change cannot slow the pass)
             self._model = AutoModelForCausalLM.from_pretrained(resolve(self.model_spec), dtype=getattr(torch, self.dtype),
@@ -173,6 +175,7 @@ class HiddenStates:
         if not hasattr(self, "_tok"):
             try:
                 from transformers import AutoTokenizer
+
                 from sveb.core.models import resolve  # per call: tests patch sveb.core.models.resolve
                 self._tok = AutoTokenizer.from_pretrained(resolve(self.model_spec))
             except Exception:  # noqa: BLE001 (a weights-only folder, e.g. a test's random model)

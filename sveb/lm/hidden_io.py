@@ -10,8 +10,8 @@ import queue
 import tempfile
 import threading
 import zipfile
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 import numpy as np
 

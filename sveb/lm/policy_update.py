@@ -8,8 +8,8 @@ epoch is this REINFORCE step; more epochs would multiply the update, the dearest
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 
