@@ -7,8 +7,16 @@ is requested with prompt ids + its first t response ids: text is never re-tokeni
 
 from __future__ import annotations
 
-from sveb.engines.base import (Completion, Engine, EngineError, EngineOptions, HFTokenizer, Request, Tokenizer,
-                               model_context)
+from sveb.engines.base import (
+                               Completion,
+                               Engine,
+                               EngineError,
+                               EngineOptions,
+                               HFTokenizer,
+                               Request,
+                               Tokenizer,
+                               model_context,
+)
 from sveb.engines.registry import BUILTIN, GROUP, EngineEntry, entry, fingerprint_key, make_engine, start, uses_model
 
 __all__ = ["BUILTIN", "ENGINES", "GROUP", "Completion", "Engine", "EngineEntry", "EngineError", "EngineOptions",

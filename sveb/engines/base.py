@@ -3,8 +3,9 @@ own tokenizer, and the engines' error. The engines (vllm.py, hf.py, scripted.py)
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol, Sequence
+from typing import Protocol
 
 from sveb.core.config import SamplingConfig
 from sveb.core.errors import SvebError

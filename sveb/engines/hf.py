@@ -6,7 +6,7 @@ samples depend on the batch size; vLLM's do not.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from rich.progress import track
 
@@ -19,12 +19,13 @@ class HFEngine:
     uses_model = True
 
     @classmethod
-    def from_options(cls, o: EngineOptions) -> "HFEngine":
+    def from_options(cls, o: EngineOptions) -> HFEngine:
         return cls(o.model_path, batch_size=o.batch_size, dtype=o.dtype)
 
     def __init__(self, model_path: str, batch_size: int = 32, dtype: str = "bfloat16"):
         import torch
         from transformers import AutoModelForCausalLM
+
         from sveb.lm.device import torch_device  # per call: tests patch sveb.lm.device
         self.tokenizer = HFTokenizer(model_path)
         self.device = torch_device()

@@ -51,7 +51,7 @@ class EngineEntry:
                               f"`generate(requests, params, desc)` method: sveb.engines.base.Engine)")
         return found
 
-    def completed(self) -> "EngineEntry":
+    def completed(self) -> EngineEntry:
         """The entry with what it leaves to its class read from the class (imports it)."""
         if self.fingerprint is not None and self.uses_model is not None:
             return self

@@ -15,9 +15,9 @@ import os
 import random
 import re
 import signal
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 from sveb.core.config import SamplingConfig
 from sveb.engines.base import Completion, Request
@@ -87,7 +87,7 @@ class ScriptedEngine:
     uses_model = False   # characters are its tokens: no --model weights, no model tokenizer
 
     @classmethod
-    def from_options(cls, o) -> "ScriptedEngine":
+    def from_options(cls, o) -> ScriptedEngine:
         return cls()   # deterministic: the seeds are the requests', the model is not read
 
     def __init__(self, n_flips: int = 8, fault: Fault | None = None, trace: str | None = None,

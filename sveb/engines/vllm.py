@@ -4,7 +4,7 @@ n continuations of a state share its prefix."""
 from __future__ import annotations
 
 import os
-from typing import Sequence
+from collections.abc import Sequence
 
 from sveb.core.config import SamplingConfig
 from sveb.engines.base import Completion, EngineError, EngineOptions, HFTokenizer, Request
@@ -57,7 +57,7 @@ class VLLMEngine:
     uses_model = True
 
     @classmethod
-    def from_options(cls, o: EngineOptions) -> "VLLMEngine":
+    def from_options(cls, o: EngineOptions) -> VLLMEngine:
         return cls(o.model_path, seed=o.seed, max_model_len=o.max_model_len, enforce_eager=o.eager, dtype=o.dtype,
                    tensor_parallel_size=o.tensor_parallel_size, gpu_memory_utilization=o.gpu_memory_utilization)
 
