@@ -11,6 +11,7 @@ from sveb.rewards.code import code_reward
 from sveb.rewards.math import math_reward
 from sveb.rewards.text import string_reward
 
+
 def choice_options(problem: dict[str, Any]) -> dict[str, str]:
     """A choice problem's options, letter -> text: meta["options"] (a dict, or a list in letter order),
     else the options listed in the question text; {} if neither has any."""

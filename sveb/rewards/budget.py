@@ -19,7 +19,8 @@ import ctypes
 import signal
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 _POLL_S = 0.05
 

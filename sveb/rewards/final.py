@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import bisect
 import re
-from typing import Callable, NamedTuple
+from collections.abc import Callable
+from typing import NamedTuple
 
 _VERB = r"(?:is|was|are|be|equals|would\s+be|should\s+be|will\s+be|must\s+be)"
 # The noun "answer": directly followed by a verb/colon, "answer to/for X is", or after a determiner
