@@ -12,8 +12,8 @@ import numpy as np
 
 from sveb.core import metrics
 from sveb.core.errors import UsageError
-from sveb.score import scoring
 from sveb.estimators.families import current_name, defaults
+from sveb.score import scoring
 
 
 def default_key(view, name: str, protocol: str) -> tuple:
@@ -55,6 +55,7 @@ def with_published(view, path: Path = PUBLISHED) -> list[str]:
     the view has none of: an estimator scored here on an export sits beside the published ones on the same
     states, and the one scored here wins. Returns the estimators added."""
     import pyarrow.parquet as pq
+
     from sveb import store
     from sveb.core import schema
     if not Path(path).exists():

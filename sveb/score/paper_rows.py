@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -51,8 +51,8 @@ def is_ref_row(name: str) -> bool:
 
 def reference_draws(view) -> list[list[float]]:
     """Each state's reference draws, in the view's state order (builds concatenated as in a pooled view)."""
-    from sveb.core import schema  # pyarrow
     from sveb import store
+    from sveb.core import schema  # pyarrow
     out = []
     for bdir in view.bdirs:
         ids = store.read_table(bdir / "states", schema.STATES).column("state_id").to_pylist()
