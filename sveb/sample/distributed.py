@@ -10,11 +10,11 @@ engine is started again lazily inside the new process. A killed driver leaves on
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
-from sveb.core.errors import SvebError, UsageError
 from sveb.core import signals
+from sveb.core.errors import SvebError, UsageError
 
 
 class RayError(SvebError, RuntimeError):

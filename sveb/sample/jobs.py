@@ -13,23 +13,22 @@ from __future__ import annotations
 
 import functools
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import pyarrow as pa
 
-from sveb.core import schema, signals
 from sveb import store
+from sveb.core import schema, signals
 from sveb.core.config import BuildConfig, derive_seed
 from sveb.core.cost import BUILD_STAGES
-from sveb.data_builders import domain_module
-from sveb.engines import Engine, Request, make_engine, HFTokenizer, uses_model
 from sveb.core.models import resolve
+from sveb.data_builders import domain_module
+from sveb.engines import Engine, HFTokenizer, Request, make_engine, uses_model
 from sveb.rewards import reward
-
 
 _clocks: list[dict[str, float]] = []  # the open stage_clock blocks, innermost last
 

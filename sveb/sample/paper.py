@@ -23,7 +23,7 @@ import json
 import math
 import random
 import re
-from typing import Sequence
+from collections.abc import Sequence
 
 from sveb.core.config import CHOICES, PAPER_MAX_TOKENS
 from sveb.core.errors import BuildError

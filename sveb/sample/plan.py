@@ -9,10 +9,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from sveb.core.errors import UsageError
 from sveb.core.config import BuildConfig
+from sveb.core.errors import UsageError
 from sveb.data_builders import declared
-
 
 # Bytes on disk, measured on the store's own writer (pyarrow defaults, the pipeline's shard sizes) with
 # MATH-500 solutions as responses and the SmolLM2 tokenizer: a rollout row costs ~41 B plus ~2.85 B per
