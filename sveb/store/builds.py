@@ -14,13 +14,14 @@ from pathlib import Path
 
 from rich.console import Console
 
-from sveb.core import schema
 from sveb import store
+from sveb.core import schema
 from sveb.core.config import NOT_IN_FP, BuildConfig
 from sveb.core.errors import EvalError, SvebError, UsageError, did_you_mean, path_like
+from sveb.core.models import cache_dir
+
 # group_for lives with the records now (estimators build groups without the store); its old home still exports it
 from sveb.core.records import BuildData, ProblemGroup, Rollout, State, group_for  # noqa: F401
-from sveb.core.models import cache_dir
 from sveb.data_builders import DOMAINS
 from sveb.store.export import is_export, verify
 from sveb.store.hub import import_build, local_name

@@ -19,9 +19,9 @@ import pyarrow.parquet as pq
 
 from sveb import store
 from sveb.core.errors import SvebError
+from sveb.core.models import resolve
 from sveb.store.export_card import card
 from sveb.store.hista_json import TOKEN_LEVEL, UNAVAILABLE
-from sveb.core.models import resolve
 
 # The tables an export carries (screens: the filter's screening rollouts, where the build has them; hista_noise: an
 # imported hista-json file's noise MAEs per state, sveb.store.hista_json).

@@ -18,15 +18,25 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import yaml
 
-from sveb.core import schema
 from sveb import store
-from sveb.store.hista_json import (DEFAULT_N_REF, FORMAT, NOISE_TABLE, T_UNIT, TOKEN_LEVEL, UNAVAILABLE, HistaJsonError, check_records,
-                             from_tables, to_tables)
+from sveb.core import schema
 from sveb.data_builders import DOMAINS
 from sveb.data_builders.files import json_why
 from sveb.data_builders.hista import domain_of_verifier
 from sveb.store.builds import load_build
 from sveb.store.export import _version
+from sveb.store.hista_json import (
+    DEFAULT_N_REF,
+    FORMAT,
+    NOISE_TABLE,
+    T_UNIT,
+    TOKEN_LEVEL,
+    UNAVAILABLE,
+    HistaJsonError,
+    check_records,
+    from_tables,
+    to_tables,
+)
 
 SCHEMAS = {"problems": schema.PROBLEMS, "rollouts": schema.ROLLOUTS, "states": schema.STATES,
            "references": schema.REFERENCES,

@@ -9,9 +9,9 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from sveb.core.config import BuildConfig
-from sveb.store.export import ExportError, check_export_manifest, verify
-from sveb.store import StoreError, read_manifest, shard_path, staged_dir
 from sveb.core.errors import path_like
+from sveb.store import StoreError, read_manifest, shard_path, staged_dir
+from sveb.store.export import ExportError, check_export_manifest, verify
 
 
 def local_name(spec: str) -> str:
