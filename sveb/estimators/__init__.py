@@ -50,7 +50,7 @@ class Entry:
     family: str = ""                        # a Holm family of its own (external: another model; intrinsic: the
     #                                         policy's own signals): not run by default, the main family stays as is
 
-    def completed(self, caps: dict) -> "Entry":
+    def completed(self, caps: dict) -> Entry:
         """This entry with every capability it leaves to its class filled in from `caps`."""
         return dataclasses.replace(self, **{k: v for k, v in caps.items() if getattr(self, k) is None})
 

@@ -19,15 +19,15 @@ store itself: what it needs is in the context.
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, ClassVar, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
 # The data types an estimator receives live with the read side (sveb.core.records); plugins import them from here.
-from sveb.core.records import (BuildData, HiddenFn, PrefixHidden, ProblemGroup, Rollout, State, group_for,
-                               hidden_source)
+from sveb.core.records import BuildData, HiddenFn, PrefixHidden, ProblemGroup, Rollout, State, group_for, hidden_source
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -65,7 +65,7 @@ class Context:
     model: str = ""
     train: TrainBuild | None = None
     hidden: Any = None
-    console: "Console | None" = None
+    console: Console | None = None
     write: Callable[[Path, bytes], None] | None = field(repr=False, default=None)  # the store's atomic write
 
     def print(self, *args, **kw) -> None:
@@ -115,7 +115,7 @@ class Estimator:
         """What besides the build and the parameters decides the values (e.g. a training build's content)."""
         return ""
 
-    def prepare(self, build: "BuildData", ctx: Context | None = None) -> None:
+    def prepare(self, build: BuildData, ctx: Context | None = None) -> None:
         """Called once per build before any estimate (validate, train or load a model from `ctx.train`)."""
 
     def estimate(self, group: ProblemGroup, states: Sequence[State]) -> np.ndarray:

@@ -25,14 +25,14 @@ whether its prefix reaches its own rollout's anchor token (t >= the marker's tok
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 
-from sveb.estimators.base import Context, Estimator, ProblemGroup, State, TrainBuild, as_context, group_for
 from sveb.core.errors import EvalError
 from sveb.core.models import resolve
+from sveb.estimators.base import Context, Estimator, ProblemGroup, State, TrainBuild, as_context, group_for
 
 FIXED_SLOPE = 4.0
 CUTS = (0.25, 0.5, 0.75)        # where train-build rollouts are cut for the calibration fit

@@ -25,8 +25,8 @@ snaps as in-group (to the node before the one at the cut). `read="cut"` values t
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 import torch

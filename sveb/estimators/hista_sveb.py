@@ -16,8 +16,8 @@ t-1 (one vector); a rollout shorter than phi likewise. t = 0 or an empty group -
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 import torch

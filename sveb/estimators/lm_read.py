@@ -8,7 +8,7 @@ scripted engine's character tokenizer, which made its token ids; any other model
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -35,6 +35,7 @@ def load_model(path: str, kind: str = "causal", trust_remote_code: bool = False)
     in eval mode. kind: causal | token | sequence | remote (AutoModel with the model's own code)."""
     import torch
     import transformers as tf
+
     from sveb.lm.device import torch_device
     cls = {"causal": tf.AutoModelForCausalLM, "token": tf.AutoModelForTokenClassification,
            "sequence": tf.AutoModelForSequenceClassification, "remote": tf.AutoModel}[kind]
@@ -77,7 +78,7 @@ def forward(model, ids: Sequence[int]):
         return model(input_ids=x, attention_mask=torch.ones_like(x))
 
 
-def logits_of(out, pos: int | None = None) -> "np.ndarray":
+def logits_of(out, pos: int | None = None) -> np.ndarray:
     """Float64 logits of a one-sequence output (an object with .logits, or a tuple led by them): [L, K], or [K]
     at position `pos` alone (a [L, vocab] copy is not made to read one row)."""
     t = (out.logits if hasattr(out, "logits") else out[0])[0]

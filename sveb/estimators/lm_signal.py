@@ -9,8 +9,8 @@ are held-out safe by construction, and the same under both protocols.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 

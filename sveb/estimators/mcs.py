@@ -6,13 +6,12 @@ against the reference is honest sampling noise.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 
 from sveb.core.errors import EvalError
-
 from sveb.estimators.base import Estimator, ProblemGroup, State
 
 

@@ -20,8 +20,8 @@ reads its own rollout's outcome, and its group mean excludes the own rollout as 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 

@@ -27,8 +27,8 @@ cut: unknown), and there is no final segment (no own reward).
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 import numpy as np
 

@@ -16,10 +16,10 @@ Unseen sets fall back to the latest set along the prefix's own walk that was see
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
-from typing import Sequence
 
 import numpy as np
 

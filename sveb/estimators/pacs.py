@@ -31,21 +31,29 @@ policy (its log-probabilities, training step and read-out): pacs_scorer.py.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 
 from sveb.core.config import fingerprint
-from sveb.lm.checkpoints import resident
 from sveb.core.errors import UsageError
-from sveb.estimators.base import Context, Estimator, ProblemGroup, State, need_context
-from sveb.estimators.pacs_loss import (FINAL_BASELINES, VALUES, WEIGHTS, base_rate, logprob_temperature,  # noqa: F401
-                                       pacs_value, prefix_psi, read_lengths, rloo_coefficients)
-from sveb.estimators.pacs_scorer import PacsConfig, PacsScorer, make_pseq
 from sveb.core.models import resolve
-
+from sveb.estimators.base import Context, Estimator, ProblemGroup, State, need_context
+from sveb.estimators.pacs_loss import (  # noqa: F401
+    FINAL_BASELINES,
+    VALUES,
+    WEIGHTS,
+    base_rate,
+    logprob_temperature,
+    pacs_value,
+    prefix_psi,
+    read_lengths,
+    rloo_coefficients,
+)
+from sveb.estimators.pacs_scorer import PacsConfig, PacsScorer, make_pseq
+from sveb.lm.checkpoints import resident
 
 # The last build's prefix scores: they never read the group's rewards, so both protocols share them
 _SCORED: dict[tuple, dict] = {}

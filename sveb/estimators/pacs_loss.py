@@ -15,7 +15,7 @@ and 1 in a group with one outcome only. `run_case` computes one conformance case
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 from scipy.special import expit

@@ -5,16 +5,16 @@ policy), trains with PACS's loss one group per optimizer step, and resumes from 
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 import torch
 from torch import nn
 
 from sveb.core.config import fingerprint
-from sveb.lm.critic import Critic, Seq, _pad, _token_batches
 from sveb.estimators.pacs_loss import pacs_group
+from sveb.lm.critic import Critic, Seq, _pad, _token_batches
 
 LOGIT_TOKENS = 2048  # tokens per forward through the LM head (their logits are tokens x vocab floats)
 GRAD_BYTES = 2 << 30  # a group's fp32 head outputs (tokens x vocab) autograd may hold for one backward pass

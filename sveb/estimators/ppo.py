@@ -11,18 +11,18 @@ Values are the head's outputs clipped to [0, 1] (the estimator contract: a value
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 
-from sveb.lm.checkpoints import build_key, resident
 from sveb.core.config import fingerprint
-from sveb.lm.critic import Critic, CriticConfig, Seq, gae_targets, make_seq
 from sveb.core.errors import UsageError
-from sveb.estimators.base import Context, Estimator, ProblemGroup, State, need_context
 from sveb.core.models import resolve
+from sveb.estimators.base import Context, Estimator, ProblemGroup, State, need_context
+from sveb.lm.checkpoints import build_key, resident
+from sveb.lm.critic import Critic, CriticConfig, Seq, gae_targets, make_seq
 
 __all__ = ["PPO1", "PPON", "gae_targets"]
 

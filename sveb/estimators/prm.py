@@ -16,9 +16,9 @@ from pathlib import Path
 import numpy as np
 
 from sveb.core.errors import UsageError
+from sveb.estimators import prm_formats as F
 from sveb.estimators.base import Context
 from sveb.estimators.lm_signal import Prefix, SignalEstimator
-from sveb.estimators import prm_formats as F
 
 KIND = {"step-tag": "causal", "token-class": "token", "value-head": "remote", "seq-class": "sequence"}
 SEP = {"two-way": "<extra_0>", "token-class": "\n", "value-head": "\n"}

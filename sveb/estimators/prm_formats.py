@@ -21,7 +21,7 @@ Every score is carried as a log-odds (the logit before the sigmoid/softmax) so t
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 

@@ -15,18 +15,19 @@ from __future__ import annotations
 
 import pickle
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 
 from sveb.core.config import BuildConfig, derive_seed, fingerprint
 from sveb.core.errors import EvalError, UsageError
+from sveb.estimators import params_of
 from sveb.estimators.base import Context, Estimator, ProblemGroup, State, need_context
 from sveb.estimators.probe_features import Tracks, state_row
 from sveb.estimators.probe_fit import fit_cv
-from sveb.estimators import params_of
+
 
 def chosen_prefixes(T: int, k: int, seed: int) -> list[int]:
     """k distinct seeded positions in 0..T-1 (all of them if k = 0 or k >= T)."""

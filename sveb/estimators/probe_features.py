@@ -30,7 +30,7 @@ class Track:
     H: np.ndarray      # [T + 1, d] float32
     ent: np.ndarray    # [T + 1] float64
 
-    def prefix(self, t: int) -> "Track":
+    def prefix(self, t: int) -> Track:
         """What a state at t may read of its own rollout."""
         return Track(self.H[: t + 1], self.ent[: t + 1])
 

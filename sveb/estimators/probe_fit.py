@@ -23,7 +23,7 @@ class OffsetLogistic:
     def __init__(self, C: float = 1.0):
         self.C = C
 
-    def fit(self, X: np.ndarray, y: np.ndarray, offset: np.ndarray, sample_weight: np.ndarray) -> "OffsetLogistic":
+    def fit(self, X: np.ndarray, y: np.ndarray, offset: np.ndarray, sample_weight: np.ndarray) -> OffsetLogistic:
         from scipy.optimize import minimize
         from scipy.special import expit
 

@@ -38,8 +38,8 @@ Covering spans run shortest first, and a unit stops once its minimum cannot rais
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 import torch

@@ -19,7 +19,7 @@ so far cannot win and is never solved.
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import ot
