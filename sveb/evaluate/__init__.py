@@ -9,20 +9,20 @@ import numpy as np
 import pyarrow as pa
 from rich.console import Console
 
-from sveb.core import schema
 from sveb import store
-from sveb.store.builds import load_build
+from sveb.core import schema
 from sveb.core.config import fingerprint
 from sveb.core.errors import EvalError, UsageError
+from sveb.core.records import BuildData
 from sveb.estimators import entry, make, params_fp, params_json
 from sveb.estimators.base import Estimator, call_cache_key, call_prepare, runs_model, view_for
-from sveb.lm.hidden import HiddenStates
-from sveb.store.hista_json import refusal
 from sveb.evaluate.context import context_for
-from sveb.evaluate.protocols import check_protocol, estimate_all
-from sveb.core.records import BuildData
 from sveb.evaluate.on_ray import estimate_on_ray
+from sveb.evaluate.protocols import check_protocol, estimate_all
+from sveb.lm.hidden import HiddenStates
+from sveb.store.builds import load_build
 from sveb.store.export import check_weights
+from sveb.store.hista_json import refusal
 
 
 def own_measurable(est: Estimator, protocol: str) -> bool:

@@ -9,7 +9,8 @@ from rich.console import Console
 from rich.table import Table
 
 from sveb.core.errors import UsageError
-from sveb.estimators import grid as registry_grid, make
+from sveb.estimators import grid as registry_grid
+from sveb.estimators import make
 from sveb.evaluate import evaluate
 
 

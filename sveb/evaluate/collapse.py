@@ -13,8 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
-from sveb.core import schema
 from sveb import store
+from sveb.core import schema
 from sveb.core.errors import UsageError
 from sveb.estimators import BASELINE
 

@@ -18,16 +18,16 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator
 
 import numpy as np
 
-from sveb.data_builders.files import json_why
 from sveb.core.errors import SvebError, UsageError
 from sveb.core.records import GroupHidden
+from sveb.data_builders.files import json_why
 from sveb.estimators.base import ProblemGroup, Rollout, State
 from sveb.estimators.numca import Numca
 from sveb.evaluate.conformance_cases import (

@@ -13,10 +13,10 @@ from sveb import store
 from sveb.core.errors import EvalError
 from sveb.core.records import BuildData
 from sveb.estimators.base import Context, Estimator, TrainBuild, call_prepare, view_for
-from sveb.store.builds import load_build
-from sveb.store.train_builds import disjoint_problems, find_train_build
 from sveb.lm.checkpoints import build_key
 from sveb.lm.hidden import SharedFeatures, hidden_provider, is_policy
+from sveb.store.builds import load_build
+from sveb.store.train_builds import disjoint_problems, find_train_build
 
 
 class HiddenService:

@@ -3,9 +3,9 @@ sveb.sample.distributed (each group's estimate depends on that group alone, so t
 
 from __future__ import annotations
 
-from sveb.sample.distributed import RayOptions, RayRunner
 from sveb.core.records import BuildData
 from sveb.evaluate.protocols import estimate_all
+from sveb.sample.distributed import RayOptions, RayRunner
 
 
 def _nothing():

@@ -14,10 +14,10 @@ from dataclasses import replace
 import numpy as np
 from rich.progress import track
 
-from sveb.store.builds import group_for, state_for
 from sveb.core.errors import EvalError
-from sveb.estimators.base import Estimator, view_for
 from sveb.core.records import BuildData, ProblemGroup
+from sveb.estimators.base import Estimator, view_for
+from sveb.store.builds import group_for, state_for
 
 PROTOCOLS = ("held-out", "in-group")  # held-out is the headline; in-group is the paper's protocol
 PROTOCOL_LABELS = {"held-out": "held-out", "in-group": "in-group (paper; sees own outcome)"}
