@@ -22,7 +22,7 @@ import pyarrow as pa
 
 from sveb import store
 from sveb.board.archive import unpack
-from sveb.board.bundle import BundleError, estimates_key, read_bundle, MAX_MB
+from sveb.board.bundle import MAX_MB, BundleError, estimates_key, read_bundle
 from sveb.board.check import _identity, provenance_check, score_rows, validate
 from sveb.board.pool import current_names, pooled_rows, write_verdicts
 from sveb.board.txn import Undo, place

@@ -12,7 +12,8 @@ import numpy as np
 import pyarrow as pa
 
 from sveb.board.bundle import BundleError, build_identity
-from sveb.board.pool import PROTOCOLS, clean as _clean
+from sveb.board.pool import PROTOCOLS
+from sveb.board.pool import clean as _clean
 from sveb.core.config import protocol_of
 from sveb.core.cost import cost_figures
 from sveb.core.errors import SvebError

@@ -10,8 +10,8 @@ from rich.console import Console
 
 from sveb import store
 from sveb.board.bundle import build_identity, check_out, machine, now, provenance, write_bundle
-from sveb.core.errors import EvalError
 from sveb.core.cost import cost_figures, rollout_tokens
+from sveb.core.errors import EvalError
 from sveb.estimators import entry, make, params_fp, params_of
 from sveb.evaluate import evaluate
 from sveb.evaluate.protocols import check_protocol
