@@ -12,9 +12,9 @@ from pathlib import Path
 import numpy as np
 from matplotlib.figure import Figure
 
-from sveb.score import scoring
 from sveb.core.cost import continuation_tokens
 from sveb.present.plots import palette
+from sveb.score import scoring
 
 DPI = 110
 TOP = 40.0  # k_eq axis top: an interval open above is drawn to it

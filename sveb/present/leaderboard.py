@@ -16,16 +16,16 @@ from rich.console import Console
 from rich.table import Table
 
 from sveb import store
+from sveb.core import metrics
 from sveb.core.config import protocol_of
 from sveb.estimators import BASELINE, ROLES, rank
-from sveb.evaluate.protocols import PROTOCOLS
-from sveb.core import metrics
 from sveb.estimators.families import current_name
+from sveb.evaluate.protocols import PROTOCOLS
 from sveb.present import scope
-from sveb.score.pool_checks import Allow
-from sveb.score.pooling import load_view, merge, paired, pools, read_scores
 from sveb.score import replicates
 from sveb.score.paper_rows import is_ref_row, ref_rows
+from sveb.score.pool_checks import Allow
+from sveb.score.pooling import load_view, merge, paired, pools, read_scores
 from sveb.score.replicates import default_params
 
 HEAD = ["model", "domain", "estimator", "params", "protocol", "kind", "seeds", "n_builds"]

@@ -13,17 +13,24 @@ from pathlib import Path
 
 import numpy as np
 
-from sveb.present import leaderboard, plots, report_by, scope
-from sveb.score import pooling, replicates
+from sveb.core import metrics
 from sveb.data_builders import DOMAINS
 from sveb.estimators import BASELINE, CONSTRUCTED, role_of
 from sveb.evaluate.protocols import PROTOCOL_LABELS
-from sveb.core import metrics
-from sveb.score.pooling import View  # noqa: F401  (report.View: the per-state view of a build or pool)
-from sveb.present.report_views import ReportError  # noqa: F401  (report.ReportError, as callers catch it)
-from sveb.present.report_views import _collect, _drop_variants, _key, _proto_sorted, _protocols, _truncated
+from sveb.present import leaderboard, plots, report_by, scope
 from sveb.present.report_format import CSS, cell, html_table, img, md_table, ok, spread_html, spread_md
+from sveb.present.report_views import (
+    ReportError,  # noqa: F401  (report.ReportError, as callers catch it)
+    _collect,
+    _drop_variants,
+    _key,
+    _proto_sorted,
+    _protocols,
+    _truncated,
+)
+from sveb.score import pooling, replicates
 from sveb.score.paper_rows import is_ref_row
+from sveb.score.pooling import View  # noqa: F401  (report.View: the per-state view of a build or pool)
 
 PAIRED_IDENTITY = ["model", "domain", "build_fp", "kind", "seeds", "protocol", "estimator", "params"]
 

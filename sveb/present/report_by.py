@@ -10,11 +10,11 @@ from pathlib import Path
 
 import numpy as np
 
-from sveb.core import metrics, schema
-from sveb.score import scoring
 from sveb import store
+from sveb.core import metrics, schema
 from sveb.core.errors import SvebError
 from sveb.present.report_format import cell as mae_cell
+from sveb.score import scoring
 
 COLUMNS = ["model", "domain", "build_fp", "protocol", "estimator", "key", "value", "n_states", "n_problems", "mae",
            "mae_ci_low", "mae_ci_high"]

@@ -8,7 +8,6 @@ from pathlib import Path
 from sveb.core import metrics
 from sveb.score import replicates
 
-
 ok = metrics.ok
 
 

@@ -9,8 +9,8 @@ from sveb import store
 from sveb.core import metrics
 from sveb.core.errors import SvebError
 from sveb.data_builders import DOMAINS
-from sveb.evaluate.protocols import PROTOCOLS
 from sveb.estimators.families import current_name
+from sveb.evaluate.protocols import PROTOCOLS
 from sveb.present import leaderboard
 from sveb.score import pooling
 from sveb.score.paper_rows import ref_rows

@@ -11,9 +11,9 @@ import json
 import shutil
 from pathlib import Path
 
+from sveb import board as boards
 from sveb.core import metrics
 from sveb.core.errors import SvebError
-from sveb import board as boards
 from sveb.estimators import rank
 from sveb.estimators.families import current_name
 from sveb.present import scope
