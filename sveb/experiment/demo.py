@@ -12,9 +12,9 @@ from pathlib import Path
 
 from rich.console import Console
 
+from sveb.core.errors import UsageError
 from sveb.experiment.presets import BASE, PRESETS, preset_configs  # noqa: F401  (BASE, PRESETS: read from here too)
 from sveb.experiment.runner import Sampler, estimator_list, evaluate_all, needs_train, write_board
-from sveb.core.errors import UsageError
 from sveb.sample.rules import validate
 
 

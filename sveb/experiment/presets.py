@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from sveb.core.config import BuildConfig, SamplingConfig
-from sveb.sample.paper import PRESET as PAPER, preset_for
+from sveb.sample.paper import PRESET as PAPER
+from sveb.sample.paper import preset_for
 
 BASE = dict(model="smollm2-135m", source="builtin", oversample=3, mc=20, mc_extra=4, min_acc=0.1, max_acc=0.8,
             seed=0, sampling=SamplingConfig(max_tokens=256))

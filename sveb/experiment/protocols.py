@@ -22,8 +22,8 @@ from pathlib import Path
 from sveb import store
 from sveb.core.config import BuildConfig, SamplingConfig
 from sveb.engines import EngineOptions, start, uses_model
-from sveb.experiment.runner import Sampler
 from sveb.experiment import partial
+from sveb.experiment.runner import Sampler
 from sveb.experiment.table4 import eval_domain, export_train, exported, restore, timed_build
 from sveb.lm.device import describe as cpu
 from sveb.sample import paper
@@ -210,9 +210,10 @@ def run(a, engine=None, model_dir=None) -> Path:
     scored (cached), then the tables. With `a.from_exports`: the tables from the stored per-state estimates
     (OUT/estimates.parquet) and the exports alone, no engine, no estimator."""
     from rich.console import Console
+
+    from sveb.experiment.protocols_files import write_tables
     from sveb.experiment.runner import estimator_list, needs_train
     from sveb.experiment.table4_files import merge_estimates, read_estimates, write_estimates
-    from sveb.experiment.protocols_files import write_tables
     console = Console(stderr=True)
     names = estimator_list(a.estimators)
     out = Path(a.out)

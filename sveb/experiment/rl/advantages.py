@@ -6,7 +6,7 @@ c <= j; tokens before the first cut take `before` (the group's held-out mean). A
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 

@@ -9,8 +9,8 @@ value, seeded: a baseline made worse on purpose.
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 import numpy as np
 

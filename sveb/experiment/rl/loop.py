@@ -12,9 +12,9 @@ from __future__ import annotations
 import dataclasses
 import random
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 
@@ -160,6 +160,7 @@ def run(cfg: RLConfig, out: Path, engine: Engine, model, train: Sequence[dict], 
     import torch
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
     from sveb.lm.policy_update import PolicyUpdate, Sample
     out = Path(out)
     checkpoint.check_config(out, dataclasses.asdict(cfg))

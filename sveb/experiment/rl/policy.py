@@ -58,6 +58,7 @@ def vllm_policy(model: str, dtype: str, weights: str):
     """(engine, model): vLLM on the resolved model, and the policy as a separate fp32 transformers model."""
     import torch
     from transformers import AutoModelForCausalLM
+
     from sveb.core.models import resolve
     from sveb.lm.device import torch_device
     path = resolve(model)
