@@ -27,6 +27,10 @@ def build(
     min_tests: int = typer.Option(-1, help="Code problems: fewest test cases kept (-1: 6 for verifiable-coding, "
                                   "1 otherwise; HumanEval counts its asserts)."),
     split: str = typer.Option("test", help="test (the benchmark) | train (a disjoint problem set, e.g. for ppo-1)"),
+    exclude: List[str] = typer.Option([], "--exclude", help="Never draw these problems: a build or export folder, a "
+                                      "folder searched for them, or a file of problem ids (one a line). Applied "
+                                      "within the seed's slot, so other seeds do not move; enters the problems "
+                                      "fingerprint by content. Repeatable."),
     problems: int = typer.Option(8, help="Problems kept after the difficulty filter."),
     oversample: int = typer.Option(4, help="Candidates drawn per kept problem."),
     rollouts: int = typer.Option(40, help="G: rollouts per problem."),
@@ -88,7 +92,7 @@ def build(
                       rollouts=rollouts, states_per_problem=states_per_problem, step_pairs=step_pairs, mc=mc,
                       mc_extra=mc_extra,
                       min_acc=min_acc, max_acc=max_acc, screen=screen, min_novel_numbers=min_novel_numbers, seed=seed,
-                      fields=fields, min_tests=min_tests,
+                      fields=fields, min_tests=min_tests, exclude=tuple(exclude),
                       sampling=SamplingConfig(temperature=temperature, top_p=top_p, max_tokens=max_tokens),
                       dtype=dtype, engine=engine, batch_size=batch_size, eager=eager, tensor_parallel_size=tp,
                       gpu_memory_utilization=gpu_memory_utilization,

@@ -46,6 +46,7 @@ class BuildConfig:
     min_novel_numbers: int = -1    # number domain: -1 = 4 for hub/file sources (the paper), 0 for builtin
     fields: tuple[tuple[str, str], ...] = ()  # --field KEY=COLUMN mappings for a file with its own columns
     min_tests: int = -1            # code problems: fewest tests kept; -1 = 6 for verifiable-coding, else 1
+    exclude: tuple[str, ...] = ()  # --exclude paths: problems of earlier builds never drawn (sveb.data_builders.exclude)
     seed: int = 0
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
     dtype: str = "auto"            # compute dtype; auto: from the hardware (see sveb.lm.device). Changes samples.
@@ -109,6 +110,10 @@ def _typed(cls, raw: object, where: str):
                                                        and all(isinstance(x, str) for x in p) for p in v)):
                 raise ConfigError(f"manifest {key}: is {json.dumps(v, default=str)[:40]}, expected [key, column] pairs")
             kw[f.name] = tuple(tuple(p) for p in v)
+        elif f.name == "exclude":  # paths; JSON has lists for tuples
+            if not (isinstance(v, (list, tuple)) and all(isinstance(x, str) for x in v)):
+                raise ConfigError(f"manifest {key}: is {json.dumps(v, default=str)[:40]}, expected a list of paths")
+            kw[f.name] = tuple(v)
         else:
             kw[f.name] = _checked(v, type(f.default), key)
     return cls(**kw)

@@ -116,18 +116,20 @@ def make_problem(domain: str, source: str, question: str, answer: str, answer_ty
 
 
 def sample_builtin(domain: str, n: int, seed: int, split: str, levels: dict[int, float],
-                   make: Callable[[int, random.Random], dict], ask: str | None = None) -> list[dict]:
+                   make: Callable[[int, random.Random], dict], ask: str | None = None, exclude=None) -> list[dict]:
     """Seed `seed`'s n problems of the split, `levels` (level -> weight) the mix; `make(level, rng)` builds one.
 
     Each level's source is a finite pool (sveb.data_builders.seeds.level_pools); its split is dealt into the
     split's seed slots, and the seed takes each level's share of n from its own slot (seeds.partition_draw):
-    seeds are disjoint and hold the same level mix. A slot too small for its share is an error, never a repeat."""
+    seeds are disjoint and hold the same level mix. A slot too small for its share is an error, never a repeat.
+    `exclude`: problems left out of the seed's slot (sveb.data_builders.exclude)."""
     if split not in SLOTS:
         raise UsageError(f"--split {split}: builtin {domain} has a test and a train split")
     kept = {lv: w for lv, w in levels.items() if w > 0}
     pools = level_pools(domain, kept, make)
     strata = {lv: [p for p in pools[lv] if split_of(p["problem_id"]) == split] for lv in kept}
-    out = partition_draw(strata, kept, n, seed, (domain, "builtin", split), SLOTS[split], f"builtin {domain}", ask)
+    out = partition_draw(strata, kept, n, seed, (domain, "builtin", split), SLOTS[split], f"builtin {domain}", ask,
+                         exclude=exclude)
     return [dict(p) for p in out]  # copies: the pools are kept for the process
 
 

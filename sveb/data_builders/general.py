@@ -203,7 +203,7 @@ def _typed(qat: tuple[str, str, str], kind: str) -> tuple[str, str, str, str]:
     return q, a, kind, template
 
 
-def builtin(n: int, seed: int, split: str, **kw) -> list[dict]:  # kw: ask (sample_builtin)
+def builtin(n: int, seed: int, split: str, **kw) -> list[dict]:  # kw: ask, exclude (sample_builtin)
     def make(level: int, rng: random.Random) -> dict:
         q, a, kind, template = generate(level, rng)
         return make_problem("general", "builtin", q, a, kind, meta={"level": level, "template": template})

@@ -21,6 +21,7 @@ import sveb.data_builders as package
 from sveb.data_builders import FITS, SkipRow, Source, SourceError, domain_module, make_problem, split_of
 from sveb.data_builders import fields as fieldmap
 from sveb.data_builders.files import data_files, read_hub, read_local
+from sveb.data_builders.exclude import read as read_exclusions
 from sveb.data_builders.seeds import SLOT_MIN, dataset_slots, partition_draw
 
 log = logging.getLogger(__name__)
@@ -277,7 +278,8 @@ def scan(domain: str, text: str, fields: tuple = (), min_tests: int = -1) -> Loa
 
 
 def load_problems(domain: str, source: str, n: int, seed: int, split: str, fields: tuple = (), min_tests: int = -1,
-                  warn: Callable[[str], None] | None = None, ask: str | None = None) -> tuple[list[dict], dict[str, int]]:
+                  warn: Callable[[str], None] | None = None, ask: str | None = None,
+                  exclude: tuple[str, ...] = ()) -> tuple[list[dict], dict[str, int]]:
     """Seed `seed`'s n candidate problems of the split; also the count of skipped rows per reason.
 
     source: builtin | hub (the domain's paper dataset) | NAME | NAME=PATH | PATH (see `sveb ls sources`);
@@ -285,13 +287,14 @@ def load_problems(domain: str, source: str, n: int, seed: int, split: str, field
     Seeds are a stratified partition of the source's split (sveb.data_builders.seeds): disjoint, each with the
     split's mix of strata (meta "level"); a seed whose slot is too small for n is an error naming `ask` (how n was
     made, e.g. "--problems 8 x --oversample 4"). Warnings (a gold that looks like a worked solution) go to `warn`
-    before anything is sampled."""
+    before anything is sampled. exclude: --exclude paths (sveb.data_builders.exclude), left out of the seed's slot."""
     mod = domain_module(domain)
     say = warn or log.warning
+    gone = read_exclusions(tuple(exclude)) if exclude else None
     if source == "builtin":
         if fields:
             raise SourceError("--field applies to a file source, not to --source builtin")
-        return mod.builtin(n, seed, split, ask=ask), {}
+        return mod.builtin(n, seed, split, ask=ask, **({"exclude": gone} if gone else {})), {}
     loaded = scan(domain, source, tuple(fields), min_tests)
     for w in loaded.warnings:
         say(w)
@@ -313,11 +316,11 @@ def load_problems(domain: str, source: str, n: int, seed: int, split: str, field
     key = (domain, src.name if src is not None else "fields", split)
     slots = dataset_slots(split, len(problems))
     if slots == 1:  # too small to deal into seeds: each seed its own sample of the whole split, all of it at most
-        n = min(n, len(problems))
+        n = min(n, sum(p not in gone for p in problems) if gone else len(problems))
         if seed > 0:
             say(f"--seed {seed}: --source {source} holds {len(problems)} {split} problems, under {2 * SLOT_MIN}, "
                 f"too few to deal into disjoint seeds: this seed's candidates overlap other seeds' (use a larger "
                 f"source for replicate seeds)")
     out = partition_draw(strata, {k: len(v) for k, v in strata.items()}, n, seed, key, slots,
-                         f"--source {source}", ask, name=name)
+                         f"--source {source}", ask, name=name, exclude=gone)
     return out, dict(loaded.skipped)

@@ -61,7 +61,7 @@ def generate(level: int, rng: random.Random) -> tuple[str, int, str]:
     raise ValueError(f"unknown math level {level}")
 
 
-def builtin(n: int, seed: int, split: str, **kw) -> list[dict]:  # kw: ask (sample_builtin)
+def builtin(n: int, seed: int, split: str, **kw) -> list[dict]:  # kw: ask, exclude (sample_builtin)
     def make(level: int, rng: random.Random) -> dict:
         q, a, template = generate(level, rng)
         return make_problem("math", "builtin", q, str(a), "math", meta={"level": level, "template": template})

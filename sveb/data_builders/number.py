@@ -82,7 +82,7 @@ def generate(level: int, rng: random.Random) -> tuple[str, int, list[int]]:
     raise ValueError(f"unknown number level {level}")
 
 
-def builtin(n: int, seed: int, split: str, **kw) -> list[dict]:  # kw: ask (sample_builtin)
+def builtin(n: int, seed: int, split: str, **kw) -> list[dict]:  # kw: ask, exclude (sample_builtin)
     def make(level: int, rng: random.Random) -> dict:
         q, a, inter = generate(level, rng)
         return make_problem("number", "builtin", q, str(a), "math", meta={"level": level, "intermediate": inter})

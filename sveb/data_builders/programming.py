@@ -256,7 +256,7 @@ def _make(level: int, rng: random.Random) -> dict:
     return _WRITTEN[core]
 
 
-def builtin(n: int, seed: int, split: str, **kw) -> list[dict]:  # kw: ask (sample_builtin)
+def builtin(n: int, seed: int, split: str, **kw) -> list[dict]:  # kw: ask, exclude (sample_builtin)
     return sample_builtin("programming", n, seed, split, LEVELS, _make, **kw)
 
 

@@ -110,7 +110,7 @@ def generate(level: int, rng: random.Random) -> tuple[str, str, str, str]:
     return format_question(stem, options), gold, correct, stem
 
 
-def builtin(n: int, seed: int, split: str, **kw) -> list[dict]:  # kw: ask (sample_builtin)
+def builtin(n: int, seed: int, split: str, **kw) -> list[dict]:  # kw: ask, exclude (sample_builtin)
     def make(level: int, rng: random.Random) -> dict:
         q, gold, correct, stem = generate(level, rng)
         options = {line[1]: line[4:] for line in q.splitlines()[1:]}  # "(A) text" lines, as named sources store them

@@ -69,10 +69,11 @@ def check_seed(seed: int, slots: int, where: str, split: str) -> None:
 
 
 def partition_draw(strata: dict[Any, list[dict]], weights: dict[Any, float], n: int, seed: int, key: tuple,
-                   slots: int, where: str, ask: str | None = None, name: str = "level") -> list[dict]:
+                   slots: int, where: str, ask: str | None = None, name: str = "level", exclude=None) -> list[dict]:
     """Seed `seed`'s n problems: each stratum's share of n (by `weights`) from the seed's slot of it, in the seed's
     order. key = (domain, source, split); `where` and `ask` (how n was made) name the source and the request in
-    the one-line errors."""
+    the one-line errors. `exclude` (sveb.data_builders.exclude.Exclusion, or any container of problems): left out
+    of the seed's slot after the dealing, so the other seeds' problems and order do not move."""
     split = key[2]
     if slots > 1:  # a one-slot source (a small dataset: see dataset_slots) has no disjoint seeds to check
         check_seed(seed, slots, where, split)
@@ -83,12 +84,18 @@ def partition_draw(strata: dict[Any, list[dict]], weights: dict[Any, float], n: 
             continue
         slot = slot_of(strata[label], key, label, slots)
         mine = sorted((p for p in strata[label] if slot[p["problem_id"]] == seed % slots), key=order)
+        gone = 0
+        if exclude:
+            kept = [p for p in mine if p not in exclude]
+            gone, mine = len(mine) - len(kept), kept
         if len(mine) < k:
             of = f" of {name} {label}" if len(strata) > 1 else ""
+            after = f" once --exclude removed {gone}" if gone else ""
             raise UsageError(
                 f"--seed {seed}: {where} (domain {key[0]}) holds {len(mine)} {split} problems{of} in "
-                f"this seed's slot, {k} needed for {ask or f'{n} candidates'} (its {split} problems are dealt into "
-                f"{slots} disjoint seeds within each {name}); ask for fewer candidates (--problems x --oversample) "
+                f"this seed's slot{after}, {k} needed for {ask or f'{n} candidates'} (its {split} problems are "
+                f"dealt into {slots} disjoint seeds within each {name}); ask for fewer candidates (--problems x "
+                f"--oversample) "
                 f"or use a larger source")
         out += mine[:k]
     return sorted(out, key=order)

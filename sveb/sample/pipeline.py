@@ -25,6 +25,7 @@ from sveb.sample.rules import context_needed, filter_open, locate, min_novel, sc
 from sveb.store.builds import load_rollouts, truncation
 from sveb.core.config import BuildConfig, derive_seed, fingerprint
 from sveb.data_builders import SourceError, domain_module
+from sveb.data_builders.exclude import identity as exclusion_identity
 from sveb.data_builders.load import load_problems
 from sveb.engines import Engine, uses_model
 from sveb.core.errors import BuildError
@@ -90,7 +91,7 @@ def build(cfg: BuildConfig, root: str | Path, engine: Engine | None = None, cons
         return bdir
     base = {"config": dataclasses.asdict(cfg), "fingerprints": fps, "build_fp": fps["references"],
             "model": cfg.model, "domain": cfg.domain, "versions": _versions(), "dtype": dtype_of(cfg),
-            "cpu_flags": cpu(),
+            "cpu_flags": cpu(), **({"excluded": exclusion_identity(tuple(cfg.exclude))} if cfg.exclude else {}),
             "screening": {"rollouts_per_candidate": screen_size(cfg), "table": "screens",
                           "separate_from_group": True,
                           "note": "the difficulty filter decides on screening rollouts with seeds of their own; a "
@@ -153,7 +154,7 @@ def _stage_candidates(cfg, bdir: Path, fp: str, console) -> tuple[list[dict], di
     problems, skipped = load_problems(
         cfg.domain, cfg.source, cfg.problems * cfg.oversample, cfg.seed, cfg.split, cfg.fields, cfg.min_tests,
         warn=lambda w: console.print(f"warning: {w}", style="yellow", markup=False, soft_wrap=True),
-        ask=f"--problems {cfg.problems} x --oversample {cfg.oversample}")
+        ask=f"--problems {cfg.problems} x --oversample {cfg.oversample}", exclude=cfg.exclude)
     if skipped:
         console.print(f"skipped rows of {cfg.source}: " + ", ".join(f"{v} {k}" for k, v in sorted(skipped.items())))
     if not problems:

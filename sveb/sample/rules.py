@@ -15,6 +15,7 @@ from sveb.core.errors import BuildError, did_you_mean
 from sveb.core.models import model_slug, resolve
 from sveb.data_builders.load import identity as source_identity
 from sveb.data_builders.load import resolve as resolve_source
+from sveb.data_builders.exclude import identity as exclusion_identity
 from sveb.data_builders.seeds import DRAW
 from sveb.sample.paper import choice_parts, fp_parts
 
@@ -55,6 +56,8 @@ def validate(cfg: BuildConfig) -> None:
         fingerprint_key(cfg)
     except EngineError as e:
         raise BuildError(str(e)) from None
+    if cfg.exclude:  # a missing path or a bad id file fails here, before the engine starts
+        exclusion_identity(tuple(cfg.exclude))
     if cfg.source != "builtin":  # a mistyped source fails here, before a build folder is made for it
         resolve_source(cfg.source, cfg.domain, tuple(cfg.fields))
 
@@ -67,6 +70,8 @@ def stage_fps(cfg: BuildConfig) -> dict[str, str]:
     if cfg.fields or cfg.min_tests >= 0:  # only when set, so builds made before these knobs keep their fingerprints
         parts.append({"fields": sorted(map(list, cfg.fields)), "min_tests": cfg.min_tests})
     parts.append(DRAW)  # how seeds draw their candidates (sveb.data_builders.seeds): an older draw is never reused
+    if cfg.exclude:  # the excluded problems' content, not the paths; only when set, so other builds keep theirs
+        parts.append({"exclude": exclusion_identity(tuple(cfg.exclude))})
     problems = fingerprint(*parts)
     rollouts = fingerprint("rollouts", problems, model_identity(cfg.model), cfg.sampling, cfg.rollouts, cfg.seed,
                            dtype_of(cfg), v, "fresh groups after a separate screen", engine_key(cfg),
