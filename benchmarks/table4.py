@@ -84,6 +84,10 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--no-step-pairs", dest="step_pairs", action="store_false",
                    help="cut states independently (default: in pairs t1 < t2 of one rollout, as the powered preset)")
     p.add_argument("--no-train", dest="train", action="store_false", help="skip the training builds (ppo-1 needs one)")
+    p.add_argument("--trainings", type=int, default=3,
+                   help="train each trained estimator (ppo-1, ppo-n, pacs, probe, probe-mc) this many times per "
+                        "domain (training seeds seed, seed+1, ...; on the one train build) and test the mean over "
+                        "them with the between-training spread in its SE (default 3; 1: the default training only)")
     p.add_argument("--from-exports", action="store_true",
                    help="score the stored per-state estimates (--estimates) on the exports' states and references: "
                         "no sampling, no estimator run, no engine")
@@ -111,6 +115,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     a = p.parse_args(argv)
     if not all(x.isdigit() for x in a.seeds.replace(",", " ").split()):
         p.error(f"--seeds {a.seeds}: expected comma-separated seeds (non-negative integers), e.g. 0,1,2")
+    if a.trainings < 1:
+        p.error(f"--trainings {a.trainings}: expected 1 or more (1: the default training only)")
     a.source = SOURCES | dict(s.split("=", 1) for s in a.source)
     return a
 

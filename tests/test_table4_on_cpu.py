@@ -131,7 +131,7 @@ def test_two_domains_resumable_with_exports_and_timings(tmp_path):
 COLUMNS = ["domain", "estimator", "protocol", "n_states", "mae", "mae_ci_low", "mae_ci_high", "k_eq", "k_eq_ci_low",
            "k_eq_ci_high", "spearman", "delta_sq",
            "delta_sq_ci_low", "delta_sq_ci_high", "delta_sq_se", "df", "p", "family", "family_size", "p_holm",
-           "delta_sq_holm_low", "delta_sq_holm_high", "verdict", "mde_80", "estimates", "builds"]
+           "delta_sq_holm_low", "delta_sq_holm_high", "verdict", "mde_80", "trainings", "training_sd", "estimates", "builds"]
 
 
 def check_scores(path):
@@ -482,3 +482,78 @@ def test_a_bad_seeds_list_is_a_one_line_usage_error(capsys):
         table4.parse(["--seeds", "1,x"])
     assert e.value.code == 2 and "--seeds 1,x: expected comma-separated seeds" in capsys.readouterr().err
     assert table4.parse(["--seeds", "0, 1,2"]).seeds == "0, 1,2"
+
+
+@dataclass
+class SeededTrainSeen(TrainSeen):
+    """a trained stand-in whose estimates move with its training seed, as a probe's do"""
+    seed: int = 0
+
+    def estimate(self, group, states):
+        rng = np.random.default_rng([self.seed, len(states)])
+        return np.clip(self._mean + rng.normal(0, 0.05, len(states)), 0, 1)
+
+
+def test_a_trained_estimator_is_tested_over_its_trainings(tmp_path):
+    """--trainings 3: a trained estimator (one whose settings have a `seed`) is scored with seeds 0, 1, 2 on the
+    one train build; the replicates are stored with their training seed; its cell's test is the test over
+    trainings (sveb.score.trainings) and its MAE the mean of the three; an untrained one gets no trainings column;
+    --trainings 1 gives the default training alone, called one training."""
+    from sveb.engines.scripted import ScriptedEngine
+    from sveb.experiment.table4_files import pooled_estimates, pooled_trainings, read_estimates
+    from sveb.score.trainings import over_trainings
+    number = _files(tmp_path)
+    weights = tmp_path / "w"
+    weights.mkdir()
+    (weights / "model.safetensors").write_bytes(b"w")
+    name = "test_table4_on_cpu:SeededTrainSeen"
+    args = ["--domains", "number", "--source", f"number={number}", "--estimators", f"grpo,mcs-2,{name}",
+            "--root", str(tmp_path / "root"), "--exports", str(tmp_path / "exports"), "--out", str(tmp_path / "out"),
+            "--problems", "4", "--states", "2", "--rollouts", "8", "--mc", "10", "--mc-extra", "4",
+            "--train-problems", "3", "--train-states", "1", "--train-mc", "2",
+            "--oversample", "2", "--max-tokens", "200", "--min-novel-numbers", "0", "--max-acc", "0.9"]
+    TRAINED_ON.clear()
+    out = table4.main([*args, "--trainings", "3"], engine=ScriptedEngine(), model_dir=weights)
+    assert len(set(TRAINED_ON)) == 1 and len(TRAINED_ON) == 6  # three trainings x two protocols, one train build
+    records = read_estimates(out / "estimates.parquet")
+    assert {r["training"] for r in records if r["estimator"] == name} == {None, 1, 2}
+    assert {r["training"] for r in records if r["estimator"] != name} == {None}
+    rows = {(r["estimator"], r["protocol"]): r for r in csv.DictReader(open(out / "scores.csv"))}
+    row = rows[(name, "held-out")]
+    assert row["trainings"] == "3" and float(row["training_sd"]) > 0 and rows[("mcs-2", "held-out")]["trainings"] == ""
+    a = table4.parse([*args, "--trainings", "3"])
+    ref, groups, est = pooled_estimates("number", Path(a.exports), ["grpo", name], records)
+    reps = pooled_trainings("number", Path(a.exports), ["grpo", name], records)["held-out"][name]
+    runs = [est["held-out"][name], reps[1], reps[2]]
+    assert not np.allclose(runs[0], runs[1])  # the seed moved the estimates
+    base = est["held-out"]["grpo"]
+    d = np.stack([(x - ref) ** 2 - (base - ref) ** 2 for x in runs])
+    want = over_trainings(d, groups)
+    assert float(row["p"]) == pytest.approx(want["p_delta"], rel=1e-6)
+    assert float(row["delta_sq"]) == pytest.approx(want["delta_sq"], rel=1e-6, abs=1e-12)
+    assert float(row["mae"]) == pytest.approx(np.mean([np.abs(x - ref).mean() for x in runs]), abs=1e-6)
+    check_scores(out / "scores.csv")
+    md = (out / "table4.md").read_text()
+    assert f"Over trainings: {name} (3)" in md and "One training" not in md
+    # the rescore from the stored estimates gives the same cells
+    saved = (out / "scores.csv").read_text()
+    table4.main([*args, "--trainings", "3", "--from-exports"])
+    assert (out / "scores.csv").read_text() == saved
+    # one training: the default's cell alone, said so
+    one = table4.main([*args, "--trainings", "1", "--out", str(tmp_path / "one"),
+                       "--estimates", str(out / "estimates.parquet"), "--from-exports"])
+    assert "Over trainings" in (one / "table4.md").read_text()  # the stored replicates are still read
+    records = [r for r in records if r["training"] is None]
+    from sveb.experiment.table4_files import write_estimates
+    write_estimates(tmp_path / "default-only.parquet", records)
+    one = table4.main([*args, "--out", str(tmp_path / "one"), "--estimates", str(tmp_path / "default-only.parquet"),
+                       "--from-exports"])
+    rows = {(r["estimator"], r["protocol"]): r for r in csv.DictReader(open(one / "scores.csv"))}
+    assert rows[(name, "held-out")]["trainings"] == "1" and rows[(name, "held-out")]["training_sd"] == ""
+    assert f"One training: {name}" in (one / "table4.md").read_text()
+
+
+def test_a_bad_trainings_count_is_a_one_line_usage_error(capsys):
+    with pytest.raises(SystemExit):
+        table4.parse(["--trainings", "0"])
+    assert "--trainings 0: expected 1 or more" in capsys.readouterr().err

@@ -63,17 +63,17 @@ class Sampler:
             self.engine = None
 
 
-def evaluate_all(bdir: Path, names: list[str], console: Console, label: str | None = None
-                 ) -> list[tuple[dict, float]]:
-    """Every estimator on the build under both protocols (sveb.evaluate, cached): each score row with the wall
-    seconds it took here."""
+def evaluate_all(bdir: Path, names: list[str], console: Console, label: str | None = None,
+                 params: dict[str, str] | None = None) -> list[tuple[dict, float]]:
+    """Every estimator on the build under both protocols (sveb.evaluate, cached), at `params` (default: its
+    defaults): each score row with the wall seconds it took here."""
     done = []
     for name in names:
         for protocol in PROTOCOLS:
             if label:
                 console.print(f"eval {name} ({protocol}) on {label}")
             t0 = time.perf_counter()
-            row = evaluate(bdir, name, {}, protocol, console=console)
+            row = evaluate(bdir, name, dict(params or {}), protocol, console=console)
             done.append((row, time.perf_counter() - t0))
     return done
 

@@ -24,6 +24,7 @@ from sveb.sample.jobs import stage_clock
 from sveb.sample.paper import PRESET as PAPER, preset_for
 from sveb.core.models import model_slug
 from sveb.estimators import entry, is_variant, names as registered
+from sveb.score.replicates import default_params
 from sveb.lm.device import describe
 from sveb.store.builds import load_build
 from sveb.store.export import check_weights, export_build, verify
@@ -106,10 +107,27 @@ def build_domain(domain: str, a, sampler: Sampler, console, model_dir, seed: int
     return timing
 
 
+def _defaults(name: str) -> dict:
+    return json.loads(default_params(name) or "{}")
+
+
+def trained(names: list[str]) -> list[str]:
+    """The estimators among `names` that train: their default settings have a training `seed` (a plugin's too)."""
+    return [n for n in names if "seed" in _defaults(n)]
+
+
+def replicate_seeds(name: str, trainings: int) -> list[int]:
+    """The training seeds of a trained estimator's replicates: the trainings - 1 seeds after its default one."""
+    first = int(_defaults(name)["seed"])
+    return list(range(first + 1, first + max(1, int(trainings))))
+
+
 def eval_domain(domain: str, a, names: list[str], console, name: str | None = None
                 ) -> tuple[list[dict], dict[str, float]]:
     """Every estimator on a domain's export `name` (default: the domain's, seed 0) under both protocols
-    (sveb.evaluate, cached); returns its per-state estimates as ESTIMATES records and the seconds of each stage."""
+    (sveb.evaluate, cached), and each trained one again with `a.trainings` - 1 more training seeds (its
+    replicates: the same settings but `seed`); returns its per-state estimates as ESTIMATES records (a
+    replicate's with its `training` seed) and the seconds of each stage."""
     bdir = restore(Path(a.exports) / (name or domain), Path(a.root))
     if a.train and (Path(a.exports) / f"{domain}-train").exists():
         restore(Path(a.exports) / f"{domain}-train", Path(a.root))
@@ -124,17 +142,23 @@ def eval_domain(domain: str, a, names: list[str], console, name: str | None = No
         elif (est := cached_pass_seconds(hs.dir)) is not None:
             # found cached by a run that did not record it (stopped before writing timing.json)
             timing["hidden pass (from cache file times)"] = est
-    rows = []
+    rows = []  # (score row, training seed of a replicate or None)
     for row, wall in evaluate_all(bdir, names, console):
         timing[f"eval {row['estimator']} ({row['protocol']})"] = eval_seconds(bdir, row, wall)
-        rows.append(row)
+        rows.append((row, None))
+    for n in trained(names):
+        for seed in replicate_seeds(n, getattr(a, "trainings", 1)):
+            for row, wall in evaluate_all(bdir, [n], console, f"training seed {seed}", {"seed": str(seed)}):
+                timing[f"eval {n} seed {seed} ({row['protocol']})"] = eval_seconds(bdir, row, wall)
+                rows.append((row, seed))
     est_rows = store.read_table(bdir / "estimates").to_pylist()
     records = []
-    for r in rows:
+    for r, seed in rows:
         ident = (r["estimator"], r["params_fp"], r["protocol"])
+        how = f"sveb eval {r['estimator']} {r['params_fp']}" + (f" --param seed={seed}" if seed is not None else "")
         records += [{"domain": domain, "build_fp": data.manifest["build_fp"], "state_id": e["state_id"],
                      "estimator": e["estimator"], "params_fp": e["params_fp"], "protocol": e["protocol"],
-                     "value": e["value"], "provenance": f"sveb eval {e['estimator']} {e['params_fp']}"}
+                     "value": e["value"], "provenance": how, "training": seed}
                     for e in est_rows if (e["estimator"], e["params_fp"], e["protocol"]) == ident]
     return records, timing
 

@@ -4,6 +4,7 @@ scored again without running an estimator), scores.csv, interaction.csv, domains
 from __future__ import annotations
 
 import csv
+import json
 import re
 from pathlib import Path
 
@@ -17,8 +18,8 @@ from sveb.present.table4 import cost_markdown
 from sveb.score import power
 from sveb.core.errors import EvalError
 from sveb.score.pool_checks import Allow, check_builds
-from sveb.estimators.families import defaults
 from sveb.estimators import BASELINE
+from sveb.score.replicates import default_params
 from sveb.store.export import TABLES
 
 
@@ -45,17 +46,29 @@ def write_csv(path: Path, rows: list[dict], fields: tuple[str, ...] = ()) -> Non
         w.writerows(rows)
 
 
-ESTIMATE_FIELDS = ("domain", "build_fp", "state_id", "estimator", "params_fp", "protocol", "value", "provenance")
+ESTIMATE_FIELDS = ("domain", "build_fp", "state_id", "estimator", "params_fp", "protocol", "value", "provenance",
+                   "training")
+# `training`: a trained estimator's replicate training seed (its settings are the default's but for `seed`);
+# None for every estimate at the default settings (older files have no column: all None).
+
+
+def training_of(record: dict):
+    return record.get("training")
+
+
+def _key(r: dict) -> tuple:
+    return r["domain"], r["estimator"], r["protocol"], r["build_fp"], -1 if r.get("training") is None else \
+        int(r["training"]), r["state_id"]
 
 
 def write_estimates(path: Path, records: list[dict]) -> None:
     """Every cell's per-state estimates (ESTIMATE_FIELDS), sorted, so that --from-exports can score them again."""
     import pyarrow as pa
     import pyarrow.parquet as pq
-    key = {(r["domain"], r["estimator"], r["protocol"], r["build_fp"], r["state_id"]): r
-           for r in records}  # one per cell x build x state
+    key = {_key(r): r for r in records}  # one per cell x build x training x state
     rows = [key[k] for k in sorted(key)]
-    table = pa.table({f: [r[f] for r in rows] for f in ESTIMATE_FIELDS})
+    table = pa.table({f: pa.array([r.get(f) for r in rows], type=pa.int64() if f == "training" else None)
+                      for f in ESTIMATE_FIELDS})
     pq.write_table(table, path, compression="zstd")
 
 
@@ -65,7 +78,7 @@ def read_estimates(path: Path) -> list[dict]:
         raise SystemExit(f"{path}: no stored per-state estimates; run without --from-exports first (or pass "
                          f"--estimates)")
     import pyarrow.parquet as pq
-    return [r | {"estimator": current_name(r)} for r in pq.read_table(path).to_pylist()]
+    return [{"training": None} | r | {"estimator": current_name(r)} for r in pq.read_table(path).to_pylist()]
 
 
 def current_name(record: dict) -> str:
@@ -78,10 +91,10 @@ def current_name(record: dict) -> str:
 
 
 def merge_estimates(old: list[dict], new: list[dict]) -> list[dict]:
-    """`old` with every (domain, estimator, protocol) cell that `new` holds on a build replaced by new's rows
-    there; the cell's rows on the domain's other builds (seeds) stay."""
+    """`old` with every (domain, estimator, protocol) cell that `new` holds on a build (and training) replaced by
+    new's rows there; the cell's rows on the domain's other builds (seeds) and other trainings stay."""
     def cell(r):
-        return r["domain"], r["estimator"], r["protocol"], r["build_fp"]
+        return r["domain"], r["estimator"], r["protocol"], r["build_fp"], r.get("training")
     cells = {cell(r) for r in new}
     return [r for r in old if cell(r) not in cells] + list(new)
 
@@ -116,10 +129,26 @@ def export_estimates(key: str, export: Path, names: list[str], records: list[dic
     est: dict[str, dict[str, np.ndarray]] = {p: {} for p in PROTOCOLS}
     for r in records:
         if r["domain"] == key and r["build_fp"] == fp and r["estimator"] in names and r["protocol"] in est \
-                and r["state_id"] in index:
+                and r["state_id"] in index and training_of(r) is None:  # replicates: export_trainings
             arr = est[r["protocol"]].setdefault(r["estimator"], np.full(len(ids), np.nan))
             arr[index[r["state_id"]]] = np.nan if r["value"] is None else r["value"]
     return ids, ref, groups, {p: {n: est[p][n] for n in names if n in est[p]} for p in PROTOCOLS}
+
+
+def export_trainings(key: str, export: Path, names: list[str], records: list[dict]) -> dict:
+    """The replicate trainings' per-state estimates on one export: reps[protocol][estimator][seed] (states in
+    the export's order, NaN where none), for the records with a `training` seed."""
+    ids = [s["state_id"] for s in store.read_table(export / "states").to_pylist()]
+    fp = store.read_manifest(export)["build_fp"]
+    index = {sid: i for i, sid in enumerate(ids)}
+    reps: dict = {p: {} for p in PROTOCOLS}
+    for r in records:
+        if training_of(r) is not None and r["domain"] == key and r["build_fp"] == fp and r["estimator"] in names \
+                and r["protocol"] in reps and r["state_id"] in index:
+            arr = reps[r["protocol"]].setdefault(r["estimator"], {}).setdefault(
+                int(r["training"]), np.full(len(ids), np.nan))
+            arr[index[r["state_id"]]] = np.nan if r["value"] is None else r["value"]
+    return reps
 
 
 def export_name(domain: str, seed: int) -> str:
@@ -156,6 +185,22 @@ def pooled_estimates(domain: str, exports: Path, names: list[str], records: list
     return ref, groups, est
 
 
+def pooled_trainings(domain: str, exports: Path, names: list[str], records: list[dict]) -> dict:
+    """export_trainings over every seed's export of the domain, in pooled_estimates's state order:
+    reps[protocol][estimator][seed] (NaN on a seed's states that training was not scored on)."""
+    found = domain_exports(exports, domain) or [domain]
+    sizes = [store.read_table(exports / n / "states").num_rows for n in found]
+    parts = [export_trainings(domain, exports / n, names, records) for n in found]
+    reps: dict = {pr: {} for pr in PROTOCOLS}
+    for pr in PROTOCOLS:
+        for n in names:
+            seeds = sorted({s for p in parts for s in p[pr].get(n, {})})
+            for s in seeds:
+                reps[pr].setdefault(n, {})[s] = np.concatenate(
+                    [p[pr].get(n, {}).get(s, np.full(k, np.nan)) for p, k in zip(parts, sizes)])
+    return reps
+
+
 def domain_builds(exports: Path, domain: str) -> str:
     """The fingerprints of a domain's pooled builds, seed 0 first, "+"-joined: scores.csv's `builds`."""
     return "+".join(store.read_manifest(Path(exports) / n)["build_fp"]
@@ -172,9 +217,10 @@ def table_cells(a, domains: list[str], names: list[str], records: list[dict], pr
     rows = []
     for d in domains:
         ref, groups, est = pooled_estimates(d, Path(a.exports), names, records)
+        reps = pooled_trainings(d, Path(a.exports), names, records)
         builds = domain_builds(Path(a.exports), d)
         got = {(r["estimator"], r["protocol"]): r
-               for r in t4.cells(d, est, BASELINE, ref, groups, builds, n_ref=int(a.mc))}
+               for r in t4.cells(d, est, BASELINE, ref, groups, builds, n_ref=int(a.mc), trainings=reps)}
         for n in names:
             for p in PROTOCOLS:
                 if (n, p) in got:
@@ -252,12 +298,29 @@ def seed_checks(a, domains: list[str]) -> list[str]:
 
 
 def one_training(rows: list[dict]) -> list[str]:
-    """The trained estimators whose cells rest on one training each (Table 4's estimates hold one per estimator
-    and domain): their tests carry no between-training spread (sveb.score.trainings needs several), said so."""
-    trained = [n for n in dict.fromkeys(r["estimator"] for r in rows if r.get("verdict") not in ("", None))
-               if "seed" in defaults().get(n, {})]
-    return [f"One training: {', '.join(trained)} (each trained once per domain: their verdicts carry no "
-            "between-training spread; docs/statistics.md, \"Over trainings\").", ""] if trained else []
+    """What a trained estimator's tests rest on: the cells tested over several trainings (their SE carries the
+    between-training spread, sveb.score.trainings), and those that rest on one training (no spread), said so."""
+    tested = [r for r in rows if r.get("verdict") not in ("", None)
+              and "seed" in json.loads(default_params(r["estimator"]) or "{}")]
+    many = sorted({(r["estimator"], int(r["trainings"])) for r in tested if _int(r.get("trainings")) > 1})
+    one = list(dict.fromkeys(r["estimator"] for r in tested if _int(r.get("trainings")) <= 1))
+    out = []
+    if many:
+        shown = ", ".join(f"{n} ({k})" for n, k in dict(many).items())
+        out += [f"Over trainings: {shown} trainings (training seeds on one train build); each such cell's test is "
+                "of the mean Δ over its trainings, with the between-training spread in its SE (columns trainings, "
+                "training_sd in scores.csv; docs/statistics.md, \"Over trainings\").", ""]
+    if one:
+        out += [f"One training: {', '.join(one)} (their verdicts carry no between-training spread; "
+                "docs/statistics.md, \"Over trainings\").", ""]
+    return out
+
+
+def _int(x) -> int:
+    try:
+        return int(float(x))
+    except (TypeError, ValueError):
+        return 0
 
 
 def pooled_line(domain: str, drows: list[dict]) -> str:

@@ -9,6 +9,7 @@ minimum detectable Δ (sveb.score.power); the domain x estimator interaction is 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -21,15 +22,20 @@ from sveb.estimators import BASELINE
 from sveb.estimators.families import ALONE, family_size
 from sveb.score.pooling import View, paired
 from sveb.score.power import mde
+from sveb.score.replicates import default_params
 
 
-def verdicts(est: dict[str, np.ndarray], base: str, ref: np.ndarray, groups: np.ndarray) -> dict[str, dict]:
+def verdicts(est: dict[str, np.ndarray], base: str, ref: np.ndarray, groups: np.ndarray,
+             trainings: dict[str, dict[int, np.ndarray]] | None = None) -> dict[str, dict]:
     """Each estimator against `base` on one domain and protocol, by the leaderboard's own code
     (sveb.score.pooling.paired, which calls sveb.score.scoring): paired Δ of squared error with its CR1 CI and p, Holm
     within the estimator's declared family (sveb.estimators.families: members not in the table count as p = 1,
     so a cell's verdict never depends on which others were scored), the Holm-adjusted interval, the verdict;
     plus the CR1 standard error of Δ, its G - 1 degrees of freedom, the family and its size m, and the minimum
-    detectable Δ at 80% power (sveb.score.power.mde at alpha / m: see there why that level)."""
+    detectable Δ at 80% power (sveb.score.power.mde at alpha / m: see there why that level).
+    `trainings`: a trained estimator's replicate trainings, estimator -> {training seed: per-state array}; its
+    test is then the test over all its trainings (sveb.score.trainings via pooling.paired: the mean Δ, its SE
+    with the between-training variance), and `trainings` and `training_sd` say how many and how far apart."""
     protocol = "table4"
     ref = np.asarray(ref, float)
     groups = np.asarray(groups, dtype=object)
@@ -38,6 +44,12 @@ def verdicts(est: dict[str, np.ndarray], base: str, ref: np.ndarray, groups: np.
         raise ValueError(f"verdicts: the baseline '{base}' must be among the estimates, once")
     view = View(Path("."), "", "", "table4", [], groups, ref, np.full(len(ref), np.nan),
                 est={(key[n], "", protocol): np.asarray(v, float) for n, v in est.items()})
+    for n, by_seed in (trainings or {}).items():  # replicates: pooling recognises them by their params' seed
+        if n in est and n != base and default_params(n) is not None:
+            for seed, arr in by_seed.items():
+                view.est[(n, f"seed{seed}", protocol)] = np.asarray(arr, float)
+                view.params[(n, f"seed{seed}")] = json.dumps({**json.loads(default_params(n)), "seed": seed},
+                                                              sort_keys=True)
     res = paired(view, protocol)
     out = {}
     for n in est:
@@ -49,37 +61,48 @@ def verdicts(est: dict[str, np.ndarray], base: str, ref: np.ndarray, groups: np.
         out[n] = {"d_sq": r["delta_sq"], "d_lo": r["delta_sq_ci_low"], "d_hi": r["delta_sq_ci_high"],
                   "d_se": se, "df": df, "p": r["p_delta"], "p_holm": float(r["p_holm"]),
                   "h_lo": r["delta_sq_holm_low"], "h_hi": r["delta_sq_holm_high"], "family": r["family"],
-                  "m": int(m), "verdict": r["verdict"], "mde": mde(se, df, scoring.ALPHA, int(m))}
+                  "m": int(m), "verdict": r["verdict"], "mde": mde(se, df, scoring.ALPHA, int(m)),
+                  "trainings": r.get("trainings"), "training_sd": r.get("training_sd")}
     return out
 
 
 COLUMNS = ("domain", "estimator", "protocol", "n_states", "mae", "mae_ci_low", "mae_ci_high", "k_eq", "k_eq_ci_low",
            "k_eq_ci_high", "spearman", "delta_sq",
            "delta_sq_ci_low", "delta_sq_ci_high", "delta_sq_se", "df", "p", "family", "family_size", "p_holm",
-           "delta_sq_holm_low", "delta_sq_holm_high", "verdict", "mde_80", "estimates", "builds")
+           "delta_sq_holm_low", "delta_sq_holm_high", "verdict", "mde_80", "trainings", "training_sd", "estimates",
+           "builds")
 
 
 def cells(domain: str, est: dict[str, dict[str, np.ndarray]], base: str, ref: np.ndarray,
-          groups: np.ndarray, builds: str = "", n_ref: int = 20) -> list[dict]:
+          groups: np.ndarray, builds: str = "", n_ref: int = 20, trainings: dict | None = None) -> list[dict]:
     """Every Table 4 cell of one domain from per-state arrays: est[protocol][estimator] (states in the order
     of ref and groups; NaN where a state has no estimate). One row per cell with COLUMNS: the MAE and its CI
     (sveb.score.scoring.mae_ci), the paired comparison with the baseline (`verdicts`) and, beside each "no
     difference", the minimum detectable Δ at 80% power (`mde_80`; blank elsewhere); beside MAE the rollout-
     equivalent k_eq [CI] (sveb.score.rollout_eq, from the `n_ref`-draw references) and the noise-corrected
     Spearman (sveb.score.ranks). The baseline's own row has no comparison. `builds`: the pooled builds'
-    fingerprints ("+"-joined), stored with every row."""
+    fingerprints ("+"-joined), stored with every row. `trainings`: trainings[protocol][estimator][seed], a
+    trained estimator's replicate trainings (verdicts): its MAE is then the mean over its trainings (the default
+    one and the replicates, on the states all of them scored) with the CI of the per-state mean absolute error;
+    k_eq and Spearman stay the default training's."""
     from sveb.score.ranks import rank_metrics
     from sveb.score.rollout_eq import k_eq
     ref = np.asarray(ref, float)
     groups = np.asarray(groups, dtype=object)
     rows = []
     for protocol, by in est.items():
-        v = verdicts(by, base, ref, groups) if base in by else {}
+        reps = (trainings or {}).get(protocol, {})
+        v = verdicts(by, base, ref, groups, reps) if base in by else {}
         for name, arr in by.items():
             arr = np.asarray(arr, float)
             ok = np.isfinite(arr) & np.isfinite(ref)
-            mae, lo, hi = scoring.mae_ci(arr[ok], ref[ok], groups[ok])
             c = v.get(name)
+            mae, lo, hi = scoring.mae_ci(arr[ok], ref[ok], groups[ok])
+            if c is not None and (c["trainings"] or 0) > 1:  # the mean over trainings, as its test
+                runs = [arr, *(np.asarray(a, float) for a in reps[name].values())]
+                both = ok & np.logical_and.reduce([np.isfinite(a) for a in runs])
+                err = np.mean([np.abs(a[both] - ref[both]) for a in runs], axis=0)
+                mae, lo, hi = scoring.mean_ci(err, groups[both])
             row = {"domain": domain, "estimator": name, "protocol": protocol, "n_states": int(ok.sum()),
                    "mae": mae, "mae_ci_low": lo, "mae_ci_high": hi, **k_eq(arr[ok], ref[ok], n_ref, groups[ok]),
                    "spearman": rank_metrics(arr[ok], ref[ok], n_ref, groups[ok])["spearman"]}
@@ -90,7 +113,8 @@ def cells(domain: str, est: dict[str, dict[str, np.ndarray]], base: str, ref: np
                         "delta_sq_se": c["d_se"], "df": c["df"], "p": c["p"], "family": c["family"],
                         "family_size": c["m"], "p_holm": c["p_holm"], "delta_sq_holm_low": _blank(c["h_lo"]),
                         "delta_sq_holm_high": _blank(c["h_hi"]), "verdict": c["verdict"],
-                        "mde_80": c["mde"] if c["verdict"] == "no difference" else ""}
+                        "mde_80": c["mde"] if c["verdict"] == "no difference" else "",
+                        "trainings": _blank(c["trainings"]), "training_sd": _blank(c["training_sd"])}
             rows.append(row | {"estimates": "per state", "builds": builds})
     return rows
 
