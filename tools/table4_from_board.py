@@ -23,8 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from sveb import store  # noqa: E402
-from sveb.experiment.table4_files import (domain_exports, merge_estimates, read_estimates, seed_of,  # noqa: E402
-                                          write_estimates)
+from sveb.experiment.table4_files import domain_exports, merge_estimates, read_estimates, seed_of, write_estimates  # noqa: E402
 
 
 def readings(records: list[dict], domain: str, build_fp: str) -> dict[tuple[str, str], str]:
