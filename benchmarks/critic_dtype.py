@@ -23,6 +23,7 @@ def main(argv: list[str] | None = None) -> None:
     a = p.parse_args(argv)
     import numpy as np
     import torch
+
     from sveb.core.models import resolve
     from sveb.lm.critic import Critic, CriticConfig, make_seq
     from sveb.lm.device import cpu_flags

@@ -37,12 +37,13 @@ def main() -> None:
     args = ap.parse_args()
 
     from rich.console import Console
+
     from sveb import store
     from sveb.core.config import BuildConfig, SamplingConfig
-    from sveb.engines import make_engine
     from sveb.core.models import resolve
-    from sveb.sample.pipeline import build, dtype_of, locate
     from sveb.data_builders.load import scan
+    from sveb.engines import make_engine
+    from sveb.sample.pipeline import build, dtype_of, locate
 
     console = Console(stderr=True)
     names = [n for n in DATASETS if not args.only or n in args.only.split(",")]

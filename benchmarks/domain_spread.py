@@ -25,10 +25,10 @@ def main() -> None:
     args = ap.parse_args()
 
     from sveb.core.config import SamplingConfig, derive_seed
+    from sveb.core.models import resolve
     from sveb.data_builders import domain_module
     from sveb.data_builders.load import load_problems
     from sveb.engines import Request, make_engine
-    from sveb.core.models import resolve
     from sveb.sample.jobs import rewards as _rewards
 
     engine = make_engine(args.engine, resolve(args.model))

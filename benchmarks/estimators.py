@@ -51,10 +51,10 @@ def timed(fn) -> float:
 
 def bench_build(args, console) -> tuple[dict | None, list[dict]]:
     """Setting 1: the real build. Returns (info, rows); info is None if there is no build."""
-    from sveb.store.builds import find_build, group_for, load_build, state_for
     from sveb.core.errors import EvalError
     from sveb.evaluate.context import prepare
     from sveb.evaluate.protocols import estimate_all
+    from sveb.store.builds import find_build, group_for, load_build, state_for
     try:
         bdir = find_build(args.root, args.model, args.domain, console=console)
     except EvalError as e:
@@ -135,9 +135,9 @@ def bench_synthetic(args) -> list[dict]:
 
 
 def start_engine(model: str, dtype: str, console):
+    from sveb.core.models import resolve
     from sveb.engines.vllm import VLLMEngine
     from sveb.lm.device import pick_dtype
-    from sveb.core.models import resolve
     console.print(f"starting vLLM on {model} ({pick_dtype(dtype)}) for MCS@2")
     return VLLMEngine(resolve(model), seed=0, dtype=pick_dtype(dtype))
 
@@ -163,6 +163,7 @@ def bench_mcs_synthetic(engine, states: list[State], T: int) -> float:
     after a prompt plus t tokens (what a T-token rollout's state costs; the tokens' content does not
     change the cost)."""
     from vllm import SamplingParams
+
     from sveb.data_builders import number
     prompt = engine.tokenizer.encode_chat(number.prompt(number.builtin(1, 0, "test")[0]))
     filler = list(engine.tokenizer.tok.encode("Step 1: 12 + 7 = 19, so we carry 19 forward. "))

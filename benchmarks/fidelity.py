@@ -19,12 +19,12 @@ from pathlib import Path
 import numpy as np
 from rich.console import Console
 
-from sveb.score import scoring
 from sveb.estimators import make, params_fp
 from sveb.evaluate import evaluate
 from sveb.evaluate.protocols import PROTOCOLS
-from sveb.score.pooling import load_view, merge, read_scores
 from sveb.present.report_format import md_table
+from sveb.score import scoring
+from sveb.score.pooling import load_view, merge, read_scores
 
 # (label, estimator, params): the rule each row switches to SVEB's earlier choice
 SETTINGS = {

@@ -2,13 +2,21 @@
 
     PYTHONPATH=. python3 benchmarks/hidden_profile.py     # prints the pass's seconds and cProfile's top entries
 """
-import cProfile, os, pstats, sys, tempfile, time
+import cProfile
+import os
+import pstats
+import sys
+import tempfile
+import time
 from pathlib import Path
+
 os.environ["SVEB_DEVICE"] = "cuda"
 sys.path.insert(0, os.getcwd())
-from tests.gpu_smoke import make_model, make_rollouts, SHAPES
-from sveb.lm.hidden import HiddenStates
 import torch
+
+from sveb.lm.hidden import HiddenStates
+from tests.gpu_smoke import SHAPES, make_model, make_rollouts
+
 tmp = Path(tempfile.mkdtemp())
 path = make_model("qwen2.5-3b", "bfloat16", tmp / "model", "cuda")
 rows = make_rollouts(40, 4096, SHAPES["qwen2.5-3b"]["vocab_size"])

@@ -19,9 +19,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from sveb.store.builds import load_build
 from sveb.estimators.hista import ema_histories, ema_prompt, k_schedule, knn_value, node_distances, node_tokens
 from sveb.lm.hidden import HiddenStates
+from sveb.store.builds import load_build
 
 CLAMP, MAX_K, MIN_K, MW, NI, ALPHA = 5.0, 66, 6, 5, 50, 0.7
 

@@ -28,9 +28,9 @@ def main() -> None:
     args = ap.parse_args()
 
     from sveb.core.config import SamplingConfig, derive_seed
+    from sveb.core.models import resolve
     from sveb.data_builders import make_problem, number
     from sveb.engines import Request, make_engine
-    from sveb.core.models import resolve
     from sveb.rewards import reward
 
     if args.system is not None:

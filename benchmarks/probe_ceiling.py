@@ -19,13 +19,13 @@ import json
 
 import numpy as np
 
-from sveb.score import scoring
-from sveb.store.builds import find_seed_builds, load_build
+from sveb.core.errors import UsageError
 from sveb.estimators import make
 from sveb.evaluate.context import prepare
-from sveb.core.errors import UsageError
+from sveb.score import scoring
 from sveb.score.compare import default_key
 from sveb.score.pooling import load_view, read_scores
+from sveb.store.builds import find_seed_builds, load_build
 
 
 def design(data, est) -> dict[str, np.ndarray]:

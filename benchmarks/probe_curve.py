@@ -22,11 +22,11 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-from sveb.store.builds import load_build
 from sveb.estimators import make
 from sveb.evaluate.context import prepare
 from sveb.evaluate.protocols import estimate_all
 from sveb.score.scoring import paired_sq_diff
+from sveb.store.builds import load_build
 
 
 def held_out(name: str, params: dict, data) -> np.ndarray:

@@ -23,6 +23,7 @@ def main(argv: list[str] | None = None) -> None:
     a = p.parse_args(argv)
     import numpy as np
     import torch
+
     from sveb.estimators.probe_features import Tracks, entropies, read_positions
     from sveb.lm.device import cpu_flags
     from sveb.lm.hidden import HiddenStates

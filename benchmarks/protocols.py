@@ -32,8 +32,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from sveb.experiment.presets import BASE, PRESETS
 from sveb.experiment.partial import PartialError
+from sveb.experiment.presets import BASE, PRESETS
 from sveb.experiment.protocols import CHOICES, run
 
 DOMAINS = ("number", "programming")

@@ -47,8 +47,8 @@ def estimates_from_board(board: Path, places: dict[str, Path]) -> int:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from sveb.core import schema
     from sveb import store
+    from sveb.core import schema
     n = 0
     problem_of: dict[Path, dict[str, str]] = {}
     for b in sorted((board / "bundles").iterdir()):

@@ -40,10 +40,10 @@ def main() -> None:
     from vllm import SamplingParams
 
     from sveb.core.config import SamplingConfig, derive_seed
+    from sveb.core.models import resolve
     from sveb.data_builders import number
     from sveb.engines import Request
     from sveb.engines.vllm import VLLMEngine
-    from sveb.core.models import resolve
 
     path = resolve(args.model)
     probs = number.builtin(args.problems, 0, "test")
@@ -91,11 +91,11 @@ def mcs_on_build(args) -> None:
     from pathlib import Path
 
     from sveb.core.config import BuildConfig, derive_seed
+    from sveb.core.models import resolve
     from sveb.engines import Request
     from sveb.engines.vllm import VLLMEngine
-    from sveb.store.builds import load_build
     from sveb.lm.device import pick_dtype
-    from sveb.core.models import resolve
+    from sveb.store.builds import load_build
     data = load_build(Path(args.build))
     sc = BuildConfig.from_manifest(data.manifest).sampling
     reqs, prefix = [], 0

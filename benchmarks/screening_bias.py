@@ -17,8 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
-from sveb.score import scoring
 from sveb import store
+from sveb.score import scoring
 
 
 def grpo_before_after(screens: dict[str, list[float]], groups: dict[str, dict[int, float]],
