@@ -11,10 +11,10 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-from contextlib import contextmanager
 import tempfile
 import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -45,6 +45,7 @@ class Meter:
 
     def __enter__(self):
         import torch
+
         from sveb.lm import timers
         if self.device == "cuda":
             torch.cuda.synchronize()
@@ -61,6 +62,7 @@ class Meter:
 
     def __exit__(self, *exc):
         import torch
+
         from sveb.lm import timers
         if self.device == "cuda":
             torch.cuda.synchronize()
@@ -239,6 +241,7 @@ def sweep(args) -> dict:
     os.environ["SVEB_DEVICE"] = args.device
     import torch
     from gpu_smoke import SHAPES
+
     from sveb.lm.device import device
     dev = device()
     if dev.torch != args.device:

@@ -87,8 +87,9 @@ def finite(arrays) -> bool:
 def run(args) -> list[dict]:
     os.environ["SVEB_DEVICE"] = args.device  # read by sveb.lm.device: every component on this device
     import torch
-    from sveb.lm.critic import Critic, CriticConfig, make_seq
+
     from sveb.estimators.pacs import PacsConfig, PacsScorer, make_pseq
+    from sveb.lm.critic import Critic, CriticConfig, make_seq
     from sveb.lm.device import device, empty_cache
     from sveb.lm.hidden import HiddenStates, SharedFeatures, from_store
     dev = device()
@@ -157,9 +158,9 @@ def run(args) -> list[dict]:
 def vllm_twice(model: str, dtype: str) -> dict:
     """Token agreement of two engine runs over the same 32 seeded requests (a build's reproducibility)."""
     from sveb.core.config import SamplingConfig
+    from sveb.core.models import resolve
     from sveb.engines import Request
     from sveb.engines.vllm import VLLMEngine
-    from sveb.core.models import resolve
     reqs = [Request((1, 2, 3, 4 + i % 4), seed=i) for i in range(32)]
     runs = []
     for _ in range(2):

@@ -21,10 +21,10 @@ def pristine(tmp_path_factory):
     """A scripted build, three bundles of it and a board holding grpo, made once for the module."""
     from dataclasses import replace
 
-    from tests.helpers.sources import write_chain_source
     from sveb.core.config import BuildConfig, SamplingConfig
     from sveb.engines.scripted import ScriptedEngine
     from sveb.sample.pipeline import build
+    from tests.helpers.sources import write_chain_source
     tmp = tmp_path_factory.mktemp("board-hostile")
     cfg = BuildConfig(domain="number", model="scripted", source=str(write_chain_source(tmp / "dapo.jsonl")),
                       problems=4, oversample=3, rollouts=8, states_per_problem=2, mc=10, mc_extra=4, min_acc=0.1,

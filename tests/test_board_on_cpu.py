@@ -12,9 +12,9 @@ import pytest
 from typer.testing import CliRunner
 
 from sveb import board, store
-from sveb.core import schema
 from sveb.board.bundle import read_bundle
 from sveb.cli import app
+from sveb.core import schema
 from sveb.core.cost import continuation_tokens, cost_figures, rollout_tokens
 
 SCORE_COLS = [c for c in schema.SCORES.names if c not in ("seconds", "params")]

@@ -8,9 +8,8 @@ import shutil
 import pytest
 
 from sveb import board, store
-from sveb.core import schema
 from sveb.board.bundle import read_bundle
-
+from sveb.core import schema
 from tests.helpers.plugin_env import PLUGIN, REPO, install_plugin, sveb
 
 

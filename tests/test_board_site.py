@@ -10,8 +10,8 @@ import pytest
 from typer.testing import CliRunner
 
 from sveb import board
-from sveb.cli import app
 from sveb.board.submit import submit
+from sveb.cli import app
 
 NAMES = ("grpo", "numca", "mcs-1", "mcs-4")
 

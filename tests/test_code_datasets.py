@@ -9,9 +9,9 @@ import json
 import re
 from concurrent.futures import ThreadPoolExecutor
 
-from tests.helpers.real_data import BOTH, FILES, ROWS, folder
 from sveb.rewards import sandbox as sb
 from sveb.rewards.code import code_reward, humaneval_tests, mbpp_tests
+from tests.helpers.real_data import BOTH, FILES, ROWS, folder
 
 # Canonical MBPP solutions known to fail their own tests (task_id -> why). None do: all 974 pass
 # test_list + challenge_test_list with test_setup_code (the two tree tasks' setup uses the

@@ -97,6 +97,7 @@ def test_pooling_refuses_seeds_of_different_level_mixes_unless_told(two_seeds, c
     rows = _pooled(root, Allow(unequal_seeds=True))
     assert rows and all("not replicates" in r["caveats"] and "--allow-unequal-seeds" in r["caveats"] for r in rows)
     from rich.console import Console
+
     from sveb.present.leaderboard import print_pivot
     console = Console(width=100, record=True)
     print_pivot(rows, console)
@@ -131,6 +132,7 @@ def test_a_table_refuses_estimates_computed_in_two_dtypes(scripted_build):
 def test_table4_refuses_to_pool_unequal_seeds_of_its_exports_unless_told(two_seeds, tmp_path):
     import shutil
     from types import SimpleNamespace
+
     from sveb.experiment.table4_files import seed_checks
     _, (a, b) = two_seeds
     exports = tmp_path / "exports"
@@ -159,6 +161,7 @@ def test_sveb_eval_records_the_compute_dtype_where_the_check_reads_it(tmp_path):
 
 def test_the_commands_that_pool_refuse_and_take_the_flag(two_seeds):
     from typer.testing import CliRunner
+
     from sveb.cli import app
     root, (a, b) = two_seeds
     _relabel(a, [1, 2, 3, 4, 5] * 40)

@@ -16,11 +16,11 @@ import pytest
 import torch
 
 from sveb import estimators as reg
-from sveb.store.builds import load_build
 from sveb.estimators.base import Estimator, view_for
 from sveb.evaluate.context import prepare
-from sveb.lm.hidden import hidden_provider
 from sveb.evaluate.protocols import PROTOCOLS, estimate_all
+from sveb.lm.hidden import hidden_provider
+from sveb.store.builds import load_build
 
 torch.set_num_threads(1)
 

@@ -5,8 +5,8 @@ import pytest
 import torch
 from transformers import LlamaForCausalLM
 
-from sveb.lm.critic import Critic, CriticConfig, latest_epoch, make_seq
 from sveb.estimators.ppo import gae_targets
+from sveb.lm.critic import Critic, CriticConfig, latest_epoch, make_seq
 from tests.helpers.tiny_llama import seqs_two_problems, tiny_llama
 
 torch.set_num_threads(1)

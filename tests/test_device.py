@@ -33,6 +33,7 @@ def test_sveb_cpu_dtype_forces_what_auto_means_on_a_cpu_only(monkeypatch):
 
 def test_dtype_is_part_of_the_rollout_fingerprint(small_cfg):
     from dataclasses import replace
+
     from sveb.sample.pipeline import stage_fps
     a, b = stage_fps(replace(small_cfg, dtype="float32")), stage_fps(replace(small_cfg, dtype="bfloat16"))
     assert a["problems"] == b["problems"] and a["rollouts"] != b["rollouts"]

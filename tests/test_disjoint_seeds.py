@@ -9,12 +9,12 @@ from dataclasses import replace
 from itertools import combinations
 from pathlib import Path
 
-from sveb.core import schema
 from sveb import store
-from sveb.sample.rules import stage_fps
+from sveb.core import schema
 from sveb.core.config import BuildConfig, fingerprint
 from sveb.data_builders.load import load_problems, scan
 from sveb.data_builders.seeds import DRAW, SLOTS, dataset_slots
+from sveb.sample.rules import stage_fps
 
 SEEDS = range(8)
 

@@ -64,11 +64,11 @@ def toy_domain():
 
 
 def test_a_toy_domain_is_one_module(toy_domain, tmp_path):
+    from sveb import store
     from sveb.cli import app
+    from sveb.core import schema
     from sveb.engines.scripted import ScriptedEngine
     from sveb.sample.pipeline import build
-    from sveb import store
-    from sveb.core import schema
     assert db.DOMAINS[-1] == "toy" and db.FITS["toy"] == {"math"}
     r = CliRunner().invoke(app, ["ls", "domains"])
     assert r.exit_code == 0 and "toy" in r.output.split()

@@ -14,8 +14,8 @@ import pytest
 
 from sveb.core.errors import UsageError
 from sveb.data_builders import SourceError, domain_module, split_of
-from sveb.data_builders.load import load_problems
 from sveb.data_builders.boxed import LETTERS
+from sveb.data_builders.load import load_problems
 
 DOMAINS = ("math", "science", "general", "programming")
 TYPES = {"math": {"math"}, "science": {"choice"}, "general": {"math", "string"}, "programming": {"code"}}

@@ -102,6 +102,7 @@ def test_hidden_states_batched_equal_single(vllm_build):
     """Right-padded batches must give the same response hidden states as one sequence alone."""
     import torch
     from transformers import AutoModelForCausalLM
+
     from sveb.lm.hidden import HiddenStates
     root, bdir = vllm_build
     rollouts = store.read_table(bdir / "rollouts").to_pylist()[:4]
@@ -125,6 +126,7 @@ def test_prompt_states_and_start_token_as_the_authors_find_them(vllm_build):
     the prompt's states from a prompt-only pass equal the prompt positions of a full prompt + response pass."""
     import torch
     from transformers import AutoModelForCausalLM
+
     from sveb.lm.hidden import HiddenStates
     root, bdir = vllm_build
     r = store.read_table(bdir / "rollouts").to_pylist()[0]

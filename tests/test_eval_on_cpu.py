@@ -7,11 +7,11 @@ import pytest
 from typer.testing import CliRunner
 
 from sveb import store
-from sveb.evaluate.ablate import parse_grid, settings
 from sveb.cli import app
-from sveb.store.builds import load_build
 from sveb.core.errors import EvalError, UsageError
 from sveb.evaluate import evaluate
+from sveb.evaluate.ablate import parse_grid, settings
+from sveb.store.builds import load_build
 
 
 def test_grpo_in_group_and_held_out_values(scripted_build):
@@ -127,6 +127,7 @@ def test_report_hides_ablation_settings_unless_asked(scripted_build, tmp_path):
 def test_eval_prints_the_paired_verdict_against_the_baseline(scripted_build, monkeypatch):
     """`sveb eval -e mcs-4` scores grpo too (instantly) and prints the paired Δ and a verdict for mcs-4."""
     from typer.testing import CliRunner
+
     from sveb.cli import app
     monkeypatch.setenv("COLUMNS", "80")
     root, bdir = scripted_build

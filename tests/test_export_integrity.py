@@ -6,8 +6,8 @@ from dataclasses import replace
 
 import pytest
 
-from tests.helpers.sources import write_chain_source
 from tests.helpers.cli import forge_table, refused
+from tests.helpers.sources import write_chain_source
 
 
 @pytest.fixture(scope="module")
@@ -130,8 +130,8 @@ def test_a_manifest_with_a_nonsense_count_is_refused(export_dir, edit, fragments
 def test_review_fixes_big_numbers_and_hista_folder_and_undo(tmp_path, monkeypatch):
     """A referee's review of the hardening (13th session): each of these escaped as a traceback or did too much."""
     from sveb.board import txn
-    from sveb.board.validate import _number
     from sveb.board.bundle import BundleError, read_bundle
+    from sveb.board.validate import _number
     from sveb.core.errors import UsageError
     from sveb.evaluate.conformance import run_dir
     assert "not a number in" in _number(10 ** 400, "cost.x.seconds", 1e9)  # past a float: refused, no raise

@@ -10,9 +10,9 @@ import yaml
 from typer.testing import CliRunner
 
 from sveb import store
-from sveb.store.builds import find_build, load_build
 from sveb.cli import app
 from sveb.evaluate import evaluate
+from sveb.store.builds import find_build, load_build
 from sveb.store.export import ExportError, check_weights, export_build, verify, weights_hash
 from sveb.store.hub import import_build
 
@@ -194,6 +194,7 @@ def test_a_same_size_edit_in_the_same_timestamp_tick_is_still_caught(exported, m
 
 def test_old_unchanged_files_are_hashed_once(exported, monkeypatch):
     import os
+
     import sveb.store.export as export
     root, bdir, ex = exported
     old = 1_000_000_000 * 10**9  # 2001: long past any timestamp tick

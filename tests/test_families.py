@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sveb.score import pooling, scoring
 from sveb.estimators import families
+from sveb.score import pooling, scoring
 
 
 def test_stored_defaults_are_the_estimators_defaults():

@@ -150,8 +150,8 @@ def test_cuda_vllm_without_a_usable_gpu_is_one_line(fake_vllm, monkeypatch):
 # ---- GPU shares on Ray ----
 
 def test_fractional_gpus_per_worker():
-    from sveb.sample.distributed import ray_options, worker_env
     from sveb.core.errors import UsageError
+    from sveb.sample.distributed import ray_options, worker_env
     assert worker_env(0, 0.5, 1) == {"SVEB_GPU_SHARE": "0.5"}     # vLLM takes half of its usual share
     assert worker_env(0, 1, 1) == {}
     assert ray_options("local", 2, 0.5, 1, 1).gpus_per_worker == 0.5
@@ -205,10 +205,10 @@ def test_train_build_key_is_its_contents_not_its_name(tmp_path, small_cfg):
 
     import pyarrow.parquet as pq
 
-    from sveb.lm.checkpoints import build_key
-    from sveb.engines.scripted import ScriptedEngine
-    from sveb.sample.pipeline import build
     from sveb import store
+    from sveb.engines.scripted import ScriptedEngine
+    from sveb.lm.checkpoints import build_key
+    from sveb.sample.pipeline import build
     bdir = build(small_cfg, tmp_path, engine=ScriptedEngine())
     tdir = build(replace(small_cfg, split="train"), tmp_path, engine=ScriptedEngine())
     manifest = store.read_manifest(bdir)
@@ -253,10 +253,9 @@ def test_bf16_activations_above_fp16_range_survive_storage(tiny, tmp_path, monke
 
 
 def test_hidden_pass_model_is_released_after_its_pass(scripted_build, monkeypatch, tiny):
-    from sveb.store.builds import load_build
-    from sveb.lm.hidden import hidden_provider
     from sveb.estimators import make
-    from sveb.lm.hidden import HiddenStates
+    from sveb.lm.hidden import HiddenStates, hidden_provider
+    from sveb.store.builds import load_build
     monkeypatch.setattr("sveb.core.models.resolve", lambda spec: tiny)
     _, bdir = scripted_build
     loaded = []
@@ -304,6 +303,7 @@ def test_hidden_cache_is_written_uncompressed_and_old_compressed_caches_still_re
     group written compressed by an earlier version reads back the same."""
     import io
     import zipfile
+
     from sveb.lm.hidden import _load, _save
     arrays = {0: np.arange(12, dtype=np.float32).reshape(3, 4), 3: np.ones((2, 4), dtype=np.uint16)}
     _save(tmp_path / "g.npz", arrays)

@@ -4,7 +4,6 @@ and in bf16 (the GPU's dtype, whose mixed-dtype paths crash on a CPU too)."""
 import json
 
 import pytest
-
 from gpu_smoke import main
 
 

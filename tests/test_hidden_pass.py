@@ -69,6 +69,7 @@ def test_plan_batches_is_the_cheapest_partition(seed):
     """Against every contiguous partition of the sorted lengths (brute force): the planner's cost is the
     least, every nonzero length is in exactly one batch, and batches respect the token budget."""
     import itertools
+
     from sveb.lm.hidden_pass import plan_batches
     rng = np.random.default_rng(seed)
     lengths = rng.integers(0, 60, int(rng.integers(1, 9))).tolist()
@@ -101,6 +102,7 @@ def test_critic_values_and_gradient_split_by_length_equal_one_padded_batch(monke
     those of the whole batch padded to its longest rollout (CALL_TOKENS huge: one part, the earlier way)."""
     import tempfile
     from pathlib import Path
+
     from sveb.lm import hidden_pass
     from sveb.lm.critic import Critic, CriticConfig, make_seq
     path = tiny_llama(Path(tempfile.mkdtemp()) / "llama", layers=3)

@@ -5,11 +5,19 @@ import pytest
 import torch
 
 from sveb.core.errors import UsageError
+from sveb.core.records import GroupHidden
 from sveb.estimators import make
 from sveb.estimators.base import ProblemGroup, Rollout, State
-from sveb.estimators.hista import (Hista, ema_histories, ema_history, ema_prompt, k_schedule, knn_value,
-                                   node_distances, node_tokens)
-from sveb.core.records import GroupHidden
+from sveb.estimators.hista import (
+    Hista,
+    ema_histories,
+    ema_history,
+    ema_prompt,
+    k_schedule,
+    knn_value,
+    node_distances,
+    node_tokens,
+)
 
 
 def test_ema_starts_at_x0_with_the_authors_bias_correction():

@@ -6,7 +6,8 @@ import torch
 
 from sveb.estimators import make
 from sveb.estimators.base import ProblemGroup, Rollout, State
-from sveb.estimators.hista_sveb import HistaSVEB as Hista, ema_compress, min_distance, min_distance_table, scheduled_k
+from sveb.estimators.hista_sveb import HistaSVEB as Hista
+from sveb.estimators.hista_sveb import ema_compress, min_distance, min_distance_table, scheduled_k
 from sveb.estimators.knn import pairwise_dist, weighted_knn
 
 

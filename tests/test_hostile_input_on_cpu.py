@@ -9,7 +9,6 @@ import pytest
 
 from tests.helpers.cli import cli, edit_manifest, files_of, forge_table, one_line_error, refused
 
-
 # ---- 1. misleading errors -------------------------------------------------------------------------------------
 
 def test_a_wrong_build_path_says_so_not_no_complete_build(tmp_path):
@@ -30,9 +29,9 @@ def test_a_wrong_build_path_says_so_not_no_complete_build(tmp_path):
 def test_an_unknown_domain_gets_a_did_you_mean(tmp_path):
     one_line_error(cli("eval", "--root", tmp_path, "--domain", "maths"), "--domain maths: unknown domain",
                    "did you mean math?")
-    from sveb.sample.rules import validate
     from sveb.core.config import BuildConfig
     from sveb.core.errors import BuildError
+    from sveb.sample.rules import validate
     with pytest.raises(BuildError, match="did you mean math"):
         validate(BuildConfig(domain="maths"))
 
@@ -105,8 +104,8 @@ def test_an_import_path_resolves_from_the_modules_own_folder(tmp_path, monkeypat
 # ---- 2. cheap checks before expensive work ---------------------------------------------------------------------
 
 def test_demo_checks_its_domains_before_the_engine_starts(tmp_path, monkeypatch):
-    import sveb.engines
     import sveb.core.signals
+    import sveb.engines
 
     def no_engine(*a, **k):
         raise AssertionError("the engine was started")

@@ -17,7 +17,8 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from hypothesis import HealthCheck, given, reject, seed, settings, strategies as st
+from hypothesis import HealthCheck, given, reject, seed, settings
+from hypothesis import strategies as st
 from rich.console import Console
 
 from sveb import store
@@ -37,14 +38,14 @@ def world(tmp_path_factory):
     each table's hash, grpo's held-out score on the export, the bundle's key."""
     from dataclasses import replace
 
-    from tests.helpers.sources import write_chain_source
     from sveb import board
+    from sveb.board.submit import submit
     from sveb.core.config import BuildConfig, SamplingConfig
     from sveb.engines.scripted import ScriptedEngine
     from sveb.evaluate import evaluate
-    from sveb.store.export import export_build
     from sveb.sample.pipeline import build
-    from sveb.board.submit import submit
+    from sveb.store.export import export_build
+    from tests.helpers.sources import write_chain_source
     tmp = tmp_path_factory.mktemp("hostile")
     cfg = BuildConfig(domain="number", model="smollm2-135m", source=str(write_chain_source(tmp / "dapo.jsonl")),
                       problems=3, oversample=3, rollouts=6, states_per_problem=2, mc=6, mc_extra=2, min_acc=0.1,
@@ -189,8 +190,8 @@ EXPORT_MUTATIONS = st.one_of(
 @SETTINGS
 @given(mutation=EXPORT_MUTATIONS)
 def test_a_corrupted_export_is_refused_or_scores_as_the_original(world, mutation):
-    from sveb.store.builds import open_build
     from sveb.evaluate import evaluate
+    from sveb.store.builds import open_build
     what, apply = mutation
     d = Path(tempfile.mkdtemp(dir=world["tmp"], prefix="ex-")) / "export"
     try:

@@ -9,14 +9,14 @@ import numpy as np
 import pytest
 from rich.console import Console
 
-from sveb.present import leaderboard
-from sveb.score import pooling, scoring
-from sveb.core import metrics, schema
 from sveb import store
+from sveb.core import metrics, schema
 from sveb.core.config import BuildConfig, SamplingConfig
 from sveb.engines.scripted import ScriptedEngine
 from sveb.evaluate import evaluate
+from sveb.present import leaderboard
 from sveb.sample.pipeline import build
+from sveb.score import pooling, scoring
 
 ESTIMATORS = ["grpo", "mcs-1", "mcs-4"]
 
@@ -217,6 +217,7 @@ def test_report_pools_seeds_into_one_column(root, tmp_path):
 
 def test_cli_leaderboard_wide(root, tmp_path):
     from typer.testing import CliRunner
+
     from sveb.cli import app
     r, _, _ = root
     res = CliRunner().invoke(app, ["leaderboard", "--root", str(r), "--out", str(tmp_path / "lb.csv"), "--wide"])

@@ -8,10 +8,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from sveb.core.models import KNOWN, ModelError, architecture, canonical, check_model, model_slug, resolve
 from sveb.data_builders import SourceError
 from sveb.data_builders.files import read_hub
 from sveb.data_builders.load import load_problems
-from sveb.core.models import KNOWN, ModelError, architecture, canonical, check_model, model_slug, resolve
 
 
 def test_local_model_dir(tmp_path):
@@ -92,8 +92,9 @@ def test_check_model_finds_a_cached_snapshot_offline(empty_hf_cache, monkeypatch
     (snap / "config.json").write_text(json.dumps({"hidden_size": 2560, "num_hidden_layers": 36}))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     assert check_model("qwen3-4b") == "Qwen/Qwen3-4B"
-    from sveb.cli import app
     from typer.testing import CliRunner
+
+    from sveb.cli import app
     r = CliRunner().invoke(app, ["ls", "models"])
     assert r.exit_code == 0
     lines = {line.split()[0]: line for line in r.output.splitlines() if line.strip()}
@@ -116,9 +117,10 @@ def test_architecture_of_a_local_directory(tmp_path):
 def test_build_checks_the_model_before_loading_problems(small_cfg, tmp_path, monkeypatch):
     from dataclasses import replace
 
+    from typer.testing import CliRunner
+
     import sveb.sample.pipeline
     from sveb.cli import app
-    from typer.testing import CliRunner
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setattr(sveb.sample.pipeline, "load_problems", _raise(AssertionError("problems loaded before the check")))
     with pytest.raises(ModelError, match="cannot download"):
@@ -132,11 +134,12 @@ def test_build_checks_the_model_before_loading_problems(small_cfg, tmp_path, mon
 def test_eval_by_short_name_finds_the_hub_id_build(small_cfg, tmp_path):
     from dataclasses import replace
 
+    from typer.testing import CliRunner
+
     from sveb import store
     from sveb.cli import app
     from sveb.engines.scripted import ScriptedEngine
     from sveb.sample.pipeline import build
-    from typer.testing import CliRunner
     root = tmp_path / "root"
     bdir = build(replace(small_cfg, model="qwen2.5-3b-instruct"), root, engine=ScriptedEngine())
     assert store.read_manifest(bdir)["model"] == "Qwen/Qwen2.5-3B-Instruct"
@@ -215,6 +218,7 @@ def test_number_milestone_filter():
 
 def test_min_novel_default_by_source(small_cfg):
     from dataclasses import replace
+
     from sveb.sample.pipeline import min_novel
     auto = replace(small_cfg, min_novel_numbers=-1)
     assert min_novel(auto) == 4                            # a file source: the paper's filter

@@ -7,7 +7,8 @@ import pytest
 
 from sveb.estimators import make
 from sveb.estimators.base import ProblemGroup, Rollout, State
-from sveb.estimators.numca_sveb import NumcaSVEB as Numca, abstract_path, build_table, milestones, milestones_upto
+from sveb.estimators.numca_sveb import NumcaSVEB as Numca
+from sveb.estimators.numca_sveb import abstract_path, build_table, milestones, milestones_upto
 
 
 @pytest.mark.parametrize("text, expected", [

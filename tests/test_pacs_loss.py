@@ -14,8 +14,14 @@ from sveb.core.config import fingerprint
 from sveb.core.errors import UsageError
 from sveb.estimators import make
 from sveb.estimators.base import ProblemGroup, Rollout, State
-from sveb.estimators.pacs_loss import (balanced_weights, logprob_temperature, mismatches, pacs_group, prefix_psi,
-                                       run_case)
+from sveb.estimators.pacs_loss import (
+    balanced_weights,
+    logprob_temperature,
+    mismatches,
+    pacs_group,
+    prefix_psi,
+    run_case,
+)
 
 torch.set_num_threads(1)
 FIXTURE = Path(__file__).parent / "fixtures" / "conformance" / "pacs" / "pacs.jsonl"

@@ -12,19 +12,18 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
+from sveb import store
+from sveb.core import schema
+from sveb.core.config import BuildConfig, SamplingConfig, protocol_of
+from sveb.core.errors import BuildError
+from sveb.engines.scripted import CharTokenizer, ScriptedEngine
+from sveb.evaluate import evaluate
 from sveb.present import leaderboard
 from sveb.sample import paper
-from sveb.score import paper_rows
-from sveb.core.config import protocol_of
-from sveb.core import schema
-from sveb import store
-from sveb.sample.rules import stage_fps
-from sveb.store.builds import pool_key
-from sveb.core.config import BuildConfig, SamplingConfig
-from sveb.engines.scripted import CharTokenizer, ScriptedEngine
-from sveb.core.errors import BuildError
-from sveb.evaluate import evaluate
 from sveb.sample.pipeline import build
+from sveb.sample.rules import stage_fps
+from sveb.score import paper_rows
+from sveb.store.builds import pool_key
 from tests.helpers.engines import Recording
 
 
@@ -216,8 +215,8 @@ def test_preset_rejects_several_states_per_problem(paper_cfg, tmp_path):
 
 
 def test_cli_preset_paper_sets_the_protocol_and_given_flags_win(monkeypatch, tmp_path):
-    import sveb.store.builds
     import sveb.sample.pipeline
+    import sveb.store.builds
     from sveb.cli import app
     seen = []
     monkeypatch.setattr(sveb.sample.pipeline, "build", lambda cfg, root, **kw: seen.append(cfg) or tmp_path)
@@ -245,6 +244,7 @@ def test_report_shows_the_protocol_and_the_authors_rows(scored, tmp_path):
 
 def test_table4_preset_paper(tmp_path):
     import importlib.util
+
     from tests.helpers.sources import write_chain_source
     spec = importlib.util.spec_from_file_location("table4_paper", Path(__file__).parents[1] / "benchmarks" / "table4.py")
     table4 = importlib.util.module_from_spec(spec)
@@ -286,8 +286,8 @@ def test_authors_rows_pool_over_seeds_and_never_across_protocols(paper_cfg, tmp_
 
 
 def test_demo_preset_paper_is_the_papers_protocol():
-    from sveb.sample.rules import validate
     from sveb.experiment.demo import BASE, PRESETS
+    from sveb.sample.rules import validate
     size, train = PRESETS["paper"]
     for extra in ({}, {"split": "train", **train}):
         cfg = BuildConfig(domain="number", engine="vllm", **{**BASE, **size, **extra})

@@ -7,8 +7,17 @@ import pytest
 from typer.testing import CliRunner
 
 from sveb.cli import app
-from sveb.sample.plan import (Lengths, Settings, assumed_lengths, assumed_tok_per_s, domain_work, duration, human,
-                       make_plan, measured_lengths)
+from sveb.sample.plan import (
+    Lengths,
+    Settings,
+    assumed_lengths,
+    assumed_tok_per_s,
+    domain_work,
+    duration,
+    human,
+    make_plan,
+    measured_lengths,
+)
 
 S = Settings(problems=10, oversample=3, rollouts=8, screen=2, states_per_problem=2, mc=5, mc_extra=1, max_tokens=100,
              gpus=2)

@@ -5,10 +5,9 @@ import json
 import numpy as np
 import pytest
 
-from sveb.core import schema
 from sveb import store
+from sveb.core import schema
 from sveb.store.builds import load_build
-
 from tests.helpers.plugin_env import REPO, install_plugin, sveb
 
 

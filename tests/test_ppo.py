@@ -7,12 +7,12 @@ import numpy as np
 import pytest
 import torch
 
-from sveb.core import schema
 from sveb import store
-from sveb.evaluate.collapse import collapse_report, collapse_stats, plot_collapse
-from sveb.engines.scripted import ScriptedEngine
+from sveb.core import schema
 from sveb.core.errors import EvalError
+from sveb.engines.scripted import ScriptedEngine
 from sveb.evaluate import evaluate
+from sveb.evaluate.collapse import collapse_report, collapse_stats, plot_collapse
 from sveb.sample.pipeline import build
 from tests.helpers.tiny_llama import tiny_llama
 

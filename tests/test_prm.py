@@ -9,8 +9,13 @@ import sys
 import numpy as np
 import pytest
 import torch
-from transformers import (AutoModel, AutoTokenizer, Qwen2ForCausalLM, Qwen2ForSequenceClassification,
-                          Qwen2ForTokenClassification)
+from transformers import (
+    AutoModel,
+    AutoTokenizer,
+    Qwen2ForCausalLM,
+    Qwen2ForSequenceClassification,
+    Qwen2ForTokenClassification,
+)
 
 from sveb import estimators as reg
 from sveb.core.errors import UsageError

@@ -7,16 +7,16 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from sveb.core import schema
 from sveb import store
-from sveb.store.builds import group_for, load_build, state_for
 from sveb.cli import app
+from sveb.core import schema
 from sveb.core.errors import EvalError
 from sveb.estimators import make
 from sveb.estimators import probe as probe_mod
 from sveb.evaluate import evaluate
 from sveb.evaluate.context import context_for, prepare
 from sveb.evaluate.protocols import estimate_all, flip_own
+from sveb.store.builds import group_for, load_build, state_for
 
 torch.set_num_threads(1)
 CHEAP = {"cs": "0.01,1", "folds": "2", "prefixes": "4"}

@@ -45,8 +45,8 @@ def test_it_finds_signal_where_the_truth_has_it():
 
 
 def test_runs_on_a_real_hidden_state_build(tiny_llama_builds, capsys):
-    from sveb.evaluate import evaluate
     from sveb.core.models import model_slug
+    from sveb.evaluate import evaluate
     root, _, test, model = tiny_llama_builds
     evaluate(test, "grpo", {}, "held-out")
     argv = ["--root", str(root), "--seeds", "3", "--model", model_slug(model), "--folds", "3"]

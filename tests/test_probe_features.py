@@ -6,13 +6,11 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM
 
+from sveb.estimators.probe_features import Track, Tracks, lm_head_weight, loo_logit, pooled, scalars, state_row
+from sveb.estimators.probe_features import read_positions as pf_read_positions
 from sveb.lm import device
 from sveb.lm.hidden import HiddenStates
-from sveb.estimators.probe_features import (Track, Tracks, lm_head_weight, loo_logit, pooled, scalars,
-                                            state_row)
-from sveb.estimators.probe_features import read_positions as pf_read_positions
-from tests.helpers.tiny_llama import tiny_llama
-from tests.helpers.tiny_llama import rollouts
+from tests.helpers.tiny_llama import rollouts, tiny_llama
 
 torch.set_num_threads(1)
 

@@ -182,6 +182,7 @@ def test_a_setting_cut_off_resumes_in_a_fresh_clone_from_its_saved_shards(tmp_pa
     (an empty root) takes those shards back and samples only the rest; the export is the uninterrupted run's,
     and the partial folder goes once the setting is exported."""
     import pytest
+
     from tests.helpers.sources import write_chain_source
     src = write_chain_source(tmp_path / "dapo.jsonl")
     driver = _driver()
@@ -270,9 +271,9 @@ def test_dtype_pins_a_partial_sampled_on_another_cpu(tmp_path, monkeypatch):
     import shutil
 
     import pytest
-    from tests.helpers.sources import write_chain_source
 
     import sveb.lm.device as device
+    from tests.helpers.sources import write_chain_source
     monkeypatch.delenv("SVEB_CPU_DTYPE", raising=False)  # .ci/run's forced rerun: the simulated CPUs decide here
     src = write_chain_source(tmp_path / "dapo.jsonl")
     driver = _driver()

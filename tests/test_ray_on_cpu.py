@@ -13,8 +13,8 @@ import pytest
 import ray
 
 from sveb import store
-from sveb.sample.distributed import RayOptions
 from sveb.engines.scripted import Fault, ScriptedEngine
+from sveb.sample.distributed import RayOptions
 from sveb.sample.pipeline import build
 
 pytestmark = pytest.mark.ray

@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sveb.score import pooling, replicates
 from sveb.estimators.families import family_size
+from sveb.score import pooling, replicates
 from sveb.score.replicates import default_params, spread, training_seed
 from sveb.score.trainings import over_trainings
 

@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 from matplotlib.image import imread
 
-from sveb.present import report
 from sveb.core.config import BuildConfig, SamplingConfig
 from sveb.engines.scripted import ScriptedEngine
 from sveb.evaluate import evaluate
-from sveb.sample.pipeline import build
 from sveb.evaluate.protocols import PROTOCOL_LABELS
+from sveb.present import report
+from sveb.sample.pipeline import build
 
 ESTIMATORS = ["grpo", "mcs-1", "mcs-2", "mcs-3", "mcs-4"]
 PROTOCOLS = ["in-group", "held-out"]

@@ -3,8 +3,17 @@ import json
 import pytest
 
 from sveb.rewards import reward
-from sveb.rewards.code import (_args, _lines, _same, assert_errors, code_reward, extract_code,
-                               humaneval_tests, mbpp_tests, with_prefix)
+from sveb.rewards.code import (
+    _args,
+    _lines,
+    _same,
+    assert_errors,
+    code_reward,
+    extract_code,
+    humaneval_tests,
+    mbpp_tests,
+    with_prefix,
+)
 from sveb.rewards.sandbox import run_program
 
 

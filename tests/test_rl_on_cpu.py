@@ -17,8 +17,8 @@ from sveb.experiment.rl import RLConfig, run
 from sveb.experiment.rl.advantages import held_out_mean, token_advantages, token_baseline
 from sveb.experiment.rl.baselines import Baseline
 from sveb.experiment.rl.loop import _seed, advantages, cut_states, rollouts
-from sveb.rewards import reward
 from sveb.lm.policy_update import PolicyUpdate, Sample, grad_spread, response_logprobs, trainable_names
+from sveb.rewards import reward
 
 torch.set_num_threads(1)
 
@@ -205,6 +205,7 @@ def test_baselines_that_need_hidden_states_are_refused_in_one_line():
 
 def test_cli_refuses_a_baseline_it_cannot_serve_before_loading_a_model(tmp_path):
     from typer.testing import CliRunner
+
     from sveb.cli import app
     res = CliRunner().invoke(app, ["rl", "--baseline", "hista", "--out", str(tmp_path / "run")])
     assert res.exit_code == 1 and "needs hidden states" in res.output and "Traceback" not in res.output

@@ -13,10 +13,10 @@ import time
 import numpy as np
 import pytest
 import torch
-
 from gpu_scale import STEPS, groups, run_size
 from gpu_smoke import SHAPES, make_model
-from sveb.lm import device, timers
+
+from sveb.lm import device
 
 TIME_FACTOR, BYTES_FACTOR = 2.5, 1.3
 SMALL, TOKENS = 24, 96

@@ -3,7 +3,6 @@ table: the leaderboard's terminal line and sidecar, the report."""
 
 import json
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 from rich.console import Console

@@ -8,9 +8,9 @@ import pytest
 from scipy.stats import binom
 
 from sveb import store
-from sveb.sample.jobs import LocalRunner
-from sveb.engines.scripted import ScriptedEngine, flip_probability
 from sveb.core.errors import BuildError
+from sveb.engines.scripted import ScriptedEngine, flip_probability
+from sveb.sample.jobs import LocalRunner
 from sveb.sample.pipeline import build
 
 

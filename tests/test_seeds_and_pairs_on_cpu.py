@@ -6,13 +6,13 @@ import pytest
 from typer.testing import CliRunner
 
 from sveb import store
-from sveb.store.builds import find_seed_builds
 from sveb.cli import app
 from sveb.cli.common import parse_seeds
-from sveb.engines.scripted import ScriptedEngine
 from sveb.core.errors import SvebError
+from sveb.engines.scripted import ScriptedEngine
 from sveb.evaluate import evaluate
 from sveb.sample.pipeline import build
+from sveb.store.builds import find_seed_builds
 
 
 def test_parse_seeds():

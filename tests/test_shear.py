@@ -10,8 +10,18 @@ from sveb.estimators import make
 from sveb.estimators.base import ProblemGroup, Rollout, State, group_mean
 from sveb.estimators.knn import weighted_knn
 from sveb.estimators.shear import Shear, span_means, span_starts
-from sveb.estimators.shear_weights import (covering, grid_spans, lower_bounds, min_over_spans, min_tables,
-                                           range_min, shear_weights, span_lower_bounds, w1_batch, wasserstein1)
+from sveb.estimators.shear_weights import (
+    covering,
+    grid_spans,
+    lower_bounds,
+    min_over_spans,
+    min_tables,
+    range_min,
+    shear_weights,
+    span_lower_bounds,
+    w1_batch,
+    wasserstein1,
+)
 
 # SVEB's construction before issue 35, the `shear-sveb` preset (GOLDEN_* below: its values then, reproduced)
 SVEB = dict(span="trailing", compare="all", minimum="rollout", tail="full", readout="knn")

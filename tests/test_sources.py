@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers.real_data import BOTH, EXCERPTS, FILES, ROWS, folder, full_data
 from sveb.data_builders import SourceError, domain_module
 from sveb.data_builders.boxed import option_letters
 from sveb.data_builders.load import load_problems, registry, scan
+from tests.helpers.real_data import BOTH, EXCERPTS, FILES, ROWS, folder, full_data
 
 # name: (rows in the full file, problems loaded, skipped per reason, loaded in the test / train split: the dataset's
 # own where it ships one, else the halves by id hash)

@@ -13,13 +13,12 @@ import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
 
-from tests.helpers.real_data import BOTH, FILES, ROWS, folder
-from sveb.core import schema
 from sveb import store
 from sveb.cli import app
+from sveb.core import schema
 from sveb.core.config import BuildConfig, SamplingConfig, fingerprint
 from sveb.data_builders.load import load_problems, registry, scan
-
+from tests.helpers.real_data import BOTH, FILES, ROWS, folder
 
 
 def ls(*args):
@@ -208,9 +207,9 @@ def test_problems_fingerprint_changes_only_when_the_new_knobs_are_set():
 def test_a_local_source_counts_by_its_bytes_not_its_path(tmp_path, monkeypatch):
     """Two copies of one file at different places are one build (same fingerprints, so same draws); an edit is
     another build; builtin and hub sources keep their names."""
-    from tests.helpers.sources import write_chain_source
-    from sveb.sample.pipeline import stage_fps
     from sveb.core import schema as sch
+    from sveb.sample.pipeline import stage_fps
+    from tests.helpers.sources import write_chain_source
     (tmp_path / "a").mkdir()
     (tmp_path / "b" / "deep").mkdir(parents=True)
     a = write_chain_source(tmp_path / "a" / "dapo.jsonl")

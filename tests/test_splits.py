@@ -4,10 +4,10 @@ import json
 
 import pytest
 
-from tests.helpers.real_data import BOTH, FILES, ROWS, folder
 from sveb.data_builders import SourceError, split_of
 from sveb.data_builders.load import file_split, load_problems, registry, scan
 from sveb.data_builders.look import source_rows
+from tests.helpers.real_data import BOTH, FILES, ROWS, folder
 
 
 def _gsm_rows(n, start=0):

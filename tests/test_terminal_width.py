@@ -63,8 +63,8 @@ def test_plan_at_80_columns_with_huge_counts(tmp_path):
 
 
 def test_ls_models_and_estimators_at_80_columns():
-    from sveb.estimators import entries
     from sveb.core.models import listing
+    from sveb.estimators import entries
     out = run80("ls", "models")
     whole(out)
     for r in listing():  # each name, hub id and description whole (the description may wrap between words)

@@ -129,6 +129,7 @@ def test_table4_names_the_trained_estimators_that_rest_on_one_training():
 
 def test_the_terminal_table_names_the_rows_that_rest_on_one_training():
     from rich.console import Console
+
     from sveb.present import leaderboard
     base = {c: None for c in leaderboard.columns()} | {"model": "m", "domain": "number", "protocol": "held-out",
                                                         "kind": "build", "build_fp": "b", "seeds": "0"}

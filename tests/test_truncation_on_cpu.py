@@ -18,10 +18,10 @@ import numpy as np
 import pytest
 from scipy.stats import binom
 
-from sveb.sample import cuts, pipeline
 from sveb import store
 from sveb.core.config import BuildConfig, SamplingConfig
 from sveb.engines.scripted import LOOP, STEPS, ScriptedEngine, after_flip, flip_probability, gold_of, render
+from sveb.sample import cuts, pipeline
 
 N, Q, B = 8, 0.03, 300   # flips, loop probability after each flip, --max-tokens
 T_STOP = 30              # the stopping-time cut: t uniform in [1, 30], below every rollout's length (>= 47)

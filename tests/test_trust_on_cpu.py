@@ -7,17 +7,17 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from sveb.core import schema
 from sveb import store
 from sveb.cli import app
+from sveb.core import schema
 from sveb.core.config import SamplingConfig
-from sveb.engines.scripted import CharTokenizer, ScriptedEngine
 from sveb.core.errors import BuildError
+from sveb.engines.scripted import CharTokenizer, ScriptedEngine
 from sveb.estimators.base import ProblemGroup, Rollout, State
 from sveb.estimators.hista_sveb import HistaSVEB as Hista
 from sveb.evaluate import evaluate
-from sveb.sample.pipeline import build, context_needed
 from sveb.evaluate.protocols import flip_own
+from sveb.sample.pipeline import build, context_needed
 
 
 def test_references_get_the_budget_the_rollout_had_left(small_cfg, tmp_path):
