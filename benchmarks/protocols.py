@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from sveb.core.errors import SvebError
 from sveb.experiment.partial import PartialError
 from sveb.experiment.presets import BASE, PRESETS
 from sveb.experiment.protocols import CHOICES, run
@@ -107,7 +108,7 @@ def main(argv: list[str] | None = None, engine=None, model_dir=None) -> Path:
     """`engine`, `model_dir`: a passed-in engine (tests: the scripted one) and the weights to hash."""
     try:
         return run(parse(argv), engine, model_dir)
-    except PartialError as e:
+    except (PartialError, SvebError) as e:  # a user's error: one line, not a traceback
         raise SystemExit(f"protocols: {e}") from None
 
 

@@ -122,8 +122,13 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None, engine=None, model_dir=None) -> Path:
-    """`engine`, `model_dir`: a passed-in engine (tests: the scripted one) and the weights to hash."""
-    return run(parse(argv), engine, model_dir)
+    """`engine`, `model_dir`: a passed-in engine (tests: the scripted one) and the weights to hash. An error SVEB
+    reports to a user (a bad source, a seed its source cannot fill) is one line, not a traceback."""
+    from sveb.core.errors import SvebError
+    try:
+        return run(parse(argv), engine, model_dir)
+    except SvebError as e:
+        raise SystemExit(f"table4: error: {e}") from None
 
 
 if __name__ == "__main__":

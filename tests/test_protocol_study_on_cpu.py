@@ -313,3 +313,21 @@ def test_dtype_pins_a_partial_sampled_on_another_cpu(tmp_path, monkeypatch):
         driver.main(args("cut", *extra), engine=eng)
         assert len(eng.calls) == calls, extra
     assert store.read_manifest(tmp_path / "cut" / "exports" / "number-sveb")["dtype"] == "float32"
+
+
+def test_a_setting_whose_pool_exceeds_its_seed_slot_stops_in_one_line_before_any_engine(tmp_path, monkeypatch):
+    """number-paper (50 problems x 24 candidates) exceeds a builtin number seed's slot: the study stops with the
+    seed error in one line, before an engine is made, and writes no export."""
+    import pytest
+
+    import sveb.engines
+
+    def no_engine(*args, **kwargs):
+        raise AssertionError("an engine was started before the draws were checked")
+    monkeypatch.setattr(sveb.engines, "make_engine", no_engine)
+    with pytest.raises(SystemExit) as e:
+        _driver().main(["--settings", "number-paper", "--root", str(tmp_path / "root"),
+                        "--exports", str(tmp_path / "exports"), "--out", str(tmp_path / "out")])
+    msg = str(e.value)
+    assert msg.startswith("protocols: --seed 0: ") and "\n" not in msg and "needed for --problems 50" in msg
+    assert not (tmp_path / "exports").exists()

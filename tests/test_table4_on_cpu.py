@@ -557,3 +557,20 @@ def test_a_bad_trainings_count_is_a_one_line_usage_error(capsys):
     with pytest.raises(SystemExit):
         table4.parse(["--trainings", "0"])
     assert "--trainings 0: expected 1 or more" in capsys.readouterr().err
+
+
+def test_a_seed_the_source_cannot_fill_is_one_line_before_any_engine_starts(tmp_path, monkeypatch, capsys):
+    """200 problems x 3 candidates exceed a builtin number seed's slot: the run stops in one line naming the seed,
+    before an engine is made (the first domain would otherwise sample for an hour before the error)."""
+    import sveb.engines
+
+    def no_engine(*args, **kwargs):
+        raise AssertionError("an engine was started before the draw was checked")
+    monkeypatch.setattr(sveb.engines, "make_engine", no_engine)
+    with pytest.raises(SystemExit) as e:
+        table4.main(["--domains", "number", "--estimators", "grpo,mcs-2", "--root", str(tmp_path / "root"),
+                     "--exports", str(tmp_path / "exports"), "--out", str(tmp_path / "out"),
+                     "--problems", "200", "--oversample", "3", "--no-train"])
+    msg = str(e.value)
+    assert msg.startswith("table4: error: ") and "\n" not in msg and "--seed 0" in msg and "number" in msg
+    assert not (tmp_path / "exports").exists()

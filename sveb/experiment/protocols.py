@@ -150,6 +150,20 @@ def build_setting(s: Setting, a, sampler: Sampler, console, model_dir) -> dict |
     return timing
 
 
+def preflight(a, todo: list[Setting]) -> None:
+    """Every build the run will sample draws its candidates first, before any engine starts: a setting whose
+    pool exceeds its seed's slot is a one-line error now, not a traceback hours into the study."""
+    from sveb.sample.pipeline import check_draw
+    for s in todo:
+        if s.scored_as:
+            continue
+        test, train = configs(s, a)
+        if not (Path(a.exports) / s.key / "manifest.json").exists():
+            check_draw(test, root_of(s, a))
+        if train is not None and a.train and not (Path(a.exports) / f"{s.key}-train" / "manifest.json").exists():
+            check_draw(train, root_of(s, a))
+
+
 def save_partial(a, todo: list[Setting], console) -> None:
     """`--save-partial`: what each setting not yet exported has sampled, copied to PARTIAL/<key>/ to be committed
     (sveb.experiment.partial), for a later session's fresh clone to resume from."""
@@ -233,6 +247,7 @@ def run(a, engine=None, model_dir=None) -> Path:
     model_dir = weights_for(a, model_dir)
     timings_path = out / "timing.json"
     timings = json.loads(timings_path.read_text()) if timings_path.exists() else {}
+    preflight(a, todo)
     sampler = Sampler(a.engine, engine)
     records = read_estimates(path) if path.exists() else []
     # Setting by setting: sampled, then scored and the tables written, so that every finished setting's

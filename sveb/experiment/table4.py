@@ -275,8 +275,9 @@ def run(a, engine=None, model_dir=None) -> Path:
         tables(a, out, domains, names, records, timings, recorded_machine(out / "table4.md"), console)
         return out
     a.train = a.train and needs_train(names)
-    sampler = Sampler(a.engine, engine)  # one engine for every domain
     seeds = seeds_of(a)
+    preflight(a, domains, seeds)
+    sampler = Sampler(a.engine, engine)  # one engine for every domain
     for d in domains:
         for seed in seeds:
             built = build_domain(d, a, sampler, console, model_dir, seed)
@@ -297,6 +298,19 @@ def run(a, engine=None, model_dir=None) -> Path:
             write_estimates(out / "estimates.parquet", records)
     tables(a, out, domains, names, records, timings, f"CPU flags: {describe()}", console)
     return out
+
+
+def preflight(a, domains: list[str], seeds: list[int]) -> None:
+    """Every build this run will sample draws its candidates first (no engine): a seed its source cannot fill is
+    a one-line error now, not after the domains before it have sampled for hours."""
+    from sveb.sample.pipeline import check_draw
+    for d in domains:
+        for seed in seeds:
+            test, train = configs(d, a, a.source.get(d, "builtin"), seed)
+            if not (Path(a.exports) / export_name(d, seed) / "manifest.json").exists():
+                check_draw(test, Path(a.root))
+            if a.train and not (Path(a.exports) / f"{d}-train" / "manifest.json").exists():
+                check_draw(train, Path(a.root))
 
 
 def _add_exports(a, domain: str) -> list[str]:

@@ -147,14 +147,28 @@ def _pct(x: float | None) -> str:
     return "-" if x is None else f"{x:.1%}"
 
 
+def _draw(cfg, warn=None) -> tuple[list[dict], dict]:
+    """The build's candidates from its source and seed (its slot of the partition, less --exclude)."""
+    return load_problems(cfg.domain, cfg.source, cfg.problems * cfg.oversample, cfg.seed, cfg.split, cfg.fields,
+                         cfg.min_tests, warn=warn, ask=f"--problems {cfg.problems} x --oversample {cfg.oversample}",
+                         exclude=cfg.exclude)
+
+
+def check_draw(cfg: BuildConfig, root: str | Path) -> None:
+    """Draw the candidates of a build that has not drawn them yet, and forget them: a seed its source cannot
+    fill, or a bad source, is then a one-line error before any engine starts (a runner calls this for every
+    build it will sample, so that the last one's error does not come hours after the first began)."""
+    bdir = locate(cfg, root)
+    if not store.shard_done(store.shard_path(bdir / "candidates", 0), stage_fps(cfg)["problems"]):
+        _draw(cfg, warn=lambda w: None)  # the warnings are the build's to print when it runs
+
+
 def _stage_candidates(cfg, bdir: Path, fp: str, console) -> tuple[list[dict], dict]:
     path = store.shard_path(bdir / "candidates", 0)
     if store.shard_done(path, fp):
         return store.read_shard(path).to_pylist(), store.read_manifest(bdir).get("skipped_rows", {})
-    problems, skipped = load_problems(
-        cfg.domain, cfg.source, cfg.problems * cfg.oversample, cfg.seed, cfg.split, cfg.fields, cfg.min_tests,
-        warn=lambda w: console.print(f"warning: {w}", style="yellow", markup=False, soft_wrap=True),
-        ask=f"--problems {cfg.problems} x --oversample {cfg.oversample}", exclude=cfg.exclude)
+    problems, skipped = _draw(cfg, warn=lambda w: console.print(f"warning: {w}", style="yellow", markup=False,
+                                                                soft_wrap=True))
     if skipped:
         console.print(f"skipped rows of {cfg.source}: " + ", ".join(f"{v} {k}" for k, v in sorted(skipped.items())))
     if not problems:
