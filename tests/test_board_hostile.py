@@ -108,7 +108,7 @@ def test_a_failed_table_write_takes_the_add_back(setup, monkeypatch):
 
     def boom(*a, **k):
         raise OSError(28, "No space left on device")
-    monkeypatch.setattr(board, "_write_table", boom)
+    monkeypatch.setattr(board.scores, "_write_table", boom)  # the scores table is written there
     with pytest.raises(OSError):
         board.add(lb, bundles["mcs-2"])
     assert files(lb) == before

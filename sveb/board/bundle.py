@@ -90,7 +90,8 @@ def estimates_key(meta: dict, table: pa.Table) -> str:
     ident = {"name": est["name"], "params": est["params"], "target": est.get("target"),
              "provenance": {k: (est.get("provenance") or {}).get(k) for k in ("kind", "distribution", "version")},
              "build": meta["build"]["content_hash"]}
-    rows = sorted(zip(*(table.column(c).to_pylist() for c in ESTIMATES.names)), key=lambda r: (str(r[1]), str(r[0])))  # str: a null is ordered, not a TypeError
+    cols = (table.column(c).to_pylist() for c in ESTIMATES.names)
+    rows = sorted(zip(*cols), key=lambda r: (str(r[1]), str(r[0])))  # str: a null is ordered, not a TypeError
     h = hashlib.sha256(json.dumps(ident, sort_keys=True).encode())
     for sid, proto, v, d in rows:
         h.update(json.dumps([sid, proto, repr(v), repr(d)]).encode() + b"\n")
@@ -162,7 +163,8 @@ def read_bundle(folder: Path) -> tuple[dict, pa.Table]:
              (est["provenance"], (dict, type(None)), "estimator.provenance"),
              (est.get("target"), (str, type(None)), "estimator.target"),
              (est.get("params_fp"), (str, type(None)), "estimator.params_fp"),
-             (build["content_hash"], str, "build.content_hash"), (build.get("tables"), (dict, type(None)), "build.tables"),
+             (build["content_hash"], str, "build.content_hash"),
+             (build.get("tables"), (dict, type(None)), "build.tables"),
              (meta.get("cost"), (dict, type(None)), "cost"), (meta.get("machine"), (dict, type(None)), "machine")]
     for value, want, key in types:
         if not isinstance(value, want) or (want is str and not value):
@@ -185,7 +187,8 @@ def read_bundle(folder: Path) -> tuple[dict, pa.Table]:
     try:
         table = table.select(ESTIMATES.names).cast(ESTIMATES)
     except (pa.ArrowException, ValueError, KeyError) as e:
-        raise BundleError(f"{folder}/estimates.parquet: wrong column types ({type(e).__name__}: {str(e)[:120]})") from None
+        raise BundleError(f"{folder}/estimates.parquet: wrong column types "
+                          f"({type(e).__name__}: {str(e)[:120]})") from None
     return meta, table
 
 

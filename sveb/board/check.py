@@ -26,7 +26,7 @@ TOL = 1e-9  # the evaluator's own tolerance on [0, 1] (float noise at the ends)
 _idents: dict[tuple, dict] = {}
 
 
-def _identity(bdir: Path) -> dict:
+def identity_of(bdir: Path) -> dict:
     key = (str(Path(bdir).resolve()), (Path(bdir) / "manifest.json").stat().st_mtime_ns)
     if key not in _idents:
         _idents[key] = build_identity(Path(bdir))
@@ -35,10 +35,11 @@ def _identity(bdir: Path) -> dict:
 def validate(meta: dict, table: pa.Table, data) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """protocol -> (values, own shifts) in the build's state order; a BundleError names the first problem."""
     want = meta["build"]["content_hash"]
-    ident = _identity(data.bdir)
+    ident = identity_of(data.bdir)
     for t, h in (meta["build"].get("tables") or {}).items():
         if ident["tables"].get(t) != h:
-            raise BundleError(f"table {t} hash {str(h)[:16]} differs from build {want}'s {ident['tables'].get(t, '')[:16]}")
+            raise BundleError(f"table {t} hash {str(h)[:16]} differs from build {want}'s "
+                              f"{ident['tables'].get(t, '')[:16]}")
     order = {s["state_id"]: i for i, s in enumerate(data.states)}
     n = len(order)
     sids, protos, vals, shifts = (table.column(c).to_pylist() for c in ("state_id", "protocol", "value", "own_shift"))
@@ -80,7 +81,8 @@ def _reported(cost: dict, key: str) -> float | None:
 
 def score_rows(meta: dict, values: dict, data, checked: str = "self-declared") -> list[dict]:
     """The board's own score rows, one per protocol: the score row (sveb.score.rows) of the estimates against the
-    build's references (the same call as `sveb eval`), with the cost figures recomputed from the build where it can be."""
+    build's references (the same call as `sveb eval`), with the cost figures recomputed from the build where it can
+    be."""
     from sveb.score.rows import of_build  # scipy
     states = data.states
     est = meta["estimator"]
@@ -108,7 +110,7 @@ def score_rows(meta: dict, values: dict, data, checked: str = "self-declared") -
         out.append({k: _clean(x) for k, x in row.items()})
     return out
 
-def _params(name: str, pj: str | None) -> dict[str, str]:
+def params_args(name: str, pj: str | None) -> dict[str, str]:
     """A stored params JSON back to `-P` strings (the registry coerces them to the fields' types again), less
     the ones the name fixes (mcs-2's k)."""
     preset = entry(name).preset
@@ -126,7 +128,7 @@ def provenance_check(meta: dict, values: dict, data) -> str:
             or e.needs_hidden or e.needs_training):
         return "self-declared"
     try:
-        mine = make(e.name, _params(e.name, json.dumps(est["params"])))
+        mine = make(e.name, params_args(e.name, json.dumps(est["params"])))
         public = view_for(mine, data)  # what `sveb eval` hands it: blind unless reference-scale
         for proto, (v, _) in values.items():
             got = estimate_all(mine, public, proto, progress=False)[0]

@@ -55,12 +55,13 @@ def pooled_rows(views: dict[str, object]) -> list[dict]:
         pooled = merge(group)
         rows = []
         for r in pooled.scores:
-            mine = [x for v in group for x in v.scores
-                    if (x["estimator"], x["params_fp"], x["protocol"]) == (r["estimator"], r["params_fp"], r["protocol"])]
+            ident = (r["estimator"], r["params_fp"], r["protocol"])
+            mine = [x for v in group for x in v.scores if (x["estimator"], x["params_fp"], x["protocol"]) == ident]
             n = sum(x["n_states"] for x in mine)
             rows.append({**r, "kind": "pooled", "content_hash": "+".join(hashes),
                          "build_fp": "+".join(str(x["build_fp"]) for x in mine),
-                         "seeds": ",".join(str(v.seeds[0]) for v in group), "bundle": "+".join(x["bundle"] for x in mine),
+                         "seeds": ",".join(str(v.seeds[0]) for v in group),
+                         "bundle": "+".join(x["bundle"] for x in mine),
                          **{k: sum((x.get(k) or 0.0) * x["n_states"] for x in mine) / n
                             for k in ("seconds_per_state", "forward_tokens_per_state", "extra_tokens_per_state")
                             if all(isinstance(x.get(k), (int, float)) for x in mine)}})

@@ -9,7 +9,7 @@ from rich.console import Console
 
 from sveb import store
 from sveb.board import add, register
-from sveb.board.check import _params
+from sveb.board.check import params_args
 from sveb.board.submit import submit
 from sveb.core.errors import SvebError
 from sveb.store import complete
@@ -31,7 +31,7 @@ def add_root(root: Path, board: Path, console: Console | None = None) -> list[st
         for (name, pj), protocols in sorted(found.items()):
             with tempfile.TemporaryDirectory(prefix=".sveb-submit-") as tmp:
                 try:
-                    path = submit(bdir, name, _params(name, pj), sorted(set(protocols)), Path(tmp) / "bundle",
+                    path = submit(bdir, name, params_args(name, pj), sorted(set(protocols)), Path(tmp) / "bundle",
                                   console=console)
                 except SvebError as e:  # e.g. a plugin not installed here: the rest still goes on the board
                     lines.append(f"skipped {name} on {bdir.name}: {e}")
