@@ -60,10 +60,13 @@ demo: model
 powered: model
 	$(RUN) $(VENV)/bin/sveb demo --preset powered --seeds 0,1,2
 
-# Table 4: the five domains (50 problems x 4 states each, every estimator, both protocols) -> results/table4/.
-# Hours on 2 cores; resumable domain by domain: a domain whose export is in results/table4/exports is not re-sampled.
+# Table 4 on the stratified seeds (issue 56): five domains x seeds 0,1,2 (50 problems x 4 states each), every
+# estimator (trained ones 3 times), both protocols, fp32 pinned -> results/table4-next/ (results/table4/ is the
+# earlier table until this one is complete). A day on 2 cores; resumable export by export; before a session ends,
+# `make table4 ARGS=--save-partial` copies the unexported builds' shards to results/table4-next/partial/ to commit.
+T4_NEXT = --seeds 0,1,2 --dtype float32 --exports results/table4-next/exports --out results/table4-next
 table4: model
-	$(RUN) $(PY) benchmarks/table4.py $(if $(PRESET),--preset $(PRESET))
+	$(RUN) $(PY) benchmarks/table4.py $(if $(PRESET),--preset $(PRESET),$(T4_NEXT)) $(ARGS)
 
 # Protocol sensitivity (issue 31, docs/protocols.md): SVEB's preset vs the paper's on number and programming, and on
 # number one of the paper's choices at a time -> results/protocols/. Resumable build by build (exports in

@@ -64,9 +64,20 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--estimators", default="", help="comma-separated (default: every registered one)")
     p.add_argument("--model", default=BASE["model"])
     p.add_argument("--engine", default="vllm")
+    p.add_argument("--dtype", default="auto",
+                   help="compute dtype of every build and model-reading estimator: auto (bfloat16 on a GPU or an "
+                        "AVX-512 bf16 CPU, float32 otherwise), bfloat16 or float32; pin it so that every session's "
+                        "builds of one table share it (and can resume each other's --save-partial shards)")
     p.add_argument("--root", default="sveb_data")
     p.add_argument("--exports", default="results/table4/exports")
     p.add_argument("--out", default="results/table4")
+    p.add_argument("--partial", default=None,
+                   help="sampled shards of builds not yet exported, carried across fresh clones: taken before a build "
+                        "samples, written by --save-partial, removed once it is exported (default: OUT/partial; "
+                        "'': off)")
+    p.add_argument("--save-partial", action="store_true",
+                   help="copy what each unexported build of --domains x --seeds (and its train build) has sampled "
+                        "under ROOT to PARTIAL (to commit before a session ends); no sampling")
     size, train = PRESETS["powered"]
     for k, v in (("problems", size["problems"]), ("states", size["states_per_problem"]), ("rollouts", size["rollouts"]),
                  ("mc", BASE["mc"]), ("mc-extra", BASE["mc_extra"]), ("oversample", BASE["oversample"]),
@@ -118,6 +129,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     if a.trainings < 1:
         p.error(f"--trainings {a.trainings}: expected 1 or more (1: the default training only)")
     a.source = SOURCES | dict(s.split("=", 1) for s in a.source)
+    a.partial = str(Path(a.out) / "partial") if a.partial is None else a.partial
     return a
 
 
@@ -125,9 +137,10 @@ def main(argv: list[str] | None = None, engine=None, model_dir=None) -> Path:
     """`engine`, `model_dir`: a passed-in engine (tests: the scripted one) and the weights to hash. An error SVEB
     reports to a user (a bad source, a seed its source cannot fill) is one line, not a traceback."""
     from sveb.core.errors import SvebError
+    from sveb.experiment.partial import PartialError
     try:
         return run(parse(argv), engine, model_dir)
-    except SvebError as e:
+    except (SvebError, PartialError) as e:
         raise SystemExit(f"table4: error: {e}") from None
 
 

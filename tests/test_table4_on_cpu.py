@@ -574,3 +574,68 @@ def test_a_seed_the_source_cannot_fill_is_one_line_before_any_engine_starts(tmp_
     msg = str(e.value)
     assert msg.startswith("table4: error: ") and "\n" not in msg and "--seed 0" in msg and "number" in msg
     assert not (tmp_path / "exports").exists()
+
+
+def test_a_build_cut_off_resumes_in_a_fresh_clone_from_its_saved_shards(tmp_path):
+    """--save-partial copies what an unexported seed's build has sampled into OUT/partial (to commit); a fresh
+    clone (an empty root) takes the shards back and samples only the rest; the export equals an uninterrupted
+    run's, its timing says how many shards were found, and the partial folder goes once exported."""
+    import shutil
+
+    from sveb import store
+    from sveb.core import schema
+    from sveb.engines.scripted import ScriptedEngine
+    number = _files(tmp_path)
+    weights = tmp_path / "w"
+    weights.mkdir()
+    (weights / "model.safetensors").write_bytes(b"w")
+
+    class StopsAfter(ScriptedEngine):
+        def __init__(self, n):
+            super().__init__()
+            self.n = n
+
+        def generate(self, requests, params, desc=""):
+            if len(self.calls) >= self.n:
+                raise KeyboardInterrupt("the session ends")
+            return super().generate(requests, params, desc)
+
+    def args(name):
+        w = tmp_path / name
+        return ["--domains", "number", "--source", f"number={number}", "--estimators", "grpo,mcs-2", "--no-train",
+                "--root", str(w / "root"), "--exports", str(w / "exports"), "--out", str(w / "out"),
+                "--problems", "3", "--states", "2", "--rollouts", "8", "--mc", "10", "--mc-extra", "4",
+                "--oversample", "2", "--max-tokens", "200", "--min-novel-numbers", "0", "--max-acc", "0.9",
+                "--dtype", "float32"]
+    whole = ScriptedEngine()
+    table4.main(args("whole"), engine=whole, model_dir=weights)
+    assert len(whole.calls) >= 3
+    with pytest.raises(KeyboardInterrupt):
+        table4.main(args("cut"), engine=StopsAfter(len(whole.calls) - 1), model_dir=weights)
+    assert not (tmp_path / "cut" / "exports" / "number").exists()
+    table4.main(args("cut") + ["--save-partial"])
+    carried = tmp_path / "cut" / "out" / "partial" / "number"
+    saved = sorted(carried.rglob("part-*.parquet"))
+    assert saved and json.loads((carried / "saved.json").read_text())["dtype"] == "float32"
+    shutil.rmtree(tmp_path / "cut" / "root")  # a fresh clone: no sveb_data
+    rest = ScriptedEngine()
+    table4.main(args("cut"), engine=rest, model_dir=weights)
+    assert len(rest.calls) == 1 and rest.calls[0] == whole.calls[-1]  # only what was not saved
+    spent = json.loads((tmp_path / "cut" / "out" / "timing.json").read_text())["number"]
+    assert spent["shards found"] == len(saved)
+    for t in ("problems", "rollouts", "states", "references"):
+        rows = [store.read_table(tmp_path / k / "exports" / "number" / t, getattr(schema, t.upper())).to_pylist()
+                for k in ("cut", "whole")]
+        assert rows[0] == rows[1], t
+    assert not carried.exists()
+    # a carried folder sampled in another dtype stops the run in one line before it samples anything anew
+    shutil.rmtree(tmp_path / "cut")
+    with pytest.raises(KeyboardInterrupt):
+        table4.main(args("cut"), engine=StopsAfter(1), model_dir=weights)
+    table4.main(args("cut") + ["--save-partial"])
+    shutil.rmtree(tmp_path / "cut" / "root")
+    other = [a if a != "float32" else "bfloat16" for a in args("cut")]
+    eng = ScriptedEngine()
+    with pytest.raises(SystemExit, match="sampled in float32; this run samples in bfloat16.*--dtype float32"):
+        table4.main(other, engine=eng, model_dir=weights)
+    assert eng.calls == [] and not list((tmp_path / "cut" / "root").rglob("part-*"))

@@ -5,6 +5,7 @@ tables written (sveb.experiment.table4_files). `a` is benchmarks/table4.py's par
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import time
 from pathlib import Path
@@ -15,12 +16,14 @@ from rich.console import Console
 from sveb import store
 from sveb.core.config import BuildConfig, SamplingConfig
 from sveb.core.cost import BUILD_STAGES
+from sveb.experiment import partial
 from sveb.experiment.runner import Sampler, estimator_list, evaluate_all, needs_train
 from sveb.experiment.table4_files import (domain_exports, export_name, merge_estimates, read_estimates,
                                           recorded_machine, shown_source, size_mb, timing_rows,
                                           write_estimates, write_tables)
 from sveb.present.table4 import scoring_seconds
-from sveb.sample.jobs import stage_clock
+from sveb.sample.jobs import dtype_of, stage_clock
+from sveb.sample.rules import locate
 from sveb.sample.paper import PRESET as PAPER, preset_for
 from sveb.core.models import model_slug
 from sveb.estimators import entry, is_variant, names as registered
@@ -41,7 +44,7 @@ def configs(domain: str, a, source: str, seed: int | None = None) -> tuple[Build
         acc = tuple(preset_for(domain)[k] for k in ("min_acc", "max_acc"))
     base = dict(domain=domain, model=a.model, source=source, oversample=a.oversample, rollouts=a.rollouts,
                 min_acc=acc[0], max_acc=acc[1], min_novel_numbers=a.min_novel_numbers,
-                engine=a.engine, sampling=SamplingConfig(max_tokens=a.max_tokens),
+                engine=a.engine, sampling=SamplingConfig(max_tokens=a.max_tokens), dtype=getattr(a, "dtype", "auto"),
                 **({"protocol": "paper", "screen": PAPER["screen"]} if a.preset == "paper" else {}))
     test = BuildConfig(problems=a.problems, states_per_problem=a.states, mc=a.mc, mc_extra=a.mc_extra,
                        step_pairs=a.step_pairs, seed=a.seed if seed is None else seed, **base)
@@ -97,14 +100,54 @@ def build_domain(domain: str, a, sampler: Sampler, console, model_dir, seed: int
     found it already sampled (no stage timed)."""
     seed = a.seed if seed is None else seed
     exp = Path(a.exports) / export_name(domain, seed)
+    texp = Path(a.exports) / f"{domain}-train"
     if exported(exp, exp.name, console):
         return None
     test, train = configs(domain, a, a.source.get(domain, "builtin"), seed)
+    for key, cfg in ((exp.name, test), *([(texp.name, train)] if a.train else [])):
+        carry_in(a, key, cfg, console)
+    found = len(partial.shards(locate(test, Path(a.root))))
     bdir, timing = timed_build(sampler, test, Path(a.root), console)
+    if timing and found:  # this run's seconds cover only what the shards found left
+        timing["shards found"] = found
     if a.train:
-        export_train(sampler, train, Path(a.root), Path(a.exports) / f"{domain}-train", console, model_dir)
+        export_train(sampler, train, Path(a.root), texp, console, model_dir)
     export_build(bdir, exp, model_dir)
+    for key in (exp.name, texp.name):  # exported: the export is what is committed from now on
+        if getattr(a, "partial", "") and (Path(a.exports) / key / "manifest.json").exists():
+            shutil.rmtree(Path(a.partial) / key, ignore_errors=True)
     return timing
+
+
+def carry_in(a, key: str, cfg, console) -> None:
+    """An unexported build's shards saved by an earlier session (--save-partial, committed under PARTIAL/KEY),
+    put under ROOT before it samples: the build keeps those whose fingerprints match and samples the rest."""
+    carried = Path(a.partial) / key if getattr(a, "partial", "") else None
+    if carried is None or (Path(a.exports) / key / "manifest.json").exists():
+        return
+    partial.check_dtype(carried, dtype_of(cfg))
+    if n := partial.load(carried, Path(a.root)):
+        console.print(f"{key}: {n} sampled shards taken from {carried}")
+
+
+def save_partial(a, domains: list[str], seeds: list[int], console) -> None:
+    """`--save-partial`: what each unexported build (a seed's, a domain's train build) has sampled under ROOT,
+    copied to PARTIAL/<export name>/ to be committed, for a later session's fresh clone to resume from."""
+    todo = {}
+    for d in domains:
+        for seed in seeds:
+            test, train = configs(d, a, a.source.get(d, "builtin"), seed)
+            todo[export_name(d, seed)] = test
+            if a.train:
+                todo[f"{d}-train"] = train
+    for key, cfg in todo.items():
+        if (Path(a.exports) / key / "manifest.json").exists():
+            continue
+        bdir = locate(cfg, Path(a.root))
+        saved = {"dtype": dtype_of(cfg), "cpu_flags": describe()}
+        n = partial.save([bdir], Path(a.root), Path(a.partial) / key, saved) if bdir.exists() else 0
+        console.print(f"{key}: {n} sampled shards saved to {Path(a.partial) / key}" if n else
+                      f"{key}: nothing sampled yet under {a.root}")
 
 
 def _defaults(name: str) -> dict:
@@ -250,6 +293,23 @@ def tables(a, out: Path, domains: list[str], names: list[str], records: list[dic
 
 
 def run(a, engine=None, model_dir=None) -> Path:
+    """Table 4 (see _run); with --dtype pinned, the model-reading estimators' `auto` on a CPU means it too (the
+    hidden states then share the builds' dtype; a GPU reads in bfloat16 whatever the builds')."""
+    pinned = getattr(a, "dtype", "auto")
+    if pinned == "auto":
+        return _run(a, engine, model_dir)
+    before = os.environ.get("SVEB_CPU_DTYPE")
+    os.environ["SVEB_CPU_DTYPE"] = pinned
+    try:
+        return _run(a, engine, model_dir)
+    finally:
+        if before is None:
+            os.environ.pop("SVEB_CPU_DTYPE", None)
+        else:
+            os.environ["SVEB_CPU_DTYPE"] = before
+
+
+def _run(a, engine=None, model_dir=None) -> Path:
     """Table 4 into `a.out`; `engine`, `model_dir`: a passed-in engine (tests: the scripted one) and the weights
     to hash. With `a.from_exports`, scored again from the stored per-state estimates: no sampling, no estimator.
     A sampling run scores the seeds it is given and keeps every other stored estimate, so seeds can be added
@@ -276,6 +336,9 @@ def run(a, engine=None, model_dir=None) -> Path:
         return out
     a.train = a.train and needs_train(names)
     seeds = seeds_of(a)
+    if getattr(a, "save_partial", False):
+        save_partial(a, domains, seeds, console)
+        return out
     preflight(a, domains, seeds)
     sampler = Sampler(a.engine, engine)  # one engine for every domain
     for d in domains:
@@ -301,16 +364,18 @@ def run(a, engine=None, model_dir=None) -> Path:
 
 
 def preflight(a, domains: list[str], seeds: list[int]) -> None:
-    """Every build this run will sample draws its candidates first (no engine): a seed its source cannot fill is
-    a one-line error now, not after the domains before it have sampled for hours."""
+    """Every build this run will sample draws its candidates first (no engine): a seed its source cannot fill, or
+    carried shards (--partial) of another dtype, is a one-line error now, not after the domains before it have
+    sampled for hours."""
     from sveb.sample.pipeline import check_draw
     for d in domains:
         for seed in seeds:
             test, train = configs(d, a, a.source.get(d, "builtin"), seed)
-            if not (Path(a.exports) / export_name(d, seed) / "manifest.json").exists():
-                check_draw(test, Path(a.root))
-            if a.train and not (Path(a.exports) / f"{d}-train" / "manifest.json").exists():
-                check_draw(train, Path(a.root))
+            for key, cfg in ((export_name(d, seed), test), *([(f"{d}-train", train)] if a.train else [])):
+                if not (Path(a.exports) / key / "manifest.json").exists():
+                    check_draw(cfg, Path(a.root))
+                    if getattr(a, "partial", ""):  # carried shards of another dtype would all be sampled anew
+                        partial.check_dtype(Path(a.partial) / key, dtype_of(cfg))
 
 
 def _add_exports(a, domain: str) -> list[str]:
