@@ -119,10 +119,10 @@ def test_a_declared_reference_scale_plugin_gets_the_extra_draws_and_only_a_scale
 def test_a_stored_import_path_row_is_labelled_by_its_class_from_its_own_folder(peekers, monkeypatch, tmp_path):
     # another process (`sveb leaderboard`, `sveb report` after `sveb eval -e peek_mod:Scaler` in that folder)
     _, plug = peekers
-    monkeypatch.setattr(reg, "_SEEN", {})
+    monkeypatch.setattr(reg.registry, "_SEEN", {})
     monkeypatch.chdir(plug)
     assert reg.role_of("peek_mod:Scaler") == "scale" and reg.role_of("peek_mod:Peeker") == "estimator"
-    monkeypatch.setattr(reg, "_SEEN", {})
+    monkeypatch.setattr(reg.registry, "_SEEN", {})
     monkeypatch.chdir(tmp_path)  # elsewhere a stored name imports nothing
     assert reg.role_of("peek_mod:Scaler") == "estimator" and reg.role_of("os:getcwd") == "estimator"
 

@@ -8,7 +8,7 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-import sveb.estimators as registry
+import sveb.estimators.registry as registry
 from sveb.cli import app
 from sveb.estimators import capabilities
 from sveb.store.export import ExportError, check_weights

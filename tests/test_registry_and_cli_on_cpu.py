@@ -58,7 +58,7 @@ def test_capabilities_are_declared_once_on_the_classes():
 
 
 def test_estimator_by_import_path_and_entry_point(monkeypatch):
-    from sveb import estimators as reg
+    from sveb.estimators import registry as reg  # its _PLUGINS is patched
     est = make("sveb.estimators.numca:Numca")
     assert est.name == "sveb.estimators.numca:Numca" and reg.entry(est.name).origin == "import path"
     with pytest.raises(UnknownEstimator, match="cannot load sveb.estimators.numca:Nope"):

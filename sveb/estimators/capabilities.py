@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import json
 
-from sveb.estimators import CAPABILITIES_FILE, DECLARED, Entry
 from sveb.estimators.base import capabilities_of
+from sveb.estimators.registry import CAPABILITIES_FILE, DECLARED, Entry
 
 
 def compute() -> dict[str, dict]:
@@ -24,7 +24,7 @@ def stored() -> dict[str, dict]:
 
 
 if __name__ == "__main__":
-    from sveb.estimators import CAPABILITIES_FILE
+    from sveb.estimators.registry import CAPABILITIES_FILE
     # top level sorted, each grid in its declared order (the order `sveb ablate` runs it)
     CAPABILITIES_FILE.write_text(json.dumps(compute(), indent=1) + "\n")
     print(f"wrote {CAPABILITIES_FILE}")

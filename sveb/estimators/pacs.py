@@ -89,7 +89,7 @@ class PACS(Estimator):
     constructed = True
 
     def __post_init__(self):
-        if self.weight is None:   # `-P weight=none` arrives as None (sveb.estimators._coerce)
+        if self.weight is None:   # `-P weight=none` arrives as None (sveb.estimators.params)
             self.weight = "none"
 
     def cache_key(self, bdir: Path, manifest: dict, ctx: Context | None = None) -> str:
