@@ -535,6 +535,7 @@ def test_a_trained_estimator_is_tested_over_its_trainings(tmp_path):
     check_scores(out / "scores.csv")
     md = (out / "table4.md").read_text()
     assert f"Over trainings: {name} (3)" in md and "One training" not in md
+    assert f"| 3 ({float(row['training_sd']):.4f}) |" in md  # the spread beside the cell's numbers
     # the rescore from the stored estimates gives the same cells
     saved = (out / "scores.csv").read_text()
     table4.main([*args, "--trainings", "3", "--from-exports"])

@@ -201,8 +201,8 @@ def _p(x) -> str:  # the paper's style: 4 decimals, "<1e-4"
 
 def details_markdown(rows: list[dict], domains: list[str], protocol: str, order: list[str]) -> str:
     """The numbers behind one protocol's marks, one line per cell: Δ of squared error vs the baseline [95% CI],
-    the CR1 p, the Holm family and its size, the Holm p, the verdict and the minimum detectable Δ (80% power at
-    alpha / m) beside each "no difference"."""
+    the CR1 p, the Holm family and its size, the Holm p, the verdict, the minimum detectable Δ (80% power at
+    alpha / m) beside each "no difference", and a trained estimator's trainings (with the sd of their Δ)."""
     by = {(r["estimator"], r["domain"]): r for r in rows if r["protocol"] == protocol}
     lines = []
     for name in order:
@@ -213,9 +213,17 @@ def details_markdown(rows: list[dict], domains: list[str], protocol: str, order:
             lines.append([name, d, f"{_signed(r['delta_sq'])} [{_signed(r['delta_sq_ci_low'])}, "
                                    f"{_signed(r['delta_sq_ci_high'])}]", f"{_num(r['delta_sq_se']):.4f}",
                           _p(r["p"]), f"{r['family']} ({r['family_size']})", _p(r["p_holm"]), r["verdict"],
-                          f"{_num(r['mde_80']):.4f}" if r.get("mde_80") not in (None, "") else ""])
+                          f"{_num(r['mde_80']):.4f}" if r.get("mde_80") not in (None, "") else "", _trainings(r)])
     return md_table(["estimator", "domain", "Δ sq err [95% CI]", "se", "p", "Holm family (m)", "Holm p", "verdict",
-                     "MDE 80%"], lines, right_from=2)
+                     "MDE 80%", "trainings (sd of Δ)"], lines, right_from=2)
+
+
+def _trainings(r: dict) -> str:
+    """A trained estimator's trainings and the sd of their Δ ("3 (0.0012)"); "1" for one; blank when untrained."""
+    k = _num(r.get("trainings"))
+    if not np.isfinite(k):
+        return ""
+    return f"{int(k)} ({_num(r.get('training_sd')):.4f})" if k > 1 else f"{int(k)}"
 
 
 def _fixed(x, digits: int = 2) -> str:
