@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.sveb-installed
 DOMAINS ?= number
 
-.PHONY: setup model demo powered table4 protocols test test-fast test-unit lint docs clean
+.PHONY: setup model demo powered table4 confirm protocols test test-fast test-unit lint docs clean
 
 # One torch for both sides. vllm $(VLLM) is the CUDA vLLM that pins torch==$(TORCH) (0.33.0 pins 2.14.0
 # and would replace it); tools/cuda_resolution.py checks this with `pip install --dry-run --report`.
@@ -67,6 +67,12 @@ powered: model
 T4_NEXT = --seeds 0,1,2 --dtype float32 --exports results/table4-next/exports --out results/table4-next
 table4: model
 	$(RUN) $(PY) benchmarks/table4.py $(if $(PRESET),--preset $(PRESET),$(T4_NEXT)) $(ARGS)
+
+# The confirmatory probe test (issue 56), as pre-registered in results/confirm-2/plan.md: number seeds 3-7 on problems
+# disjoint from every earlier build, the probe's 3 trainings vs grpo, fp32 -> results/confirm-2/result.md. Hours on
+# 2 cores; resumable (exports in results/confirm-2/exports are not re-sampled). Needs nothing else run first.
+confirm: model
+	SVEB_CPU_DTYPE=float32 $(RUN) $(PY) benchmarks/confirm.py $(ARGS)
 
 # Protocol sensitivity (issue 31, docs/protocols.md): SVEB's preset vs the paper's on number and programming, and on
 # number one of the paper's choices at a time -> results/protocols/. Resumable build by build (exports in

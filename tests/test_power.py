@@ -115,3 +115,18 @@ def test_interaction_holm_over_the_estimators_of_one_protocol():
     assert same["q"] == pytest.approx(0, abs=1e-12) and same["p_holm"] == pytest.approx(1.0) and not same["differs"]
     assert varies["df"] == 2 and varies["differs"]
     assert varies["p_holm"] == pytest.approx(min(1.0, 2 * varies["p"]))  # the smaller p of two: times 2
+
+
+def test_power_inverts_the_mde_and_matches_a_simulated_t_test():
+    assert power.power(0.0, 0.01, 200) == pytest.approx(0.05, abs=1e-9)  # no effect: the test's level
+    assert power.power(power.mde(0.01, 200), 0.01, 200) == pytest.approx(0.80, abs=0.01)
+    assert power.power(-0.003, 0.001, 99) == power.power(0.003, 0.001, 99)  # two-sided
+    assert power.power(0.002, 0.001, 99) < power.power(0.003, 0.001, 99) < power.power(0.003, 0.0008, 99)
+    assert np.isnan(power.power(0.01, 0.0, 49)) and np.isnan(power.power(0.01, 0.01, 0))
+    # a simulated t-test of n normal draws (se = sd / sqrt(n), df = n - 1) rejects as often as it says
+    rng = np.random.default_rng(3)
+    n, sd, delta = 40, 1.0, 0.4
+    x = rng.normal(delta, sd, (20000, n))
+    t = x.mean(1) / (x.std(1, ddof=1) / np.sqrt(n))
+    hit = np.mean(np.abs(t) > student_t.ppf(0.975, n - 1))
+    assert hit == pytest.approx(power.power(delta, sd / np.sqrt(n), n - 1), abs=0.01)

@@ -2,6 +2,8 @@
 
 - `mde`: the minimum detectable Δ at a given power of that t-test: the smallest true |Δ| that a two-sided
   test at level `alpha / m` on G - 1 degrees of freedom rejects with probability `power`.
+- `power`: the other way round: the probability that the same test rejects when the true Δ has a given size
+  (a pre-registered study's power, results/confirm-2/).
 - `cochran_q` / `interaction`: is one estimator's Δ against the baseline the same in every domain? Cochran's Q
   on the per-domain Δ estimates weighted by 1 / se², chi-square on D - 1 degrees of freedom, with I²; the
   estimators of one protocol form a Holm family of their own.
@@ -31,6 +33,17 @@ def mde(se: float, df: int, alpha: float = scoring.ALPHA, m: int = 1, power: flo
         return float("nan")
     q = student_t.ppf(1 - alpha / (2 * m), df) + student_t.ppf(power, df)
     return float(q * se)
+
+
+def power(delta: float, se: float, df: float, alpha: float = scoring.ALPHA, m: int = 1) -> float:
+    """Probability that a two-sided t-test at level alpha / m on `df` degrees of freedom rejects when the true Δ is
+    `delta` and its estimate has standard error `se`: the noncentral t with noncentrality |Δ| / se, both tails.
+    power(mde(se, df), se, df) is about POWER; power(0, ...) is alpha / m. NaN without a finite positive se."""
+    from scipy.stats import nct
+    if not (np.isfinite(se) and se > 0) or not np.isfinite(delta) or df is None or df < 1 or m < 1:
+        return float("nan")
+    q, nc = student_t.ppf(1 - alpha / (2 * m), df), abs(delta) / se
+    return float(nct.sf(q, df, nc) + nct.cdf(-q, df, nc))
 
 
 def cochran_q(delta, se) -> dict:

@@ -1,0 +1,53 @@
+"""The confirmatory probe test, as pre-registered in results/confirm-2/plan.md: build, train, score, test.
+This script holds the flags; the experiment is sveb/experiment/confirm.py.
+
+Resumable: rerun the same command after a stop. A seed whose export is in OUT/exports is not sampled again; the
+train build is Table 4's number train build (the same config, so the same fingerprint: its export is found under
+results/ and restored, else it is sampled under ROOT); estimates are cached per build. Writes OUT/result.md and
+OUT/result.json.
+
+    make confirm        # = SVEB_CPU_DTYPE=float32 .venv/bin/python benchmarks/confirm.py
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from sveb.experiment.confirm import run
+from sveb.experiment.presets import BASE
+
+PLAN = Path("results/confirm-2")
+
+
+def parse(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--seeds", default="3,4,5,6,7", help="number test slots to sample (the plan's: 3-7)")
+    p.add_argument("--problems", type=int, default=75, help="problems kept per seed (the plan's: 75)")
+    p.add_argument("--oversample", type=int, default=2, help="candidates per kept problem (the plan's: 2, so 150)")
+    p.add_argument("--exclude", action="append", default=None,
+                   help=f"problems never drawn (repeatable; default: the plan's {PLAN}/excluded.txt)")
+    p.add_argument("--trainings", type=int, default=3, help="probe training seeds 0..N-1 (the plan's: 3)")
+    p.add_argument("--train-export", default="", help="an export of the plan's train build (Table 4's number train; "
+                   "default: the one under --results whose fingerprint is the plan's, else it is sampled under ROOT)")
+    p.add_argument("--results", default="results", help="where to look for that export")
+    p.add_argument("--dtype", default="float32", help="compute dtype of sampling and hidden states (the plan's)")
+    p.add_argument("--model", default=BASE["model"])
+    p.add_argument("--engine", default="vllm")
+    p.add_argument("--root", default="sveb_data/confirm-2", help="a root of its own: the probe finds its train "
+                   "build there, and only that one")
+    p.add_argument("--out", default=str(PLAN))
+    a = p.parse_args(argv)
+    a.exclude = a.exclude or [str(PLAN / "excluded.txt")]
+    return a
+
+
+def main(argv: list[str] | None = None, engine=None, model_dir=None, override: dict | None = None) -> Path:
+    """`engine`, `model_dir`, `override`: a passed-in engine, the weights to hash and config fields (tests)."""
+    a = parse(argv)
+    a.override = override
+    return run(a, engine, model_dir)
+
+
+if __name__ == "__main__":
+    print(main())

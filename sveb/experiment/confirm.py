@@ -1,0 +1,188 @@
+"""The confirmatory probe test (benchmarks/confirm.py, `make confirm`; the plan: results/confirm-2/plan.md).
+
+Resumable end to end: each benchmark seed is sampled on number test slots disjoint from every earlier build
+(`exclude`), exported, and restored under the root (an export that exists is not sampled again); the train build
+is the one Table 4's number column trains on (same config, so the same fingerprint; an export of it is restored);
+grpo and the probe at each training seed are scored held-out (cached by sveb.evaluate); then the one
+pre-registered test: the probe's mean Δ of squared error against grpo over its trainings, pooled over the seeds,
+clusters = problems (sveb.score.pooling.paired, which uses sveb.score.trainings). `a` is the script's flags.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+from rich.console import Console
+
+from sveb import store
+from sveb.core.errors import UsageError
+from sveb.evaluate import evaluate
+from sveb.experiment.presets import preset_configs
+from sveb.experiment.runner import Sampler
+from sveb.lm.device import describe, pick_dtype
+from sveb.sample.rules import stage_fps, validate
+from sveb.score import power, scoring
+from sveb.score.compare import compare, default_key
+from sveb.score.pool_checks import Allow, check
+from sveb.score.pooling import load_view, merge, paired, read_scores
+from sveb.store.export import export_build, verify
+
+A, B = "probe", "grpo"  # the one hypothesis: A's squared error differs from B's (held-out)
+BESIDE = ("mcs-2", "mcs-3")  # reported beside it, not verdicts
+
+
+def configs(a):
+    """The benchmark build of each seed and the train build: the powered preset (as Table 4's number column)
+    with the plan's size and exclusions, in the plan's dtype. `a.override` (tests only): fields for both
+    (train_problems: the train build's problems)."""
+    tests, train = preset_configs("powered", "number", a.engine, [int(s) for s in str(a.seeds).split(",")])
+    over = dict(getattr(a, "override", None) or {})
+    train_problems = over.pop("train_problems", train.problems)
+    tests = [replace(c, model=a.model, problems=a.problems, oversample=a.oversample, exclude=tuple(a.exclude),
+                     dtype=a.dtype, **over) for c in tests]
+    return tests, replace(train, model=a.model, dtype=a.dtype, problems=train_problems, **over)
+
+
+def check_dtype(dtype: str) -> None:
+    """The plan fixes one compute dtype for sampling and hidden states: SVEB_CPU_DTYPE is set to it here, and a
+    different value already set is an error rather than a mixed run."""
+    forced = os.environ.get("SVEB_CPU_DTYPE")
+    if forced and forced != dtype:
+        raise UsageError(f"SVEB_CPU_DTYPE={forced}: the plan fixes --dtype {dtype}; unset it or pass --dtype {forced}")
+    os.environ["SVEB_CPU_DTYPE"] = dtype
+    if pick_dtype(dtype) != dtype:
+        raise UsageError(f"--dtype {dtype}: this machine computes in {pick_dtype(dtype)}")
+
+
+def restore(export: Path, root: Path) -> Path:
+    """The export as a build under ROOT, beside the builds (a copy: the export itself stays as committed)."""
+    from sveb.core.models import model_slug
+    m = store.read_manifest(export)
+    bdir = store.build_dir(root, model_slug(m["model"]), m["domain"], m["build_fp"] + ".export")
+    if not (bdir / "manifest.json").exists():
+        tmp = bdir.with_name(bdir.name + ".tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.copytree(export, tmp)
+        tmp.rename(bdir)
+    return bdir
+
+
+def find_export(results: Path, build_fp: str) -> str:
+    """An export of the build `build_fp` under `results` (Table 4's number train, wherever its folder is now), or ""."""
+    for m in sorted(results.glob("**/exports/*/manifest.json")):
+        if store.read_manifest(m.parent).get("build_fp") == build_fp:
+            return str(m.parent)
+    return ""
+
+
+def sample(a, console, engine=None, model_dir=None) -> tuple[list[Path], Path]:
+    """Every seed's export (sampled unless it exists) restored under the root, and the train build."""
+    tests, train = configs(a)
+    for cfg in [*tests, train]:
+        validate(cfg)
+    root, exports = Path(a.root), Path(a.out) / "exports"
+    sampler = Sampler(a.engine, engine)
+    bdirs = []
+    for cfg in tests:
+        exp = exports / f"number-seed{cfg.seed}"
+        if not (exp / "manifest.json").exists():
+            console.rule(f"build: number seed {cfg.seed}")
+            export_build(sampler.build(cfg, root, console), exp, model_dir)
+        verify(exp)
+        bdirs.append(restore(exp, root))
+    want = stage_fps(train)["references"]
+    found = a.train_export or find_export(Path(a.results), want)
+    if found:
+        got = store.read_manifest(Path(found)).get("build_fp")
+        if got != want:
+            raise UsageError(f"--train-export {found}: build {got}, but the plan's train build is {want}")
+        console.print(f"train build: export {found}")
+        tb = restore(Path(found), root)
+    else:
+        console.rule("train build")
+        tb = sampler.build(train, root, console)
+    sampler.close()
+    return bdirs, tb
+
+
+def score(bdirs: list[Path], a, console) -> None:
+    """grpo, the probe at each training seed and the beside rows, held-out, on every seed (cached)."""
+    for b in bdirs:
+        evaluate(b, B, {}, "held-out", console=console)
+        for s in range(a.trainings):
+            evaluate(b, A, {"seed": str(s)}, "held-out", console=console)
+        for name in BESIDE:
+            evaluate(b, name, {}, "held-out", console=console)
+
+
+def test(bdirs: list[Path]) -> dict:
+    """The pre-registered test on the pooled seeds, and what is reported beside it."""
+    views = [load_view(b, read_scores(b)) for b in bdirs]
+    check(views, Allow())  # replicate seeds: the same level mix and dtype, or no pooled test
+    view = merge(views)
+    key = default_key(view, A, "held-out")[:2]
+    r = paired(view, "held-out")[key]
+    p = r["p_delta"]
+    verdict = scoring.verdict(r["delta_sq"], p)  # one hypothesis: p unadjusted (a family of one)
+    se, df = r["delta_sq_se"], int(r["df"])
+    per_seed = {}
+    for b, v in zip(bdirs, views):
+        one = paired(v, "held-out")[default_key(v, A, "held-out")[:2]]
+        per_seed[store.read_manifest(b)["build_fp"]] = one["delta_sq"]
+    return {"a": A, "b": B, "protocol": "held-out", "states": r["n_states"], "problems": r["n_problems"],
+            "seeds": view.seeds, "trainings": r.get("trainings"), "training_seeds": r.get("training_seeds"),
+            "training_sd": r.get("training_sd"), "delta_sq": r["delta_sq"], "ci": [r["delta_sq_ci_low"],
+            r["delta_sq_ci_high"]], "se": se, "df": r["df"], "p": p, "verdict": verdict,
+            "mde_80": power.mde(se, df), "mae": r["mae"], "mae_grpo": r["mae_grpo"], "delta_per_seed": per_seed,
+            "beside": [{k: c[k] for k in ("b", "delta_sq", "delta_sq_ci_low", "delta_sq_ci_high", "p_delta")}
+                       for c in compare(view, A, list(BESIDE), "held-out")],
+            "builds": [store.read_manifest(b)["build_fp"] for b in bdirs]}
+
+
+def write(res: dict, out: Path, tb: Path, seconds: float) -> Path:
+    out.mkdir(parents=True, exist_ok=True)
+    res = {**res, "train_build": store.read_manifest(tb)["build_fp"], "machine": describe(),
+           "dtype": os.environ.get("SVEB_CPU_DTYPE"), "seconds": round(seconds, 1),
+           "date": time.strftime("%Y-%m-%d")}
+    (out / "result.json").write_text(json.dumps(res, indent=1, default=float) + "\n")
+    lo, hi = res["ci"]
+    what = {"better": "confirmed: the probe's squared error is lower than grpo's",
+            "worse": "the opposite of the hypothesis: the probe's squared error is higher than grpo's",
+            "no difference": f"not confirmed: no difference detected (a true |Δ| of {res['mde_80']:.4f} would "
+                             f"be detected with 80% power)"}[res["verdict"]]
+    lines = [f"# Confirmatory probe test: result ({res['date']})", "",
+             "Pre-registered in plan.md (committed before any of these builds was sampled); run once, analysed once "
+             "by `benchmarks/confirm.py`.", "",
+             f"**{A} − {B}, held-out, {res['states']} states, {res['problems']} problems, seeds "
+             f"{','.join(map(str, res['seeds']))}, {res['trainings']} trainings (seeds {res['training_seeds']}): "
+             f"Δ sq err {res['delta_sq']:+.4f} [{lo:+.4f}, {hi:+.4f}], p = {res['p']:.3g} (df {res['df']:.0f}): "
+             f"{res['verdict']}** — {what}.", "",
+             f"MAE {A} {res['mae']:.4f} (mean over trainings), {B} {res['mae_grpo']:.4f}; training sd of Δ "
+             f"{res['training_sd']:.4f}; Δ per seed (mean over trainings): "
+             + ", ".join(f"{k} {v:+.4f}" for k, v in res["delta_per_seed"].items()) + ".", "",
+             "Beside it, not verdicts (training seed 0, unadjusted): "
+             + "; ".join(f"{A} − {c['b']} {c['delta_sq']:+.4f} [{c['delta_sq_ci_low']:+.4f}, "
+                         f"{c['delta_sq_ci_high']:+.4f}], p {c['p_delta']:.3g}" for c in res["beside"]) + ".", "",
+             f"Builds {', '.join(res['builds'])} (exports/), train build {res['train_build']}; compute dtype "
+             f"{res['dtype']}; CPU flags {res['machine']}; {res['seconds']:.0f} s this run."]
+    path = out / "result.md"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def run(a, engine=None, model_dir=None) -> Path:
+    console = Console(stderr=True)
+    check_dtype(a.dtype)
+    t0 = time.perf_counter()
+    bdirs, tb = sample(a, console, engine, model_dir)
+    score(bdirs, a, console)
+    res = test(bdirs)
+    if not np.isfinite(res["p"]):
+        raise UsageError(f"the test has no p (states {res['states']}, problems {res['problems']}): too few to test")
+    return write(res, Path(a.out), tb, time.perf_counter() - t0)

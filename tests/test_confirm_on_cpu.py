@@ -1,0 +1,73 @@
+"""benchmarks/confirm.py at tiny size on the scripted engine (a tiny random Llama for the probe's hidden states):
+the seeds draw none of the excluded problems, the test runs over the probe's trainings and writes result.md, and a
+rerun samples nothing again."""
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from sveb.core.config import SamplingConfig
+from sveb.core.errors import UsageError
+from sveb.data_builders.load import load_problems
+
+SPEC = importlib.util.spec_from_file_location("confirm_bench", Path(__file__).parents[1] / "benchmarks" / "confirm.py")
+confirm = importlib.util.module_from_spec(SPEC)
+SPEC.loader.exec_module(confirm)
+
+
+def _source(path: Path) -> Path:
+    """'What is a + b?' questions (which the scripted engine answers), enough for 5 disjoint test slots."""
+    rows = [{"prompt": f"What is {a} + {b}?", "solution": str(a + b)} for a in range(1, 41) for b in range(1, 41)]
+    path.write_text("\n".join(json.dumps(r) for r in rows))
+    return path
+
+
+def test_the_confirmatory_run_end_to_end_and_resumed(tmp_path, monkeypatch):
+    import os
+
+    from sveb.engines.scripted import ScriptedEngine
+    from tests.helpers.tiny_llama import tiny_llama
+    dtype = os.environ.get("SVEB_CPU_DTYPE") or "float32"  # CI reruns under the other dtype: follow it
+    monkeypatch.setenv("SVEB_CPU_DTYPE", dtype)
+    src, model = str(_source(tmp_path / "dapo.jsonl")), tiny_llama(tmp_path / "llama")
+    first = load_problems("number", src, 6, 3, "test")[0]  # what seed 3 draws without --exclude
+    ids = tmp_path / "excluded.txt"
+    ids.write_text("\n".join(p["problem_id"] for p in first) + "\n")
+    out = tmp_path / "out"
+    args = ["--seeds", "3,4", "--problems", "3", "--oversample", "2", "--trainings", "2", "--model", model,
+            "--engine", "scripted", "--root", str(tmp_path / "root"), "--out", str(out), "--exclude", str(ids),
+            "--dtype", dtype, "--results", str(tmp_path)]
+    over = {"source": src, "rollouts": 8, "mc": 4, "mc_extra": 4, "max_acc": 0.9, "min_novel_numbers": 0,
+            "sampling": SamplingConfig(max_tokens=120), "train_problems": 4}
+    md = confirm.main(args, engine=ScriptedEngine(), model_dir=model, override=over)
+    res = json.loads((out / "result.json").read_text())
+    text = md.read_text()
+    assert "probe − grpo, held-out" in text and res["verdict"] in text and "mcs-3" in text
+    assert res["trainings"] == 2 and res["training_seeds"] == "0,1" and res["seeds"] == [3, 4]
+    assert res["states"] == 4 * res["problems"] and res["problems"] >= 4 and res["dtype"] == dtype
+    assert res["ci"][0] <= res["delta_sq"] <= res["ci"][1] and 0 <= res["p"] <= 1
+    kept = {s: set(pq.read_table(out / "exports" / f"number-seed{s}" / "problems").column("problem_id").to_pylist())
+            for s in (3, 4)}
+    assert kept[3] and not kept[3] & {p["problem_id"] for p in first} and not kept[3] & kept[4]
+
+    class Silent(ScriptedEngine):
+        def generate(self, *a, **k):
+            raise AssertionError("a rerun sampled again")
+    again = confirm.main(args, engine=Silent(), model_dir=model, override=over).read_text()
+    assert again.rsplit(";", 1)[0] == text.rsplit(";", 1)[0]  # the same result; only this run's seconds differ
+
+
+def test_the_plan_dtype_is_enforced(monkeypatch):
+    from sveb.experiment.confirm import check_dtype
+    monkeypatch.setenv("SVEB_CPU_DTYPE", "bfloat16")
+    with pytest.raises(UsageError, match="SVEB_CPU_DTYPE=bfloat16: the plan fixes --dtype float32"):
+        check_dtype("float32")
+
+
+def test_the_default_flags_are_the_plan():
+    a = confirm.parse([])
+    assert (a.seeds, a.problems, a.oversample, a.trainings, a.dtype) == ("3,4,5,6,7", 75, 2, 3, "float32")
+    assert a.exclude == ["results/confirm-2/excluded.txt"]
