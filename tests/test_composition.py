@@ -150,10 +150,10 @@ def test_table4_refuses_to_pool_unequal_seeds_of_its_exports_unless_told(two_see
 
 
 def test_sveb_eval_records_the_compute_dtype_where_the_check_reads_it(tmp_path):
-    from sveb.evaluate import _record_prepare
+    from sveb.evaluate import record_prepare
     from sveb.score.pool_checks import computed_in
-    _record_prepare(tmp_path / "timings" / "probe-abc-held-out.json", 1.5, "cpu-float32")
-    _record_prepare(tmp_path / "timings" / "grpo-abc-held-out.json", 0.1)  # reads no model: nothing recorded
+    record_prepare(tmp_path / "timings" / "probe-abc-held-out.json", 1.5, "cpu-float32")
+    record_prepare(tmp_path / "timings" / "grpo-abc-held-out.json", 0.1)  # reads no model: nothing recorded
     assert computed_in(tmp_path, ("probe", "abc", "held-out")) == "cpu-float32"
     assert computed_in(tmp_path, ("grpo", "abc", "held-out")) is None
     assert computed_in(tmp_path, ("hista", "abc", "held-out")) is None  # no file: not recorded

@@ -67,7 +67,7 @@ def test_old_score_rows_are_recomputed_from_stored_estimates(root, monkeypatch):
 
     def boom(*a, **k):
         raise AssertionError("the estimator ran again")
-    monkeypatch.setattr("sveb.evaluate.estimate_all", boom)
+    monkeypatch.setattr("sveb.evaluate.run.estimate_all", boom)
     again = evaluate(bdir, "grpo", {}, "held-out")
     assert again["mae"] == new["mae"] and again["bias"] == new["bias"] and again["seconds"] == new["seconds"]
     assert store.read_shard(path).to_pylist()[0]["own_shift_max"] == new["own_shift_max"]
@@ -93,7 +93,8 @@ def test_pooled_rows_pool_states_of_every_seed(root):
         b.name for b in seeds}
     # one build alone keeps its stored score row
     stored = store.read_table(alone / "scores", schema.SCORES).to_pylist()
-    b = next(x for x in rows if x["model"] == "scripted-b" and x["estimator"] == "mcs-1" and x["protocol"] == "held-out")
+    b = next(x for x in rows
+             if x["model"] == "scripted-b" and x["estimator"] == "mcs-1" and x["protocol"] == "held-out")
     s = next(x for x in stored if x["estimator"] == "mcs-1" and x["protocol"] == "held-out")
     assert b["mae"] == s["mae"] and b["n_builds"] == 1
 

@@ -27,7 +27,8 @@ def values(bdir, name):
     return {(r["protocol"], r["state_id"]): r["value"] for r in rows if r["estimator"] == name}
 
 
-@pytest.mark.parametrize("name,params", [("probe", {}), ("probe-mc", {"relative": "0", "pool": "mean"}), ("probe", {"relative": "0", "offset": "0"})])
+@pytest.mark.parametrize("name,params", [("probe", {}), ("probe-mc", {"relative": "0", "pool": "mean"}),
+                                         ("probe", {"relative": "0", "offset": "0"})])
 def test_probe_end_to_end_and_cached_by_train_content(tiny_llama_builds, monkeypatch, name, params):
     root, tdir, bdir, _ = tiny_llama_builds
     params = {**CHEAP, **params}
@@ -106,7 +107,7 @@ def test_a_stored_score_is_not_served_to_another_dtype(tiny_llama_builds, monkey
     """An estimator that reads the model stores its scores under the machine's compute pick (device, dtype): the
     same build scored where bf16 is picked does not return the fp32 run's stored values; a second bf16 run finds
     its own (no recompute). grpo reads no model: one score whatever the pick."""
-    import sveb.evaluate as ev
+    import sveb.evaluate.run as ev  # evaluate() reads compute_kind there
     _, _, bdir, _ = tiny_llama_builds
     monkeypatch.setattr(ev, "compute_kind", lambda: "cpu-float32")
     evaluate(bdir, "hista", {}, protocol="held-out")

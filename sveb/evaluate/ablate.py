@@ -56,7 +56,8 @@ def ablate(bdir: Path, name: str, grid: dict[str, list[str]], protocol: str, ful
 def print_ablation(name: str, results: list[tuple[dict, dict]], console: Console) -> None:
     t = Table(title=f"{name}: MAE per setting (lower is better)")
     for c in ("setting", "MAE", "95% CI", "s/state"):
-        t.add_column(c, justify="left" if c == "setting" else "right", no_wrap=c != "setting")  # 80 columns: labels wrap
+        # 80 columns: labels wrap
+        t.add_column(c, justify="left" if c == "setting" else "right", no_wrap=c != "setting")
     best = min(r["mae"] for _, r in results)
     for setting, r in results:
         label = " ".join(f"{k}={v}" for k, v in setting.items()) or "defaults"
