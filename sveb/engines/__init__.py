@@ -5,22 +5,28 @@ requests with n derived seeds, so each sample is reproducible on its own. A stat
 is requested with prompt ids + its first t response ids: text is never re-tokenised.
 """
 
-from __future__ import annotations
-
 from sveb.engines.base import (
-                               Completion,
-                               Engine,
-                               EngineError,
-                               EngineOptions,
-                               HFTokenizer,
-                               Request,
-                               Tokenizer,
-                               model_context,
+    Completion,
+    Engine,
+    EngineError,
+    EngineOptions,
+    HFTokenizer,
+    Request,
+    Tokenizer,
+    model_context,
 )
-from sveb.engines.registry import BUILTIN, GROUP, EngineEntry, entry, fingerprint_key, make_engine, start, uses_model
+from sveb.engines.registry import (
+    BUILTIN,
+    ENGINES,
+    GROUP,
+    EngineEntry,
+    entry,
+    fingerprint_key,
+    make_engine,
+    start,
+    uses_model,
+)
 
 __all__ = ["BUILTIN", "ENGINES", "GROUP", "Completion", "Engine", "EngineEntry", "EngineError", "EngineOptions",
            "HFTokenizer", "Request", "Tokenizer", "entry", "fingerprint_key", "make_engine", "model_context", "start",
            "uses_model"]
-
-ENGINES = tuple(e.name for e in BUILTIN)  # SVEB's own; plugins and module:Class paths: registry.entries()

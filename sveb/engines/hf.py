@@ -30,7 +30,8 @@ class HFEngine:
         self.tokenizer = HFTokenizer(model_path)
         self.device = torch_device()
         # dtype at load time, never .to(dtype): that would also cast RoPE's inv_freq
-        self.model = AutoModelForCausalLM.from_pretrained(model_path, dtype=getattr(torch, dtype)).to(self.device).eval()
+        model = AutoModelForCausalLM.from_pretrained(model_path, dtype=getattr(torch, dtype))
+        self.model = model.to(self.device).eval()
         self.batch_size = batch_size
         self.pad_id = self.tokenizer.tok.pad_token_id or self.tokenizer.eos_token_id
 

@@ -85,6 +85,7 @@ BUILTIN: tuple[EngineEntry, ...] = (
     EngineEntry("scripted", "sveb.engines.scripted:ScriptedEngine", "scripted", False,
                 "a deterministic stand-in for tests (no model; true values are binomial tails)"),
 )
+ENGINES = tuple(e.name for e in BUILTIN)  # SVEB's own; plugins and module:Class paths: entries()
 
 _PLUGINS: dict[str, EngineEntry] | None = None
 
