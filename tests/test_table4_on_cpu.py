@@ -640,3 +640,49 @@ def test_a_build_cut_off_resumes_in_a_fresh_clone_from_its_saved_shards(tmp_path
     with pytest.raises(SystemExit, match="sampled in float32; this run samples in bfloat16.*--dtype float32"):
         table4.main(other, engine=eng, model_dir=weights)
     assert eng.calls == [] and not list((tmp_path / "cut" / "root").rglob("part-*"))
+
+
+@dataclass
+class CutsOff(Estimator):
+    """an estimator during which the session ends"""
+
+    def estimate(self, group, states):
+        raise KeyboardInterrupt("the session ends")
+
+
+def test_estimates_are_kept_per_estimator_and_a_fresh_clone_runs_only_what_is_missing(tmp_path):
+    """Each estimator's per-state estimates reach estimates.parquet as soon as it is scored, so a run cut off
+    mid-domain keeps the ones it finished; a fresh clone (no sveb_data) runs only the estimators (and training
+    replicates) that the stored estimates lack, with today's parameters."""
+    import shutil
+
+    import pyarrow.parquet as pq
+    from sveb.engines.scripted import ScriptedEngine
+    number = _files(tmp_path)
+    weights = tmp_path / "w"
+    weights.mkdir()
+    (weights / "model.safetensors").write_bytes(b"w")
+    seeded = "test_table4_on_cpu:SeededTrainSeen"
+
+    def args(estimators, *extra):
+        return ["--domains", "number", "--source", f"number={number}", "--estimators", estimators,
+                "--root", str(tmp_path / "root"), "--exports", str(tmp_path / "exports"),
+                "--out", str(tmp_path / "out"), "--problems", "3", "--states", "2", "--rollouts", "8", "--mc", "10",
+                "--mc-extra", "4", "--train-problems", "3", "--train-states", "1", "--train-mc", "2",
+                "--oversample", "2", "--max-tokens", "200", "--min-novel-numbers", "0", "--max-acc", "0.9", *extra]
+    with pytest.raises(KeyboardInterrupt):
+        table4.main(args("grpo,mcs-2,test_table4_on_cpu:CutsOff"), engine=ScriptedEngine(), model_dir=weights)
+    kept = {r["estimator"] for r in pq.read_table(tmp_path / "out" / "estimates.parquet").to_pylist()}
+    assert kept == {"grpo", "mcs-2"}  # finished before the cut: kept
+    TRAINED_ON.clear()
+    table4.main(args(f"grpo,mcs-2,{seeded}", "--trainings", "2"), engine=ScriptedEngine(), model_dir=weights)
+    assert len(TRAINED_ON) == 4  # two trainings x two protocols
+    saved = (tmp_path / "out" / "scores.csv").read_text()
+    shutil.rmtree(tmp_path / "root")  # a fresh clone: no caches
+    TRAINED_ON.clear()
+    table4.main(args(f"grpo,mcs-2,{seeded}", "--trainings", "2"))  # no engine needed: the export is there
+    assert TRAINED_ON == [] and (tmp_path / "out" / "scores.csv").read_text() == saved
+    table4.main(args(f"grpo,mcs-2,{seeded}", "--trainings", "3"))  # one more training: only it runs
+    assert len(TRAINED_ON) == 2
+    rows = {(r["estimator"], r["protocol"]): r for r in csv.DictReader(open(tmp_path / "out" / "scores.csv"))}
+    assert rows[(seeded, "held-out")]["trainings"] == "3"

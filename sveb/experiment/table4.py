@@ -16,6 +16,7 @@ from rich.console import Console
 from sveb import store
 from sveb.core.config import BuildConfig, SamplingConfig
 from sveb.core.cost import BUILD_STAGES
+from sveb.evaluate.protocols import PROTOCOLS
 from sveb.experiment import partial
 from sveb.experiment.runner import Sampler, estimator_list, evaluate_all, needs_train
 from sveb.experiment.table4_files import (domain_exports, export_name, merge_estimates, read_estimates,
@@ -101,9 +102,14 @@ def build_domain(domain: str, a, sampler: Sampler, console, model_dir, seed: int
     seed = a.seed if seed is None else seed
     exp = Path(a.exports) / export_name(domain, seed)
     texp = Path(a.exports) / f"{domain}-train"
-    if exported(exp, exp.name, console):
-        return None
     test, train = configs(domain, a, a.source.get(domain, "builtin"), seed)
+    if exported(exp, exp.name, console):
+        if a.train and not (texp / "manifest.json").exists():  # exported by a run that trained nothing
+            carry_in(a, texp.name, train, console)
+            export_train(sampler, train, Path(a.root), texp, console, model_dir)
+            if getattr(a, "partial", ""):
+                shutil.rmtree(Path(a.partial) / texp.name, ignore_errors=True)
+        return None
     for key, cfg in ((exp.name, test), *([(texp.name, train)] if a.train else [])):
         carry_in(a, key, cfg, console)
     found = len(partial.shards(locate(test, Path(a.root))))
@@ -165,18 +171,31 @@ def replicate_seeds(name: str, trainings: int) -> list[int]:
     return list(range(first + 1, first + max(1, int(trainings))))
 
 
-def eval_domain(domain: str, a, names: list[str], console, name: str | None = None
-                ) -> tuple[list[dict], dict[str, float]]:
+def eval_domain(domain: str, a, names: list[str], console, name: str | None = None, stored: list[dict] = (),
+                save=None) -> tuple[list[dict], dict[str, float]]:
     """Every estimator on a domain's export `name` (default: the domain's, seed 0) under both protocols
     (sveb.evaluate, cached), and each trained one again with `a.trainings` - 1 more training seeds (its
     replicates: the same settings but `seed`); returns its per-state estimates as ESTIMATES records (a
-    replicate's with its `training` seed) and the seconds of each stage."""
+    replicate's with its `training` seed) and the seconds of each stage. An estimator (or replicate) whose
+    estimates with today's parameters are in `stored` under both protocols is not run again (a fresh clone has
+    none of sveb.evaluate's caches); `save(records, timing)` is called after each one, so that a run cut off
+    keeps every estimator it finished."""
     bdir = restore(Path(a.exports) / (name or domain), Path(a.root))
     if a.train and (Path(a.exports) / f"{domain}-train").exists():
         restore(Path(a.exports) / f"{domain}-train", Path(a.root))
     timing: dict[str, float] = {}
     data = load_build(bdir)
-    if any(entry(n).needs_hidden or entry(n).needs_training for n in names):
+    fp = data.manifest["build_fp"]
+    have = {(r["estimator"], r["params_fp"], r["protocol"], r.get("training")) for r in stored
+            if r["domain"] == domain and r["build_fp"] == fp}
+    jobs = [(n, None) for n in names] + [(n, seed) for n in trained(names)
+                                         for seed in replicate_seeds(n, getattr(a, "trainings", 1))]
+    todo = [(n, seed) for n, seed in jobs
+            if not all((n, _params_fp(n, seed), p, seed) in have for p in PROTOCOLS)]
+    if len(todo) < len(jobs):
+        console.print(f"{name or domain}: {len(jobs) - len(todo)} of {len(jobs)} estimator runs found in the stored "
+                      f"estimates; not run again")
+    if any(entry(n).needs_hidden or entry(n).needs_training for n, _ in todo):
         check_weights(bdir, data.manifest)
         hs = HiddenStates(bdir, data.manifest["model"])
         seconds = hidden_pass(hs, data, console)
@@ -185,25 +204,31 @@ def eval_domain(domain: str, a, names: list[str], console, name: str | None = No
         elif (est := cached_pass_seconds(hs.dir)) is not None:
             # found cached by a run that did not record it (stopped before writing timing.json)
             timing["hidden pass (from cache file times)"] = est
-    rows = []  # (score row, training seed of a replicate or None)
-    for row, wall in evaluate_all(bdir, names, console):
-        timing[f"eval {row['estimator']} ({row['protocol']})"] = eval_seconds(bdir, row, wall)
-        rows.append((row, None))
-    for n in trained(names):
-        for seed in replicate_seeds(n, getattr(a, "trainings", 1)):
-            for row, wall in evaluate_all(bdir, [n], console, f"training seed {seed}", {"seed": str(seed)}):
-                timing[f"eval {n} seed {seed} ({row['protocol']})"] = eval_seconds(bdir, row, wall)
-                rows.append((row, seed))
-    est_rows = store.read_table(bdir / "estimates").to_pylist()
     records = []
-    for r, seed in rows:
-        ident = (r["estimator"], r["params_fp"], r["protocol"])
-        how = f"sveb eval {r['estimator']} {r['params_fp']}" + (f" --param seed={seed}" if seed is not None else "")
-        records += [{"domain": domain, "build_fp": data.manifest["build_fp"], "state_id": e["state_id"],
-                     "estimator": e["estimator"], "params_fp": e["params_fp"], "protocol": e["protocol"],
-                     "value": e["value"], "provenance": how, "training": seed}
-                    for e in est_rows if (e["estimator"], e["params_fp"], e["protocol"]) == ident]
+    for n, seed in todo:
+        params, label = ({}, None) if seed is None else ({"seed": str(seed)}, f"training seed {seed}")
+        rows = []
+        for row, wall in evaluate_all(bdir, [n], console, label, params):
+            stage = f"eval {n} ({row['protocol']})" if seed is None else f"eval {n} seed {seed} ({row['protocol']})"
+            timing[stage] = eval_seconds(bdir, row, wall)
+            rows.append(row)
+        est_rows = store.read_table(bdir / "estimates").to_pylist()
+        new = []
+        for r in rows:
+            ident = (r["estimator"], r["params_fp"], r["protocol"])
+            how = f"sveb eval {r['estimator']} {r['params_fp']}" + (f" --param seed={seed}" if seed is not None else "")
+            new += [{"domain": domain, "build_fp": fp, "state_id": e["state_id"], "estimator": e["estimator"],
+                     "params_fp": e["params_fp"], "protocol": e["protocol"], "value": e["value"], "provenance": how,
+                     "training": seed} for e in est_rows if (e["estimator"], e["params_fp"], e["protocol"]) == ident]
+        records += new
+        if save is not None:
+            save(new, timing)
     return records, timing
+
+
+def _params_fp(name: str, seed: int | None) -> str:
+    from sveb.estimators import make, params_fp
+    return params_fp(make(name, {} if seed is None else {"seed": str(seed)}))
 
 
 def eval_seconds(bdir: Path, row: dict, wall: float) -> float:
@@ -352,13 +377,16 @@ def _run(a, engine=None, model_dir=None) -> Path:
     for d in domains:
         for seed in seeds:
             name = export_name(d, seed)
-            recs, ev = eval_domain(d, a, names, console, name)
-            records = merge_estimates(records, recs)
-            timings.setdefault(name, {}).update(ev)
-            if "hidden pass" in timings[name]:  # a recorded time beats the cache files' estimate
-                timings[name].pop("hidden pass (from cache file times)", None)
-            timing_path.write_text(json.dumps(timings, indent=1))  # each build's as soon as it is scored
-            write_estimates(out / "estimates.parquet", records)
+
+            def save(new: list[dict], ev: dict, name=name) -> None:  # after each estimator: a cut-off run keeps it
+                nonlocal records
+                records = merge_estimates(records, new)
+                timings.setdefault(name, {}).update(ev)
+                if "hidden pass" in timings[name]:  # a recorded time beats the cache files' estimate
+                    timings[name].pop("hidden pass (from cache file times)", None)
+                timing_path.write_text(json.dumps(timings, indent=1))
+                write_estimates(out / "estimates.parquet", records)
+            eval_domain(d, a, names, console, name, stored=records, save=save)
     tables(a, out, domains, names, records, timings, f"CPU flags: {describe()}", console)
     return out
 
