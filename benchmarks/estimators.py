@@ -40,7 +40,7 @@ def fresh() -> None:
     """Drop Numca's text caches so a run does not reuse a previous run's work."""
     from sveb.estimators import numca
     numca.abstract_path.cache_clear()
-    numca._norm_text.cache_clear()
+    numca.norm_text.cache_clear()
 
 
 def timed(fn) -> float:

@@ -34,7 +34,7 @@ import numpy as np
 
 from sveb.core.errors import UsageError
 from sveb.estimators.base import Estimator, ProblemGroup, State
-from sveb.estimators.numca_sveb import NUMBER, _norm_text, milestones
+from sveb.estimators.numca_sveb import NUMBER, milestones, norm_text
 
 DIGITS = re.compile(r"\d+")
 EQUAL = 1e-6          # the authors' "only add when there is a change"
@@ -45,7 +45,7 @@ def parse(text: str, numbers: str = "digits", drop_last: bool = True) -> tuple[l
     if numbers == "digits":
         found = [(m.group(0), m.start()) for m in DIGITS.finditer(text)]
     elif numbers == "normalised":
-        found = [(_norm_text(m.group(0)), m.start()) for m in NUMBER.finditer(text)]
+        found = [(norm_text(m.group(0)), m.start()) for m in NUMBER.finditer(text)]
     else:
         raise UsageError(f"numca: numbers must be 'digits' or 'normalised', got {numbers!r}")
     if drop_last:

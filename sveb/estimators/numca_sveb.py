@@ -65,7 +65,7 @@ def _fraction(neg: bool, num: str, den: str) -> str:
 
 
 @lru_cache(maxsize=65536)
-def _norm_text(matched: str) -> str:
+def norm_text(matched: str) -> str:
     return _normalise(NUMBER.fullmatch(matched))
 
 
@@ -86,7 +86,7 @@ def _cut(text: str, end: int) -> int:
 
 def _scan(text: str, start: int, end: int) -> set[str]:
     """Numbers matched in text[start:end] (regex endpos acts as the end of the string)."""
-    return {_norm_text(m.group()) for m in NUMBER.finditer(text, start, end)
+    return {norm_text(m.group()) for m in NUMBER.finditer(text, start, end)
             if not (m.end() == end and text[end - 1].isdigit())}  # touching the cut: maybe partial
 
 
@@ -132,7 +132,7 @@ def abstract_path(text: str) -> tuple[frozenset[str], ...]:
         if end - _SETTLED < q:  # the cut moved back (an open \frac): restart the settled part
             settled, nxt, q = set(), 0, 0
         while nxt < len(full) and full[nxt].end() <= end - _SETTLED:
-            settled.add(_norm_text(full[nxt].group()))
+            settled.add(norm_text(full[nxt].group()))
             q = full[nxt].end()
             nxt += 1
         s = frozenset(settled | _scan(text, q, end))

@@ -14,7 +14,7 @@ from torch import nn
 
 from sveb.core.config import fingerprint
 from sveb.estimators.pacs_loss import pacs_group
-from sveb.lm.critic import Critic, Seq, _pad, _token_batches
+from sveb.lm.critic import Critic, Seq, pad_right, token_batches
 
 LOGIT_TOKENS = 2048  # tokens per forward through the LM head (their logits are tokens x vocab floats)
 GRAD_BYTES = 2 << 30  # a group's fp32 head outputs (tokens x vocab) autograd may hold for one backward pass
@@ -85,9 +85,9 @@ class PacsScorer(Critic):
         """log pi(o_t | q, o_<t) at the config's temperature of each response token, [T] per rollout (with grad
         where enabled)."""
         out = {}
-        for batch in _token_batches(seqs, LOGIT_TOKENS, self.device):
+        for batch in token_batches(seqs, LOGIT_TOKENS, self.device):
             with self._amp():
-                h = self.model.top(_pad(self.features(batch)))
+                h = self.model.top(pad_right(self.features(batch)))
             # the batch's response positions through the head in one product: per rollout, ~30-row products
             # ran the head at a fifth of the speed (docs/timings.md)
             rows = torch.cat([h[i, s.prompt_len - 1: s.prompt_len - 1 + s.T] for i, s in enumerate(batch)]).float()

@@ -86,11 +86,11 @@ def make_seq(key: tuple, prompt: Sequence[int], response: Sequence[int], reward:
     return Seq(key, ids, len(prompt), len(response) + int(through_end), float(reward))
 
 
-def _pad(rows: list[torch.Tensor]) -> torch.Tensor:
+def pad_right(rows: list[torch.Tensor]) -> torch.Tensor:
     return nn.utils.rnn.pad_sequence(rows, batch_first=True)  # right padding: causal => exact
 
 
-def _token_batches(seqs: Sequence[Seq], budget: int, device: str = "cpu") -> list[list[Seq]]:
+def token_batches(seqs: Sequence[Seq], budget: int, device: str = "cpu") -> list[list[Seq]]:
     """Batches of similar length within `budget` padded tokens (a longer rollout alone), by the planner the
     hidden pass uses: it weighs padding against a call's cost on `device`."""
     lengths = [len(s.ids) for s in seqs]
@@ -169,11 +169,11 @@ class Critic:
             for s in missing:
                 self._remember(s.key, fresh[s.key])
             missing = []
-        for batch in _token_batches(missing, BATCH_TOKENS, self.device):
+        for batch in token_batches(missing, BATCH_TOKENS, self.device):
             bad = max(max(s.ids) for s in batch)
             if bad >= self.vocab:
                 raise UsageError(f"token id {bad} >= critic vocab {self.vocab}: the critic must share the policy's tokenizer")
-            ids = _pad([torch.tensor(s.ids, dtype=torch.long) for s in batch]).to(self.device)
+            ids = pad_right([torch.tensor(s.ids, dtype=torch.long) for s in batch]).to(self.device)
             with self._amp():
                 h = self.model.lower(ids)
             for i, s in enumerate(batch):
@@ -196,9 +196,9 @@ class Critic:
         (causal, per-row), so the values and the summed loss's gradient are the whole batch's."""
         feats = dict(zip((s.key for s in seqs), self.features(seqs)))
         out = {}
-        for part in _token_batches(seqs, 1 << 62, self.device):
+        for part in token_batches(seqs, 1 << 62, self.device):
             with self._amp():
-                o = self.model(_pad([feats[s.key] for s in part]))
+                o = self.model(pad_right([feats[s.key] for s in part]))
             for b, s in enumerate(part):
                 out[s.key] = o[b, s.prompt_len - 1: s.prompt_len - 1 + s.T]
         return [out[s.key] for s in seqs]
@@ -207,7 +207,7 @@ class Critic:
     def values(self, seqs: Sequence[Seq]) -> dict[tuple, np.ndarray]:
         """{key: [V(s_0), ..., V(s_{T-1})]} for each rollout."""
         out = {}
-        for batch in _token_batches(seqs, BATCH_TOKENS, self.device):
+        for batch in token_batches(seqs, BATCH_TOKENS, self.device):
             for s, v in zip(batch, self._values_batch(batch)):
                 out[s.key] = v.double().cpu().numpy()
         self.release_features()

@@ -50,7 +50,7 @@ def _proto(p: str) -> int:
     return PROTOCOLS.index(p) if p in PROTOCOLS else len(PROTOCOLS)
 
 
-def _order(name: str) -> tuple:
+def row_order(name: str) -> tuple:
     """Baseline first, then the estimators, the scale rows (MCS@k) last, each in registry order; the authors'
     MCS@k rows (k of the reference draws, paper-protocol builds) after SVEB's."""
     return (len(ROLES), 0, name) if is_ref_row(name) else (*rank(name), name)
@@ -110,7 +110,7 @@ def rows_of_builds(bdirs: list[Path], allow: Allow = Allow(), published: Path | 
             for v in group:
                 out += _rows_of(v, "seed")
     return sorted(out, key=lambda r: (r["model"], r["domain"], _proto(r["protocol"]), KINDS.index(r["kind"]),
-                                      r["seeds"], _order(r["estimator"]), r["params"] or ""))
+                                      r["seeds"], row_order(r["estimator"]), r["params"] or ""))
 
 
 def write_csv(rows_: list[dict], out: str | Path) -> Path:
@@ -213,7 +213,7 @@ def print_pivot(rows_: list[dict], console: Console, wide: bool = False) -> None
         tables.setdefault((r["model"], r["domain"], r["build_fp"], r["protocol"]), []).append(r)
     scoped = set()
     for (model, domain, fp, proto), rs in tables.items():
-        rs.sort(key=lambda r: (_order(r["estimator"]), r["params"] or ""))
+        rs.sort(key=lambda r: (row_order(r["estimator"]), r["params"] or ""))
         if rs[0].get("scope") and (model, domain, fp) not in scoped:  # once per build or pool, one line
             scoped.add((model, domain, fp))
             console.print(scope.line(rs[0]["scope"], min(console.width, 80)), markup=False, highlight=False,

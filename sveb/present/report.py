@@ -21,12 +21,12 @@ from sveb.present import leaderboard, plots, report_by, scope
 from sveb.present.report_format import CSS, cell, html_table, img, md_table, ok, spread_html, spread_md
 from sveb.present.report_views import (
     ReportError,  # noqa: F401  (report.ReportError, as callers catch it)
-    _collect,
-    _drop_variants,
-    _key,
-    _proto_sorted,
-    _protocols,
-    _truncated,
+    collect_views,
+    drop_variants,
+    protocols_of,
+    sorted_protocols,
+    truncated_shares,
+    view_order,
 )
 from sveb.score import pooling, replicates
 from sveb.score.paper_rows import is_ref_row
@@ -67,7 +67,7 @@ def _is_scale(name: str) -> bool:
 def _order(key: tuple, labels: dict) -> tuple:
     """Baseline, estimators, then the scale rows, in registry order (plugins by name); the authors' MCS@k last."""
     label = labels.get(key[:2], key[0])  # today's name (a row stored under an old one ranks as today's)
-    return leaderboard._order(label.split(" ")[0])[:2] + (label,)
+    return leaderboard.row_order(label.split(" ")[0])[:2] + (label,)
 
 
 def _slug(*parts: str) -> str:
@@ -169,7 +169,7 @@ def write_report(root: Path, out: Path, all_settings: bool = False, by: tuple = 
     `builds`: only these build fingerprints (e.g. one preset's builds in a shared root). `allow`: what a table
     may mix (seeds of different problem mixes, two dtypes), said under each table that does."""
     root, out = Path(root), Path(out)
-    views, seed_groups, notes = _collect(root, builds, allow)
+    views, seed_groups, notes = collect_views(root, builds, allow)
     seed_views = [v for g in seed_groups for v in g]
     out.mkdir(parents=True, exist_ok=True)
     board = leaderboard.rows(root, builds, allow)
@@ -181,10 +181,10 @@ def write_report(root: Path, out: Path, all_settings: bool = False, by: tuple = 
             w.writeheader()
             w.writerows(spread)
     # paired tests before hiding ablation settings: the Holm family is every setting, as in leaderboard.csv
-    cmp = {(v.fp, p): pooling.paired(v, p) for v in views + seed_views for p in _protocols(v)}
+    cmp = {(v.fp, p): pooling.paired(v, p) for v in views + seed_views for p in protocols_of(v)}
     labels = _labels(views)
     if not all_settings:
-        _drop_variants(views + seed_views, labels)
+        drop_variants(views + seed_views, labels)
         labels = _labels(views)
     colors = plots.palette(sorted(set(labels.values()), key=lambda s: (plots.is_scale(s), s)))
     models = sorted({v.model for v in views})
@@ -193,7 +193,7 @@ def write_report(root: Path, out: Path, all_settings: bool = False, by: tuple = 
     md, body = [], []
     for m in models:
         mine = [v for v in views if v.model == m]
-        for proto in _proto_sorted({p for v in mine for p in _protocols(v)}):
+        for proto in sorted_protocols({p for v in mine for p in protocols_of(v)}):
             cols = [v for v in mine if any(r["protocol"] == proto for r in v.scores)]
             if not cols:
                 continue
@@ -224,13 +224,13 @@ def write_report(root: Path, out: Path, all_settings: bool = False, by: tuple = 
                                                                    [[lab, *cs] for lab, cs in per])]
     all_paired, figs = [], []
     for v in views:
-        for proto in _protocols(v):
+        for proto in protocols_of(v):
             paired, html_ = _figures(v, proto, labels, colors, out, cmp, notes)
             all_paired += paired
             figs += html_
     seed_md, seed_html = [], []
     for g in seed_groups:  # the spread over seeds behind each pooled column
-        for proto in _proto_sorted({p for v in g for p in _protocols(v)}):
+        for proto in sorted_protocols({p for v in g for p in protocols_of(v)}):
             per = [_paired(v, proto, labels, [], cmp, "seed")[0] for v in g]
             all_paired += [r for rs in per for r in rs]
             ests = list(dict.fromkeys(r["estimator"] for rs in per for r in rs))
@@ -267,7 +267,7 @@ def write_report(root: Path, out: Path, all_settings: bool = False, by: tuple = 
              *(metrics.fmt(r[c], c) for c in ("p_delta", "p_holm", "verdict"))]
             for r in all_paired if r["kind"] != "seed"]
     brow = [[v.model, v.domain, v.fp, v.status, str(len(v.ref)), str(len({k[:2] for k in v.est})),
-             *_truncated(v.bdir)] for v in sorted([v for v in views if not v.pooled] + seed_views, key=_key)]
+             *truncated_shares(v.bdir)] for v in sorted([v for v in views if not v.pooled] + seed_views, key=view_order)]
     pngs = re.findall(r"<img src='([^']+)'", "".join(body + figs))
     for old in out.glob("*.png"):  # figures of builds no longer in the root: stale, and linked from nowhere
         if old.name.split("_")[0] in FIGURE_KINDS and old.name not in pngs:

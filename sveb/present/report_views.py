@@ -21,11 +21,11 @@ class ReportError(SvebError, RuntimeError):
     pass
 
 
-def _proto_sorted(protos) -> list[str]:
+def sorted_protocols(protos) -> list[str]:
     return sorted(protos, key=lambda p: (PROTOCOLS.index(p) if p in PROTOCOLS else len(PROTOCOLS), p))
 
 
-def _collect(root: Path, only: set | None = None, allow: pooling.Allow = pooling.Allow()
+def collect_views(root: Path, only: set | None = None, allow: pooling.Allow = pooling.Allow()
              ) -> tuple[list[View], list[list[View]], list[str]]:
     """The views the tables show (a pooled view per group of seeds, else the build) sorted, the groups of
     seeds behind each pooled view, and notes. Mixed seeds or dtypes are refused unless `allow` (pooling.pools)."""
@@ -53,25 +53,25 @@ def _collect(root: Path, only: set | None = None, allow: pooling.Allow = pooling
         if leaderboard.build_protocol(v) == "paper":  # the authors' protocol: said on its column, their MCS@k rows
             v.col += " [paper protocol]"
             v.scores = v.scores + ref_rows(v, sorted({r["protocol"] for r in v.scores}))
-    return sorted(shown, key=_key), [g for g in groups if len(g) > 1], notes
+    return sorted(shown, key=view_order), [g for g in groups if len(g) > 1], notes
 
 
-def _key(v: View) -> tuple:  # paper order of domains (Table 4), unknown ones last
+def view_order(v: View) -> tuple:  # paper order of domains (Table 4), unknown ones last
     return (v.model, DOMAINS.index(v.domain) if v.domain in DOMAINS else len(DOMAINS), v.col)
 
 
-def _protocols(v: View) -> list[str]:
-    return _proto_sorted({k[2] for k in v.est} | {r["protocol"] for r in v.scores})
+def protocols_of(v: View) -> list[str]:
+    return sorted_protocols({k[2] for k in v.est} | {r["protocol"] for r in v.scores})
 
 
-def _truncated(bdir: Path) -> list[str]:
+def truncated_shares(bdir: Path) -> list[str]:
     """Shares of rollouts and reference draws cut off by the token budget (manifest of the build)."""
     tr = store.read_manifest(bdir).get("truncated") or {}
     return [f"{tr[k]:.1%}" if isinstance(tr.get(k), (int, float)) else metrics.MISSING
             for k in ("rollouts", "references")]
 
 
-def _drop_variants(views: list[View], labels: dict) -> None:
+def drop_variants(views: list[View], labels: dict) -> None:
     """Hide non-default settings (ablations) of an estimator whose default setting is also in the build."""
     for v in views:
         now = {k: current_name(k[0], pj) for k, pj in v.params.items()}  # a row stored under an old name: today's

@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.stats import kendalltau, spearmanr
 
-from sveb.score.scoring import _clusters
+from sveb.score.scoring import cluster_members
 
 
 def _corr(kind: str, x: np.ndarray, y: np.ndarray) -> float:
@@ -38,7 +38,7 @@ def reliability(ref: np.ndarray, n_ref: int, groups=None) -> float:
         var, mean_noise = float(ref.var(ddof=1)), float(noise.mean())
     else:
         ss, dof, nz = 0.0, 0, []
-        for c in _clusters(groups, len(ref)):
+        for c in cluster_members(groups, len(ref)):
             if len(c) > 1:
                 ss += float(((ref[c] - ref[c].mean()) ** 2).sum())
                 dof += len(c) - 1
@@ -87,7 +87,7 @@ def _within_spearman(est: np.ndarray, ref: np.ndarray, groups) -> np.ndarray:
 def _within_kendall(est: np.ndarray, ref: np.ndarray, groups) -> np.ndarray:
     """Per problem, Kendall's tau-b over its pairs of states: (concordant - discordant) / sqrt((pairs - ties in
     est)(pairs - ties in ref)); NaN where either is constant."""
-    clusters = [c for c in _clusters(groups, len(est)) if len(c) > 1]
+    clusters = [c for c in cluster_members(groups, len(est)) if len(c) > 1]
     if not clusters:
         return np.array([])
     pairs = [np.triu_indices(len(c), 1) for c in clusters]

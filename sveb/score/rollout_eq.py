@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.stats import t as student_t
 
-from sveb.score.scoring import _clusters
+from sveb.score.scoring import cluster_members
 
 
 def v1v_unbiased(ref: np.ndarray, n_ref: int) -> np.ndarray:
@@ -40,7 +40,7 @@ def ratio_fieller(d: np.ndarray, u: np.ndarray, groups=None, level: float = 0.95
         return float("nan"), float("nan"), float("nan")
     D, U = float(d.mean()), float(u.mean())
     rho = D / U
-    clusters = _clusters(groups, n)
+    clusters = cluster_members(groups, n)
     g = len(clusters)
     if g < 2:
         return rho, float("nan"), float("nan")

@@ -16,7 +16,7 @@ from scipy.stats import t as student_t
 ALPHA = 0.05  # verdicts: Holm-adjusted p below this
 
 
-def _clusters(groups: np.ndarray | None, n: int) -> list[np.ndarray]:
+def cluster_members(groups: np.ndarray | None, n: int) -> list[np.ndarray]:
     if groups is None:
         return [np.array([i]) for i in range(n)]
     _, inv = np.unique(groups, return_inverse=True)
@@ -31,7 +31,7 @@ def cluster_se(x: np.ndarray, groups=None) -> tuple[float, float, int]:
     x = np.asarray(x, float)
     if len(x) == 0:
         return float("nan"), float("nan"), 0
-    clusters = _clusters(groups, len(x))
+    clusters = cluster_members(groups, len(x))
     g = len(clusters)
     m = float(x.mean())
     if g < 2:
@@ -226,7 +226,7 @@ def concordance(est: np.ndarray, ref: np.ndarray, problems: np.ndarray) -> float
     right). Independent of calibration: any increasing map of the estimates scores the same. NaN: no pair."""
     est, ref = np.asarray(est, float), np.asarray(ref, float)
     per_problem = []
-    for idx in _clusters(np.asarray(problems), len(est)):
+    for idx in cluster_members(np.asarray(problems), len(est)):
         i, j = np.triu_indices(len(idx), 1)
         dr = np.sign(ref[idx[i]] - ref[idx[j]])
         de = np.sign(est[idx[i]] - est[idx[j]])
@@ -246,7 +246,7 @@ def step_sign_agreement(est: np.ndarray, ref: np.ndarray, problems: np.ndarray, 
     codes: dict = {}
     keys = np.array([codes.setdefault((p, r), len(codes)) for p, r in zip(problems, rollouts)], dtype=int)
     scores = []
-    for idx in _clusters(keys, len(est)) if len(est) else []:
+    for idx in cluster_members(keys, len(est)) if len(est) else []:
         i, j = np.triu_indices(len(idx), 1)
         early = t[idx[i]] < t[idx[j]]
         first, second = np.where(early, idx[i], idx[j]), np.where(early, idx[j], idx[i])

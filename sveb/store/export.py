@@ -54,7 +54,7 @@ def weights_hash(model_dir: str | Path) -> str:
     return h.hexdigest()
 
 
-def _version() -> str:
+def sveb_version() -> str:
     from importlib.metadata import PackageNotFoundError, version
     try:
         return version("sveb")
@@ -103,7 +103,7 @@ def export_build(bdir: Path, out: Path, model_dir: str | Path | None = None) -> 
             tables[name] = t
             info[name] = {"sha256": store.table_hash(tmp / name), "rows": t.num_rows}
         export = {**kept, "tables": info, "content_hash": store.content_hash(tmp), "model_weights_sha256": weights,
-                  "sveb_version": _version(), "source_build": bdir.name}
+                  "sveb_version": sveb_version(), "source_build": bdir.name}
         full = {**manifest, "export": export}
         (tmp / "manifest.json").write_text(json.dumps(full, indent=2, sort_keys=True))
         (tmp / "README.md").write_text(card(full, tables))

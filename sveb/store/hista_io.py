@@ -24,7 +24,7 @@ from sveb.data_builders import DOMAINS
 from sveb.data_builders.files import json_why
 from sveb.data_builders.hista import domain_of_verifier
 from sveb.store.builds import load_build
-from sveb.store.export import _version
+from sveb.store.export import sveb_version
 from sveb.store.hista_json import (
     DEFAULT_N_REF,
     FORMAT,
@@ -110,7 +110,7 @@ def import_hista_json(path: Path, out: Path, model: str | None = None, domain: s
                            compression="zstd")
             info[name] = {"sha256": store.table_hash(tmp / name), "rows": len(rows[name])}
         export = {"format": FORMAT, "source_file": path.name, "source_sha256": sha, "tables": info,
-                  "content_hash": store.content_hash(tmp), "model_weights_sha256": None, "sveb_version": _version(),
+                  "content_hash": store.content_hash(tmp), "model_weights_sha256": None, "sveb_version": sveb_version(),
                   "source_build": None, "t_unit": T_UNIT, "note": NOTE}
         manifest = {
             "build_fp": sha[:12], "model": model or "unknown", "domain": domain, "status": "complete",
