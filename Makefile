@@ -64,7 +64,12 @@ powered: model
 # estimator (trained ones 3 times), both protocols, fp32 pinned -> results/table4-next/ (results/table4/ is the
 # earlier table until this one is complete). A day on 2 cores; resumable export by export; before a session ends,
 # `make table4 ARGS=--save-partial` copies the unexported builds' shards to results/table4-next/partial/ to commit.
-T4_NEXT = --seeds 0,1,2 --dtype float32 --exports results/table4-next/exports --out results/table4-next
+# The main estimators first, then the signals of issue 58 (own Holm families: they move no main verdict); prm is
+# left out (no process reward model offline).
+T4_ESTIMATORS = grpo,mcs-1,mcs-2,mcs-3,mcs-4,numca,hista,shear,hidden-align,ppo-1,pacs,probe,probe-mc,ppo-n,$\
+mcs-eb-1,mcs-eb-2,mcs-eb-3,mcs-eb-4,mcs-cv-1,mcs-cv-2,mcs-cv-3,mcs-cv-4,judge,logprob,entropy,intrinsic
+T4_NEXT = --seeds 0,1,2 --dtype float32 --estimators $(T4_ESTIMATORS) --exports results/table4-next/exports \
+	--out results/table4-next
 table4: model
 	$(RUN) $(PY) benchmarks/table4.py $(if $(PRESET),--preset $(PRESET),$(T4_NEXT)) $(ARGS)
 
