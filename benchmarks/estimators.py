@@ -78,7 +78,7 @@ def bench_build(args, console) -> tuple[dict | None, list[dict]]:
         hidden = (lambda pid, rolls: fns[pid]) if est.needs_hidden else None
         s0 = data.states[0]  # warm-up on one state: imports, first torch calls (and any training)
 
-        def warm_up():
+        def warm_up(est=est, s0=s0):
             prepare(est, data, console)
             est.estimate(group_for(data, s0["problem_id"], fns.get(s0["problem_id"])), [state_for(data, s0)])
         secs = timed(warm_up)
@@ -128,7 +128,7 @@ def bench_synthetic(args) -> list[dict]:
         est.prepare(SimpleNamespace(bdir=Path(tempfile.mkdtemp()), manifest={"model": "none"}), None)
         est.estimate(group, states[:1])  # warm-up
         fresh()
-        secs = timed(lambda: est.estimate(group, states))
+        secs = timed(lambda est=est: est.estimate(group, states))
         rows.append({"setting": "synthetic", "estimator": name,
                      "protocol": "in-group", "n_states": len(states), "s_per_state": secs / len(states)})
     return rows

@@ -66,10 +66,10 @@ def main() -> None:
         return sum(len(c.token_ids) for c in eng.generate(reqs, sc))
 
     b, bn, bs = tokens_per_s(bare)
-    l, ln, ls = tokens_per_s(layer)
+    lay, ln, ls = tokens_per_s(layer)
     print(f"rollouts, bare vllm (n={args.samples} per prompt): {b:7.1f} tok/s ({bn} tokens, {bs:.0f}s)")
-    print(f"rollouts, pipeline engine layer (seeded requests): {l:7.1f} tok/s ({ln} tokens, {ls:.0f}s)")
-    print(f"ratio layer / bare: {l / b:.2f}")
+    print(f"rollouts, pipeline engine layer (seeded requests): {lay:7.1f} tok/s ({ln} tokens, {ls:.0f}s)")
+    print(f"ratio layer / bare: {lay / b:.2f}")
 
     # states: first half of a rollout's response, continued samples times
     outs = eng.generate([Request(tuple(p), 7) for p in prompts], sc)
@@ -111,7 +111,7 @@ def mcs_on_build(args) -> None:
         eng = VLLMEngine(resolve(data.manifest["model"]), seed=0, prefix_caching=caching,
                          dtype=pick_dtype(data.manifest.get("dtype", "auto")))  # the build's own dtype
         eng.generate([reqs[0]], sc)  # warm-up
-        res[caching] = tokens_per_s(lambda: sum(len(c.token_ids) for c in eng.generate(reqs, sc)))
+        res[caching] = tokens_per_s(lambda eng=eng: sum(len(c.token_ids) for c in eng.generate(reqs, sc)))
         eng.close()
         gc.collect()
         t, n, secs = res[caching]

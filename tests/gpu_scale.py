@@ -136,7 +136,7 @@ def run_size(path: str, shape: dict, rows: dict[str, list[dict]], bdir: Path, de
             critic.use_features(shared())
             trained = []
             with m.work():
-                critic.fit(seqs, bdir / "critics", "scale", on_epoch=lambda e, loss: trained.append(loss))
+                critic.fit(seqs, bdir / "critics", "scale", on_epoch=lambda e, loss, trained=trained: trained.append(loss))
                 vals = critic.values(seqs)
             del critic
             empty_cache()

@@ -133,7 +133,7 @@ def run(args) -> list[dict]:
                 critic = Critic(cfg, path, device=args.device, dtype=dtype)
                 critic.use_features(shared)
                 trained = []
-                ckpt = critic.fit(seqs, bdir / "critics", "smoke", on_epoch=lambda e, loss: trained.append(loss))
+                ckpt = critic.fit(seqs, bdir / "critics", "smoke", on_epoch=lambda e, loss, trained=trained: trained.append(loss))
                 vals = critic.values(seqs)
                 row.update(finite=finite(vals.values()) and finite(trained), epochs_trained=len(trained),
                            checkpoint=ckpt.name)

@@ -68,9 +68,9 @@ def test_eval_and_leaderboard(vllm_build, tmp_path):
 def test_complete_build_rerun_starts_no_engine(vllm_build):
     root, bdir = vllm_build
     r = subprocess.run([sys.executable, "-c", (
-        "import sys; from sveb.cli import app; sys.argv=['sveb','build','--root',%r] + %r\n"
+        f"import sys; from sveb.cli import app; sys.argv=['sveb','build','--root',{str(root)!r}] + {TINY!r}\n"
         "try: app()\nexcept SystemExit: pass\n"
-        "print('vllm' in sys.modules)") % (str(root), TINY)],
+        "print('vllm' in sys.modules)")],
         capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
     assert r.stdout.strip().endswith("False")
@@ -85,7 +85,8 @@ def test_same_config_gives_the_same_build(vllm_build, tmp_path):
     assert again.name == bdir.name
     for table, cols in (("rollouts", ("problem_id", "rollout_idx", "response_token_ids", "reward")),
                         ("references", ("state_id", "mc_rewards", "extra_rewards", "finish_reasons"))):
-        rows = lambda b: sorted(tuple(str(r[c]) for c in cols) for r in store.read_table(b / table).to_pylist())  # noqa: E731
+        def rows(b, table=table, cols=cols):
+            return sorted(tuple(str(r[c]) for c in cols) for r in store.read_table(b / table).to_pylist())
         assert rows(again) == rows(bdir), table
 
 

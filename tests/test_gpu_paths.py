@@ -192,11 +192,13 @@ def test_critic_checkpoint_is_not_reused_across_dtypes(tiny, tmp_path):
     seqs = seqs_two_problems(6)
     a = Critic(cfg, tiny, device="cpu", dtype="float32").fit(seqs, tmp_path, "k")
     epochs = []
-    b = Critic(cfg, tiny, device="cpu", dtype="bfloat16").fit(seqs, tmp_path, "k", on_epoch=lambda e, l: epochs.append(e))
+    b = Critic(cfg, tiny, device="cpu", dtype="bfloat16").fit(seqs, tmp_path, "k",
+                                                              on_epoch=lambda e, loss: epochs.append(e))
     assert a != b and epochs == [1]                      # the bf16 critic trained its own
     import json
     assert json.loads((b / "config.json").read_text())["dtype"] == "bfloat16"
-    again = Critic(cfg, tiny, device="cpu", dtype="float32").fit(seqs, tmp_path, "k", on_epoch=lambda e, l: epochs.append(e))
+    again = Critic(cfg, tiny, device="cpu", dtype="float32").fit(seqs, tmp_path, "k",
+                                                                 on_epoch=lambda e, loss: epochs.append(e))
     assert again == a and epochs == [1]                  # the fp32 one is reused as before
 
 

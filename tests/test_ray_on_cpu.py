@@ -171,7 +171,9 @@ def test_eval_on_ray_gives_the_local_scores(cluster, scripted_build, tmp_path, n
     copy = shutil.copytree(bdir, tmp_path / "copy" / bdir.name)
     local = evaluate(bdir, name, {}, "held-out")
     on = evaluate(copy, name, {}, "held-out", ray=on_ray(2))
-    est = lambda b: store.read_table(b / "estimates").to_pylist()
+
+    def est(b):
+        return store.read_table(b / "estimates").to_pylist()
     if name != "hista":
         assert _scores(on) == _scores(local) and est(copy) == est(bdir)
         return
@@ -199,7 +201,9 @@ def test_cli_ray_flags_fail_in_one_line(tmp_path, monkeypatch):
     from typer.testing import CliRunner
 
     from sveb.cli import app
-    run = lambda *a: CliRunner().invoke(app, [*a, "--root", str(tmp_path)])
+
+    def run(*a):
+        return CliRunner().invoke(app, [*a, "--root", str(tmp_path)])
     for args, msg in [(["build", "--gpus-per-worker", "1"], "--gpus-per-worker: only with --ray"),
                       (["build", "--ray", "--workers", "0"], "--workers 0: must be at least 1"),
                       (["eval", "--workers", "2"], "--workers: only with --ray"),
@@ -219,7 +223,9 @@ def test_local_runner_runs_jobs_in_submission_order():
 
     from sveb.sample.jobs import LocalRunner
     done = []
-    job = lambda engine, x: done.append(x) or x * 10
+
+    def job(engine, x):
+        return done.append(x) or x * 10
     r = LocalRunner(lazy=SimpleNamespace(get=lambda: None))
     a, b = r.submit(job, 1), r.submit(job, 2)
     assert done == [] and r.result(b) == 20 and done == [1, 2]  # deferred, then in order
@@ -230,5 +236,6 @@ def test_local_runner_runs_jobs_in_submission_order():
 def test_a_job_error_on_a_worker_is_the_error_itself(cluster, tmp_path, cfg):
     """An engine that cannot start fails the build with its own one-line error, not a Ray traceback."""
     from sveb.engines import make_engine
-    with pytest.raises(ValueError, match=r"^--engine nope: unknown engine; known: vllm, hf, scripted \(or pass module:Class\)$"):
+    with pytest.raises(ValueError,
+                       match=r"^--engine nope: unknown engine; known: vllm, hf, scripted \(or pass module:Class\)$"):
         build(cfg, tmp_path, engine=ScriptedEngine(), ray=on_ray(1, partial(make_engine, "nope", "x")))

@@ -48,7 +48,7 @@ def test_interval_and_test_are_one_procedure():
     # the 95% interval excludes 0 exactly when the p is below 0.05, on data near the boundary
     rng = np.random.default_rng(11)
     agree = 0
-    for i in range(400):
+    for _ in range(400):
         g = np.repeat(np.arange(15), rng.integers(1, 4, 15))
         x = rng.normal(rng.normal(0, 0.4), 1, len(g))
         m, lo, hi = scoring.mean_ci(x, g)

@@ -57,7 +57,9 @@ def test_a_file_naming_no_split_falls_back_to_the_hash_halves(tmp_path):
 @BOTH
 def test_mbpp_splits_by_task_id_on_the_real_file(kind):
     got = scan("programming", f"mbpp={folder(kind) / FILES['mbpp']}")
-    ids = lambda split: sorted(json.loads(p["meta"])["task_id"] for p in got.of_split(split))
+
+    def ids(split):
+        return sorted(json.loads(p["meta"])["task_id"] for p in got.of_split(split))
     every = list(range(1, 975)) if kind == "full" else ROWS["mbpp"]  # MBPP's task ids are its row numbers
     assert ids("test") == [i for i in every if 11 <= i <= 510] and ids("train") == [i for i in every if i >= 601]
     assert ids("test") and ids("train")

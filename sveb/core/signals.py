@@ -76,7 +76,7 @@ def watch(parent: int) -> None:
     while start is not None and _alive(parent, start):
         seen.update({p: s for p, s in descendants(parent).items() if p != me})
         time.sleep(POLL_S)
-    for p, s in list(seen.items()):  # grandchildren reparented since the last look
+    for p in list(seen):  # grandchildren reparented since the last look
         seen.update({c: cs for c, cs in descendants(p).items() if c != me})
     kill_all(seen)
 

@@ -30,7 +30,7 @@ def _colour(i: int) -> str:
         return _TAB[i]
     import colorsys
     r, g, b = colorsys.hsv_to_rgb((i * 0.618034) % 1, 0.75 if i % 2 else 0.5, 0.8 if i % 3 else 0.6)
-    return "#%02x%02x%02x" % (round(r * 255), round(g * 255), round(b * 255))
+    return f"#{round(r * 255):02x}{round(g * 255):02x}{round(b * 255):02x}"
 
 
 def palette(labels: list[str]) -> dict[str, str]:
@@ -120,7 +120,8 @@ def mae_bars(columns: list[str], series: dict[str, list[tuple[float, float, floa
         if f is not None and np.isfinite(f):
             ax.hlines(f, i - span / 2 - 0.05, i + span / 2 + 0.05, colors="black", linestyles="--", linewidth=1)
     handles, labels = ax.get_legend_handles_labels()
-    handles.append(Line2D([], [], color="black", linestyle="--", linewidth=1)); labels.append("oracle floor")
+    handles.append(Line2D([], [], color="black", linestyle="--", linewidth=1))
+    labels.append("oracle floor")
     ax.legend(handles, labels, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
     ax.set_xticks(range(len(columns)), columns, fontsize=9)
     ax.set_xlim(-0.6, len(columns) - 0.4)
@@ -149,7 +150,8 @@ def calibration(panels: list[tuple[str, np.ndarray, np.ndarray]], colors: dict, 
         ax.plot(mx, my, color=colors.get(lab, "C0"), linewidth=0.8, alpha=0.6, zorder=2)
         ax.scatter(mx, my, s=15 + 285 * cnt[has] / max(cnt.max(), 1), color=colors.get(lab, "C0"),
                    edgecolor="white", linewidth=0.5, alpha=0.9, zorder=3, clip_on=False)
-        ax.set_xlim(-0.03, 1.03); ax.set_ylim(-0.03, 1.03)
+        ax.set_xlim(-0.03, 1.03)
+        ax.set_ylim(-0.03, 1.03)
         ax.set_aspect("equal")
         ax.set_title(f"{lab}  (n = {len(est)})", fontsize=10)
         ax.set_xlabel("estimate V_est (bin mean)", fontsize=9)

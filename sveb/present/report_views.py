@@ -77,7 +77,7 @@ def drop_variants(views: list[View], labels: dict) -> None:
         now = {k: current_name(k[0], pj) for k, pj in v.params.items()}  # a row stored under an old name: today's
         has_default = {now[k] for k in v.params if labels[k] == now[k]}
 
-        def shown(n: str, pfp: str) -> bool:
+        def shown(n: str, pfp: str, now=now, has_default=has_default) -> bool:  # this view's
             name = now.get((n, pfp), n)
             return labels.get((n, pfp), name) == name or name not in has_default
         v.scores = [r for r in v.scores if shown(r["estimator"], r["params_fp"])]

@@ -101,6 +101,16 @@ def _table(rows: list[dict], title: str, scope_text: str = "") -> str:
             f"<tbody>{''.join(body)}</tbody></table>")
 
 
+def _pooled(rs: list[dict]) -> bool:
+    return rs[0].get("kind") == "pooled"
+
+
+def _table_order(kv: tuple) -> tuple:
+    """Per model, seed pools first (the headline: most states), then each build; held-out first."""
+    (model, h, proto), rs = kv
+    return model, not _pooled(rs), h, proto != "held-out"
+
+
 def write_site(board: Path, out: Path) -> Path:
     """index.html, one cost plot per domain and every bundle as a .tar.gz, in the folder `out`."""
     from sveb.present.cost_plot import cost_plot, mcs_curve  # matplotlib, scipy
@@ -125,11 +135,9 @@ def write_site(board: Path, out: Path) -> Path:
         for r in drows:
             tables.setdefault((r["model"], r["content_hash"], r["protocol"]), []).append(r)
         # seed pools first (the headline: most states), then each build
-        pooled = lambda rs: rs[0].get("kind") == "pooled"  # noqa: E731
-        order = lambda kv: (kv[0][0], not pooled(kv[1]), kv[0][1], kv[0][2] != "held-out")  # noqa: E731
-        for (model, h, proto), rs in sorted(tables.items(), key=order):
+        for (model, h, proto), rs in sorted(tables.items(), key=_table_order):
             rs.sort(key=lambda r: (*rank(r["estimator"]), r["estimator"], r.get("params") or ""))
-            where = f"seeds {rs[0].get('seeds')} pooled (builds {h.replace('+', ', ')})" if pooled(rs) else f"build {h}"
+            where = f"seeds {rs[0].get('seeds')} pooled (builds {h.replace('+', ', ')})" if _pooled(rs) else f"build {h}"
             bdirs = [known[x] for x in h.split("+") if x in known]
             parts.append(_table(rs, f"{model} · {where} · {proto}" + (" (paper; sees own outcome)"
                                                                       if proto == "in-group" else "")

@@ -38,7 +38,7 @@ _BLOCK = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)```", re.DOTALL)
 _RESULT_TAG = "__SVEB_RESULT__"
 
 # Imports the solution with its prints silenced, calls fn_name, prints the JSON result last.
-_DRIVER = """\
+_DRIVER = f"""\
 import io, json, sys
 case = json.load(open("case.json"))
 real_stdout, sys.stdout = sys.stdout, io.StringIO()
@@ -49,8 +49,8 @@ if fn is None and hasattr(solution, "Solution"):
     fn = getattr(solution.Solution(), case["fn_name"])
 result = fn(*case["args"])
 sys.stdout = real_stdout
-print("\\n" + %r + json.dumps(result, default=repr))
-""" % _RESULT_TAG
+print("\\n" + {_RESULT_TAG!r} + json.dumps(result, default=repr))
+"""
 
 
 # Runs the assert cases in one process. The result line carries a per-run nonce (read, then the file
@@ -205,7 +205,7 @@ def with_prefix(code: str, prefix: str, entry_point: str = "") -> str:
 def assert_errors(code: str, cases: list[dict], timeout: float = 10.0) -> list[str | None]:
     """Run the assert cases against `code` in one sandboxed process: per case None (passed) or
     why it failed. `timeout` CPU seconds per case, for the whole process."""
-    nonce = "__SVEB_ASSERTS_%s__" % secrets.token_hex(8)
+    nonce = f"__SVEB_ASSERTS_{secrets.token_hex(8)}__"
     spec = json.dumps({"nonce": nonce, "cases": [{"setup": c.get("setup") or "", "code": c["code"]}
                                                   for c in cases]})
     result = run_program(code, timeout=timeout * len(cases), main="driver.py",

@@ -102,10 +102,8 @@ def braced(text: str, open_at: int) -> str:
 
 def last_boxed(text: str) -> str | None:
     """Content of the last \\boxed{...} or \\fbox{...}, braces balanced; None if absent."""
-    found = None
-    for found in _BOX.finditer(text):
-        pass
-    return None if found is None else braced(text, found.end() - 1)
+    found = list(_BOX.finditer(text))
+    return braced(text, found[-1].end() - 1) if found else None
 
 
 def sentence_after(text: str, pos: int) -> str:

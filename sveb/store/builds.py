@@ -311,7 +311,9 @@ def truncation(bdir: Path, problem_ids: set[str]) -> dict[str, float]:
         if "finish_reasons" in t.column_names:
             for fr, n in zip(t.column("finish_reasons").to_pylist(), t.column("n_ref").to_pylist()):
                 conts += fr[:n]
-    share = lambda xs: round(sum(x == "length" for x in xs) / len(xs), 4) if xs else None
+
+    def share(xs):
+        return round(sum(x == "length" for x in xs) / len(xs), 4) if xs else None
     return {"rollouts": share(rolls), "references": share(conts)}
 
 
