@@ -33,7 +33,8 @@ class Metric:
     header: str                   # short header: the terminal's 80 columns
     wide: str = ""                # long header: the site and the report (the short one when empty)
     decimals: int = 3
-    style: str = "fixed"          # fixed | p (p-value: "<0.001") | int | text | tokens (0 decimals from 10) | general (.Ng)
+    # fixed | p (p-value: "<0.001") | int | text | tokens (0 decimals from 10) | general (.Ng)
+    style: str = "fixed"
     #                               | keq (fixed, inf as ∞; an interval open above as [low, ∞], or ">low" alone)
     signed: bool = False          # shown with its sign (+0.012)
     direction: str = ""           # lower | higher: which side is better; "" none (bias: 0 is best)

@@ -62,7 +62,10 @@ class SignalEstimator(Estimator):
             raise UsageError(f"-P readout={self.readout}: expected one of {', '.join(READOUTS)}")
         if self.C <= 0:
             raise UsageError(f"-P C={self.C}: expected a positive number")
-        ctx = need_context(self, ctx) if self.readout == "calibrated" else (ctx if isinstance(ctx, Context) else Context())
+        if self.readout == "calibrated":
+            ctx = need_context(self, ctx)
+        else:
+            ctx = ctx if isinstance(ctx, Context) else Context()
         self._memo: dict[tuple, np.ndarray] = {}
         self._cal: Calibration | None = None
         self._max_tokens = BuildConfig.from_manifest(build.manifest).sampling.max_tokens

@@ -73,7 +73,8 @@ def set_path(numbers: Sequence[str]) -> list[frozenset[str]]:
     return path
 
 
-def build_table(number_lists: Sequence[Sequence[str]], rewards: Sequence[float]) -> dict[frozenset[str], tuple[float, float]]:
+def build_table(number_lists: Sequence[Sequence[str]],
+                rewards: Sequence[float]) -> dict[frozenset[str], tuple[float, float]]:
     """{set: (count, reward sum)}: each response counted once per set it passes through."""
     table: dict[frozenset[str], tuple[float, float]] = {}
     for nums, r in zip(number_lists, rewards):

@@ -101,7 +101,8 @@ class PACS(Estimator):
             raise UsageError(f"{self.name}: epochs must be >= 0, batch and grad_accum >= 1")
         if self.value not in VALUES:
             raise UsageError(f"-P value={self.value}: {self.name}'s value is one of {', '.join(VALUES)}")
-        for key, val, allowed in (("weight", self.weight, WEIGHTS), ("final_baseline", self.final_baseline, FINAL_BASELINES)):
+        for key, val, allowed in (("weight", self.weight, WEIGHTS),
+                                  ("final_baseline", self.final_baseline, FINAL_BASELINES)):
             if val not in allowed:
                 raise UsageError(f"-P {key}={val}: {self.name}'s {key} is one of {', '.join(allowed)}")
         ctx = need_context(self, ctx)
@@ -144,7 +145,8 @@ class PACS(Estimator):
         # each rollout's log-ratios only as far as its group's states read them (the key carries the length:
         # the scorer caches features and reference log-probs by key); past it NaN, which no state reads
         out, bench = {}, []
-        cuts: dict[str, list] = {}  # the states by problem, gathered once (a scan per problem grew as problems x states)
+        # the states by problem, gathered once (a scan per problem grew as problems x states)
+        cuts: dict[str, list] = {}
         for s in data.states:
             cuts.setdefault(s["problem_id"], []).append((s["rollout_idx"], s["t"]))
         for pid in sorted(data.rollouts):

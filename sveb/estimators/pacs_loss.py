@@ -57,7 +57,8 @@ def logprob_temperature(param: float | None, manifest: dict, train_manifest: dic
     if T is None:
         T = sampled(manifest)
         if T is None:
-            raise UsageError("pacs: the build's manifest records no sampling temperature; pass -P logprob_temperature=<T>")
+            raise UsageError("pacs: the build's manifest records no sampling temperature; "
+                             "pass -P logprob_temperature=<T>")
         if sampled(train_manifest) not in (None, T):
             note = (f"the train build was sampled at temperature {sampled(train_manifest)}, the benchmark at {T}; "
                     f"log-probabilities at {T} (-P logprob_temperature= to choose)")
@@ -114,7 +115,8 @@ def prefix_psi(own: np.ndarray, others: Sequence[np.ndarray], t: int, final_base
     return float(own[min(t, end)]) - (float(np.mean(base)) if base else 0.0)
 
 
-def read_lengths(lengths: dict[int, int], states: Sequence[tuple[int, int]], final_baseline: str = "full") -> dict[int, int]:
+def read_lengths(lengths: dict[int, int], states: Sequence[tuple[int, int]],
+                 final_baseline: str = "full") -> dict[int, int]:
     """How many response tokens of each rollout of a group (`lengths`: rollout -> T) the psi of its states
     (rollout, t) reads through prefix_psi: r_j up to min(T_j, the largest t); every token where a state sits at
     its rollout's end under `full` (the others' full sums). Positions past it need no log-probabilities."""

@@ -58,7 +58,8 @@ class PacsScorer(Critic):
         from transformers.utils import logging as hf_logging
         hf_logging.disable_progress_bar()
         try:
-            lm = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, self.dtype), attn_implementation="sdpa")
+            lm = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, self.dtype),
+                                                      attn_implementation="sdpa")
         finally:
             hf_logging.enable_progress_bar()
         head = lm.get_output_embeddings()
@@ -78,7 +79,8 @@ class PacsScorer(Critic):
         """As the critic's, the config without the fields at their LEGACY values (SVEB's former loss keeps its fp)."""
         from dataclasses import asdict
         cfg = {k: v for k, v in asdict(self.cfg).items() if not (k in LEGACY and v == LEGACY[k])}
-        source = ("shared-pass", getattr(self.features_fn, "dtype", None)) if self.features_fn is not None else "own-pass"
+        shared = self.features_fn is not None
+        source = ("shared-pass", getattr(self.features_fn, "dtype", None)) if shared else "own-pass"
         return fingerprint("critic", data_key, cfg, source, self.device, self.dtype)
 
     def _logprobs(self, seqs: Sequence[PSeq]) -> list[torch.Tensor]:

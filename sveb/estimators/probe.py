@@ -39,9 +39,10 @@ def chosen_prefixes(T: int, k: int, seed: int) -> list[int]:
 @dataclass
 class Probe(Estimator):
     """regime (outcome | mc), relative (0 | 1), offset (1: logit of the group mean as the offset, so the L2
-    penalty shrinks towards grpo; 0: only an input; relative implies 1), layer, pool (last | mean), window, prefixes (outcome:
-    prefixes per train rollout, 0 = all), max_train (train rows used, 0 = all: the learning curve), pca
-    (hidden components, 0 = none), cs (the L2 grid), folds, seed, train_build ("" = found under the root)."""
+    penalty shrinks towards grpo; 0: only an input; relative implies 1), layer, pool (last | mean), window,
+    prefixes (outcome: prefixes per train rollout, 0 = all), max_train (train rows used, 0 = all: the learning
+    curve), pca (hidden components, 0 = none), cs (the L2 grid), folds, seed, train_build ("" = found under the
+    root)."""
     description = ("logistic value probe on the policy's hidden states, entropy, t and the group's mean, trained on "
                    "a disjoint problem set (labels: each prefix's rollout reward)")
     grid = {"relative": ["0", "1"], "layer": ["-1", "-4", "-8"], "pool": ["last", "mean"],
@@ -107,12 +108,14 @@ class Probe(Estimator):
             rows = data.rollouts.get(pid, [])
             reward = {r["rollout_idx"]: float(r["reward"]) for r in rows}
             if self.regime == "outcome":
-                items = [(i, t, reward[i], 1.0) for i, T in ((r["rollout_idx"], len(r["response_token_ids"])) for r in rows)
+                lengths = ((r["rollout_idx"], len(r["response_token_ids"])) for r in rows)
+                items = [(i, t, reward[i], 1.0) for i, T in lengths
                          for t in chosen_prefixes(T, self.prefixes, derive_seed(self.seed, salt, pid, i))]
             else:
                 items = []
                 for s in (s for s in data.states if s["problem_id"] == pid):
-                    draws = list(data.references[s["state_id"]]["mc_rewards"]) + list(data.references[s["state_id"]]["extra_rewards"])
+                    ref = data.references[s["state_id"]]
+                    draws = list(ref["mc_rewards"]) + list(ref["extra_rewards"])
                     if draws:
                         items.append((s["rollout_idx"], s["t"], float(np.mean(draws)), float(len(draws))))
             tr = tracks.group(pid, rows, {t for _, t, _, _ in items})
@@ -125,7 +128,8 @@ class Probe(Estimator):
         out = {"H": np.array(H), "S": np.array(S), "off": np.array(off), "y": np.array(y), "n": np.array(n),
                "groups": np.array(g)}
         if self.max_train and self.max_train < len(y):  # nested subsamples: the learning curve's points
-            keep = np.sort(np.random.default_rng(derive_seed(self.seed, salt, "rows")).permutation(len(y))[:self.max_train])
+            rng = np.random.default_rng(derive_seed(self.seed, salt, "rows"))
+            keep = np.sort(rng.permutation(len(y))[:self.max_train])
             out = {k: v[keep] for k, v in out.items()}
         return out
 

@@ -12,15 +12,17 @@ BASE = dict(model="smollm2-135m", source="builtin", oversample=3, mc=20, mc_extr
 PRESETS = {
     # `make demo`: every estimator in 11 minutes on 2 AVX2 cores (fp32; ~5 expected with avx512_bf16) (18 states: a
     # demonstration, not evidence). 8 + 8 problems took 19 minutes on AVX2 (docs/timings.md, 2026-11-28)
-    "demo": (dict(problems=6, rollouts=16, states_per_problem=3), dict(problems=4, states_per_problem=1, mc=2, mc_extra=0)),
+    "demo": (dict(problems=6, rollouts=16, states_per_problem=3),
+             dict(problems=4, states_per_problem=1, mc=2, mc_extra=0)),
     # `--quick`: a first look at a domain
-    "quick": (dict(problems=6, rollouts=16, states_per_problem=2), dict(problems=6, states_per_problem=1, mc=2, mc_extra=0)),
+    "quick": (dict(problems=6, rollouts=16, states_per_problem=2),
+              dict(problems=6, states_per_problem=1, mc=2, mc_extra=0)),
     # `make powered`: 50 problems x 4 states (two pairs t1 < t2 of one rollout) per seed, run on seeds 0,1,2: 600
     # states for paired tests that survive Holm; the train build is big enough for the probe's MC labels
     "powered": (dict(problems=50, rollouts=16, states_per_problem=4, step_pairs=True),
                 dict(problems=60, states_per_problem=2, mc=4, mc_extra=0)),
-    # `--preset paper`: the Hista/Numca authors' protocol (sveb/sample/paper.py: G = 32, one space cut per problem in the
-    # first rollout, full-budget continuations, 20 screens, equal tiers), 4 problems per tier; the demo's
+    # `--preset paper`: the Hista/Numca authors' protocol (sveb/sample/paper.py: G = 32, one space cut per problem in
+    # the first rollout, full-budget continuations, 20 screens, equal tiers), 4 problems per tier; the demo's
     # 256-token budget (theirs is 4096: `sveb build --preset paper`)
     "paper": (dict(PAPER, problems=12, oversample=4), dict(problems=6, mc=2, mc_extra=0)),
 }

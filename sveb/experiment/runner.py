@@ -9,13 +9,14 @@ from pathlib import Path
 from rich.console import Console
 
 from sveb import store
-from sveb.core.config import BuildConfig
-from sveb.evaluate.protocols import PROTOCOLS
 from sveb.core import signals
-from sveb.estimators import BASELINE, entry, make, names as registered
-from sveb.evaluate import evaluate
-from sveb.sample.pipeline import dtype_of, locate
+from sveb.core.config import BuildConfig
 from sveb.core.models import resolve
+from sveb.estimators import BASELINE, entry, make
+from sveb.estimators import names as registered
+from sveb.evaluate import evaluate
+from sveb.evaluate.protocols import PROTOCOLS
+from sveb.sample.pipeline import dtype_of, locate
 
 
 def estimator_list(names: list[str] | None = None) -> list[str]:

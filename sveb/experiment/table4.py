@@ -16,23 +16,34 @@ from rich.console import Console
 from sveb import store
 from sveb.core.config import BuildConfig, SamplingConfig
 from sveb.core.cost import BUILD_STAGES
+from sveb.core.models import model_slug
+from sveb.estimators import entry, is_variant
+from sveb.estimators import names as registered
 from sveb.evaluate.protocols import PROTOCOLS
 from sveb.experiment import partial
 from sveb.experiment.runner import Sampler, estimator_list, evaluate_all, needs_train
-from sveb.experiment.table4_files import (domain_exports, export_name, merge_estimates, read_estimates,
-                                          recorded_machine, shown_source, size_mb, timing_rows,
-                                          write_estimates, write_tables)
+from sveb.experiment.table4_files import (
+    domain_exports,
+    export_name,
+    merge_estimates,
+    read_estimates,
+    recorded_machine,
+    shown_source,
+    size_mb,
+    timing_rows,
+    write_estimates,
+    write_tables,
+)
+from sveb.lm.device import describe
+from sveb.lm.hidden import HiddenStates
 from sveb.present.table4 import scoring_seconds
 from sveb.sample.jobs import dtype_of, stage_clock
+from sveb.sample.paper import PRESET as PAPER
+from sveb.sample.paper import preset_for
 from sveb.sample.rules import locate
-from sveb.sample.paper import PRESET as PAPER, preset_for
-from sveb.core.models import model_slug
-from sveb.estimators import entry, is_variant, names as registered
 from sveb.score.replicates import default_params
-from sveb.lm.device import describe
 from sveb.store.builds import load_build
 from sveb.store.export import check_weights, export_build, verify
-from sveb.lm.hidden import HiddenStates
 
 
 def configs(domain: str, a, source: str, seed: int | None = None) -> tuple[BuildConfig, BuildConfig]:

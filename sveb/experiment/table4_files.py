@@ -11,14 +11,15 @@ from pathlib import Path
 import numpy as np
 
 from sveb import store
+from sveb.core.errors import EvalError
+from sveb.estimators import BASELINE
 from sveb.evaluate.protocols import PROTOCOLS
-from sveb.present import scope, table4 as t4
+from sveb.present import scope
+from sveb.present import table4 as t4
 from sveb.present.report_format import md_table
 from sveb.present.table4 import cost_markdown
 from sveb.score import power
-from sveb.core.errors import EvalError
 from sveb.score.pool_checks import Allow, check_builds
-from sveb.estimators import BASELINE
 from sveb.score.replicates import default_params
 from sveb.store.export import TABLES
 
@@ -203,8 +204,9 @@ def pooled_trainings(domain: str, exports: Path, names: list[str], records: list
 
 def domain_builds(exports: Path, domain: str) -> str:
     """The fingerprints of a domain's pooled builds, seed 0 first, "+"-joined: scores.csv's `builds`."""
+    names = domain_exports(exports, domain) or [domain]
     return "+".join(store.read_manifest(Path(exports) / n)["build_fp"]
-                    for n in domain_exports(exports, domain) or [domain] if (Path(exports) / n / "manifest.json").exists())
+                    for n in names if (Path(exports) / n / "manifest.json").exists())
 
 
 def table_cells(a, domains: list[str], names: list[str], records: list[dict], previous: Path) -> list[dict]:
@@ -374,8 +376,8 @@ def write_tables(a, out: Path, domains: list[str], names: list[str], records: li
         md += [f"## {label}", "", t4.markdown(rows, domains, protocol, names), "",
                f"### {protocol}: the numbers behind each mark", "",
                f"Δ sq err: mean over states of (estimate - reference)² - ({BASELINE} - reference)²; < 0: closer "
-               f"than {BASELINE}. [95% CI] and p: sveb.score.scoring's, cluster-robust over problems. Holm p: within the "
-               f"family of m comparisons. MDE 80%: beside each \"no difference\", the smallest |Δ| the test would "
+               f"than {BASELINE}. [95% CI] and p: sveb.score.scoring's, cluster-robust over problems. Holm p: within "
+               f"the family of m comparisons. MDE 80%: beside each \"no difference\", the smallest |Δ| the test would "
                f"detect with 80% power at the family's strictest level 0.05 / m, (t(1 - 0.05 / 2m, G - 1) + "
                f"t(0.8, G - 1)) · se (sveb.score.power.mde).", "",
                t4.details_markdown(rows, domains, protocol, names), ""]

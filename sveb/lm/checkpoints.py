@@ -1,5 +1,5 @@
-"""Critic checkpoints and the one resident critic model: `<ckpt>/epoch-K/` holds the trainable weights, the optimizer state (the newest
-epoch only) and meta.json; an epoch directory appears whole or not at all."""
+"""Critic checkpoints and the one resident critic model: `<ckpt>/epoch-K/` holds the trainable weights, the optimizer
+state (the newest epoch only) and meta.json; an epoch directory appears whole or not at all."""
 
 from __future__ import annotations
 

@@ -4,8 +4,8 @@ V(s_t) (prompt + t response tokens) is the head's output at the last token of s_
 token for s_0, response token t-1 for t >= 1. Reward only at the last response token, V(s_T) = 0,
 targets stop_grad(V + A_GAE), MSE over response positions (token mean over an optimizer step).
 
-Speed (the model: sveb.lm.value_model): only the top `train_layers` decoder layers, the final norm and the head are trained; the
-frozen bottom of the body runs once per rollout and its output is kept in memory (up to a byte
+Speed (the model: sveb.lm.value_model): only the top `train_layers` decoder layers, the final norm and the head are
+trained; the frozen bottom of the body runs once per rollout and its output is kept in memory (up to a byte
 budget; past it, it is recomputed per batch, or read again from the shared pass's cache, rollout by
 rollout: docs/scaling.md), so an epoch costs the top layers only.
 
@@ -142,7 +142,8 @@ class Critic:
     def fingerprint(self, data_key: str) -> str:
         """A checkpoint's identity: the data, the config, where the frozen features come from and in which
         dtype, and the device and dtype it trains in (a CPU-fp32 critic is not a GPU-bf16 one)."""
-        source = ("shared-pass", getattr(self.features_fn, "dtype", None)) if self.features_fn is not None else "own-pass"
+        shared = self.features_fn is not None
+        source = ("shared-pass", getattr(self.features_fn, "dtype", None)) if shared else "own-pass"
         return fingerprint("critic", data_key, self.cfg, source, self.device, self.dtype)
 
     @torch.no_grad()
@@ -153,7 +154,8 @@ class Critic:
             full = self.model.body(input_ids=ids, use_cache=False).last_hidden_state.float()
             split = self.model.top(self.model.lower(ids)).float()
         if not torch.allclose(full, split, atol=1e-2 * (1 + full.abs().max().item()), rtol=1e-2):
-            raise UsageError(f"critic body {type(self.model.body).__name__}: split forward does not match the full forward")
+            raise UsageError(f"critic body {type(self.model.body).__name__}: split forward does not match the "
+                             f"full forward")
 
     @torch.no_grad()
     def features(self, seqs: Sequence[Seq]) -> list[torch.Tensor]:
@@ -172,7 +174,8 @@ class Critic:
         for batch in token_batches(missing, BATCH_TOKENS, self.device):
             bad = max(max(s.ids) for s in batch)
             if bad >= self.vocab:
-                raise UsageError(f"token id {bad} >= critic vocab {self.vocab}: the critic must share the policy's tokenizer")
+                raise UsageError(f"token id {bad} >= critic vocab {self.vocab}: the critic must share the policy's "
+                                 f"tokenizer")
             ids = pad_right([torch.tensor(s.ids, dtype=torch.long) for s in batch]).to(self.device)
             with self._amp():
                 h = self.model.lower(ids)

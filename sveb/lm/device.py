@@ -114,13 +114,14 @@ def decide(gpus: int, cuda_version: str | None, usable: int, vllm: str | None, w
     if want == "cpu" or (gpus == 0 and want == "auto"):
         return Device("cpu", vllm, gpus)
     if gpus == 0:
-        raise HardwareError("SVEB_DEVICE=cuda, but no GPU is visible (nvidia-smi lists none, or CUDA_VISIBLE_DEVICES hides them)")
+        raise HardwareError("SVEB_DEVICE=cuda, but no GPU is visible (nvidia-smi lists none, or "
+                            "CUDA_VISIBLE_DEVICES hides them)")
     if not cuda_version:
         raise HardwareError(f"nvidia-smi lists {gpus} GPU(s) but torch is a CPU-only build: run `make setup` on this "
                             "machine (it installs the CUDA torch), or set SVEB_DEVICE=cpu to compute on the CPU")
     if usable == 0:
-        raise HardwareError(f"nvidia-smi lists {gpus} GPU(s) but torch (built for CUDA {cuda_version}) cannot use them: "
-                            "is the driver too old for that CUDA (see nvidia-smi)? Or set SVEB_DEVICE=cpu")
+        raise HardwareError(f"nvidia-smi lists {gpus} GPU(s) but torch (built for CUDA {cuda_version}) cannot use "
+                            "them: is the driver too old for that CUDA (see nvidia-smi)? Or set SVEB_DEVICE=cpu")
     return Device("cuda", vllm, min(gpus, usable))
 
 

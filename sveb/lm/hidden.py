@@ -33,7 +33,8 @@ MAX_BATCH_TOKENS = 16384
 SHARED_RESP = -1      # last layer at the response positions: hista/shear defaults
 SHARED_FULL = (-3,)   # the input of the top 2 layers: the critics' default `train_layers=2`
 
-START_PATTERN = "<|im_start|>assistant"  # the Hista authors' response start for ChatML models (theirs: "<think>" for R1)
+# the Hista authors' response start for ChatML models (theirs: "<think>" for R1)
+START_PATTERN = "<|im_start|>assistant"
 
 
 STORE_FORMAT = "bf16-bits"  # in the cache fingerprints: caches stored as float16 before are not read
@@ -88,9 +89,11 @@ class HiddenStates:
             from sveb.core.models import resolve
             from sveb.lm.device import torch_device  # per call: tests patch sveb.lm.device, sveb.core.models.resolve
             self.device = torch_device()
-            # sdpa: PyTorch's fused attention (transformers' default now; named so a default change cannot slow the pass)
-            self._model = AutoModelForCausalLM.from_pretrained(resolve(self.model_spec), dtype=getattr(torch, self.dtype),
-                                                               attn_implementation="sdpa").to(self.device).eval()
+            # sdpa: PyTorch's fused attention (transformers' default now; named so a default change cannot slow the
+            # pass)
+            model = AutoModelForCausalLM.from_pretrained(resolve(self.model_spec), dtype=getattr(torch, self.dtype),
+                                                         attn_implementation="sdpa")
+            self._model = model.to(self.device).eval()
         return self._model
 
     def release(self) -> None:
@@ -129,7 +132,8 @@ class HiddenStates:
         taps = [want] + [t for t in [("resp", SHARED_RESP)] + [("full", k) for k in SHARED_FULL]
                          if t != want and not path_of(*t).exists()]
         with GroupWriter({tap: path_of(*tap) for tap in taps}) as out:
-            self._forward(rollouts, [k for kind, k in taps if kind == "resp"], [k for kind, k in taps if kind == "full"],
+            resp, full = [k for kind, k in taps if kind == "resp"], [k for kind, k in taps if kind == "full"]
+            self._forward(rollouts, resp, full,
                           sink=lambda tap, idx, h: out.put(tap, idx, to_host(h, to_store)))
         return path_of(*want)
 

@@ -26,7 +26,8 @@ class ValueModel(nn.Module):
     def __init__(self, body: nn.Module, train_layers: int):
         super().__init__()
         if not (hasattr(body, "layers") and hasattr(body, "norm")):
-            raise UsageError(f"critic body {type(body).__name__} has no .layers/.norm (need a Llama/Qwen/Mistral-style model)")
+            raise UsageError(f"critic body {type(body).__name__} has no .layers/.norm (need a Llama/Qwen/Mistral-style "
+                             f"model)")
         n = len(body.layers)
         if not 0 <= train_layers <= n:
             raise UsageError(f"train_layers={train_layers}: the critic body has {n} layers")

@@ -29,7 +29,8 @@ from sveb.score.pooling import load_view, merge, paired, pools, read_scores
 from sveb.score.replicates import default_params
 
 HEAD = ["model", "domain", "estimator", "params", "protocol", "kind", "seeds", "n_builds"]
-TAIL = ["build_fp", "params_fp", "build_protocol", "caveats"]  # sveb | paper (sveb.core.config.protocol_of): never pooled together
+# build_protocol: sveb | paper (sveb.core.config.protocol_of): never pooled together
+TAIL = ["build_fp", "params_fp", "build_protocol", "caveats"]
 
 
 def columns() -> list[str]:

@@ -110,7 +110,8 @@ def _table(views: list[View], protocol: str, labels: dict) -> dict:
             "floors": [x if ok(x) else np.nan for x in floors], "cols": [v.col for v in views]}
 
 
-def _paired(v: View, protocol: str, labels: dict, notes: list[str], cmp: dict, kind: str = "") -> tuple[list[dict], list]:
+def _paired(v: View, protocol: str, labels: dict, notes: list[str], cmp: dict,
+            kind: str = "") -> tuple[list[dict], list]:
     """Each estimator against the baseline on the same states: paired Δ of squared error, its CI, the
     cluster-robust p, Holm over the table, the verdict; and the per-state differences for the histograms."""
     if not any(k[0] == BASELINE and k[2] == protocol for k in v.est):
@@ -212,7 +213,8 @@ def write_report(root: Path, out: Path, all_settings: bool = False, by: tuple = 
             body += [f"<h2>MAE: {html.escape(t['title'])}</h2>",
                      html_table(["estimator", *t["header"]], [[lab, *cs] for lab, cs, _, _ in t["rows"]],
                                  [k for *_, k in t["rows"]], [bs for _, _, bs, _ in t["rows"]]),
-                     f"<p class='note'>{html.escape(NOTE)}</p>", *(f"<p class='note'>{html.escape(c)}</p>" for c in caveats),
+                     f"<p class='note'>{html.escape(NOTE)}</p>",
+                     *(f"<p class='note'>{html.escape(c)}</p>" for c in caveats),
                      "<p class='note'>Scope:<br>" + "<br>".join(html.escape(x) for x in sc) + "</p>",
                      f"<p>Own-outcome share ({html.escape(proto)}): mean |Δ estimate| when the state's own final "
                      "reward flips.</p>", html_table(["estimator", *t["cols"]], [[lab, *cs] for lab, cs in t["own"]]),
@@ -266,8 +268,9 @@ def write_report(root: Path, out: Path, all_settings: bool = False, by: tuple = 
              metrics.fmt_ci(r, "delta_sq", interval=True, signed=False),  # unsigned here, as it always was
              *(metrics.fmt(r[c], c) for c in ("p_delta", "p_holm", "verdict"))]
             for r in all_paired if r["kind"] != "seed"]
+    shown = sorted([v for v in views if not v.pooled] + seed_views, key=view_order)
     brow = [[v.model, v.domain, v.fp, v.status, str(len(v.ref)), str(len({k[:2] for k in v.est})),
-             *truncated_shares(v.bdir)] for v in sorted([v for v in views if not v.pooled] + seed_views, key=view_order)]
+             *truncated_shares(v.bdir)] for v in shown]
     pngs = re.findall(r"<img src='([^']+)'", "".join(body + figs))
     for old in out.glob("*.png"):  # figures of builds no longer in the root: stale, and linked from nowhere
         if old.name.split("_")[0] in FIGURE_KINDS and old.name not in pngs:
@@ -275,7 +278,8 @@ def write_report(root: Path, out: Path, all_settings: bool = False, by: tuple = 
     md = [f"# SVEB report\n\nroot: `{root}`  \nmodels: {', '.join(models)}  \ndomains: {', '.join(domains)}\n",
           "## Builds\n", md_table(BUILD_HEADER, brow, 4), "", *md,
           f"## Paired comparison against {BASELINE}\n", md_table(PAIRED_HEADER, prow, 4) if prow else "(none)",
-          f"\n{pnote}\n", *seed_md, *spread_md(spread), *(["## Notes\n", *(f"- {n}" for n in notes), ""] if notes else []),
+          f"\n{pnote}\n", *seed_md, *spread_md(spread),
+          *(["## Notes\n", *(f"- {n}" for n in notes), ""] if notes else []),
           "## Figures\n", *(f"- ![{p}]({p})" for p in pngs)]
     (out / "table.md").write_text("\n".join(md) + "\n", encoding="utf-8")
 

@@ -137,7 +137,8 @@ def write_site(board: Path, out: Path) -> Path:
         # seed pools first (the headline: most states), then each build
         for (model, h, proto), rs in sorted(tables.items(), key=_table_order):
             rs.sort(key=lambda r: (*rank(r["estimator"]), r["estimator"], r.get("params") or ""))
-            where = f"seeds {rs[0].get('seeds')} pooled (builds {h.replace('+', ', ')})" if _pooled(rs) else f"build {h}"
+            where = (f"seeds {rs[0].get('seeds')} pooled (builds {h.replace('+', ', ')})" if _pooled(rs)
+                     else f"build {h}")
             bdirs = [known[x] for x in h.split("+") if x in known]
             parts.append(_table(rs, f"{model} · {where} · {proto}" + (" (paper; sees own outcome)"
                                                                       if proto == "in-group" else "")

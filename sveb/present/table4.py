@@ -2,9 +2,10 @@
 and the paired verdict against the baseline; and the per-stage cost of a build.
 
 The verdict comes from the per-state difference of squared errors (reference noise cancels in it), tested
-by sveb.score.pooling / sveb.score.scoring (cluster-robust over problems) with Holm's correction over each estimator family
-of one domain and protocol. Every cell publishes its Δ, CI, p, Holm p and, beside each "no difference", the
-minimum detectable Δ (sveb.score.power); the domain x estimator interaction is Cochran's Q (sveb.score.power.interaction).
+by sveb.score.pooling / sveb.score.scoring (cluster-robust over problems) with Holm's correction over each estimator
+family of one domain and protocol. Every cell publishes its Δ, CI, p, Holm p and, beside each "no difference", the
+minimum detectable Δ (sveb.score.power); the domain x estimator interaction is Cochran's Q
+(sveb.score.power.interaction).
 """
 
 from __future__ import annotations
@@ -16,10 +17,10 @@ import numpy as np
 
 from sveb.core import metrics
 from sveb.core.cost import BUILD_STAGES
-from sveb.score import scoring
-from sveb.present.report_format import md_table
 from sveb.estimators import BASELINE
 from sveb.estimators.families import ALONE, family_size
+from sveb.present.report_format import md_table
+from sveb.score import scoring
 from sveb.score.pooling import View, paired
 from sveb.score.power import mde
 from sveb.score.replicates import default_params

@@ -185,8 +185,8 @@ class RayRunner:
                 cause = getattr(e, "cause", None)  # the job's own error (e.g. a BuildError), not Ray's wrapper
                 raise (cause if isinstance(cause, Exception) else e) from None
             except ray.exceptions.RayActorError as e:
-                raise RayError(f"a Ray worker died more often than it may be restarted ({e.__class__.__name__}); every finished "
-                               "shard is kept: rerun the same command to resume") from None
+                raise RayError(f"a Ray worker died more often than it may be restarted ({e.__class__.__name__}); "
+                               "every finished shard is kept: rerun the same command to resume") from None
             self._results[h] = value
         return self._results.pop(handle)
 

@@ -16,23 +16,23 @@ from pathlib import Path
 import pyarrow as pa
 from rich.console import Console
 
-from sveb.sample import cuts, jobs, paper
-from sveb.core import schema
 from sveb import store
-from sveb.sample.adopt import adopt
-from sveb.sample.jobs import LazyEngine, dtype_of
-from sveb.sample.rules import context_needed, filter_open, locate, min_novel, screen_size, stage_fps
-from sveb.store.builds import load_rollouts, truncation
+from sveb.core import schema
 from sveb.core.config import BuildConfig, derive_seed, fingerprint
+from sveb.core.errors import BuildError
+from sveb.core.models import canonical, check_model
 from sveb.data_builders import SourceError, domain_module
 from sveb.data_builders.exclude import identity as exclusion_identity
 from sveb.data_builders.load import load_problems
-from sveb.engines import Engine, uses_model
-from sveb.core.errors import BuildError
-from sveb.core.models import canonical, check_model
 from sveb.data_builders.number import passes_milestone_filter
+from sveb.engines import Engine, uses_model
 from sveb.lm.device import describe as cpu
+from sveb.sample import cuts, jobs, paper
+from sveb.sample.adopt import adopt
 from sveb.sample.distributed import RayRunner, require_ray
+from sveb.sample.jobs import LazyEngine, dtype_of
+from sveb.sample.rules import context_needed, filter_open, locate, min_novel, screen_size, stage_fps
+from sveb.store.builds import load_rollouts, truncation
 from sveb.store.export import verify
 
 # Shards are the unit of resume and of the engine's batches: large batches decode faster (docs/timings.md,
@@ -130,9 +130,9 @@ def build(cfg: BuildConfig, root: str | Path, engine: Engine | None = None, cons
         summary["seconds"] = old["seconds"]
     if len(kept) < cfg.problems:
         if cfg.choice("tiers") == "paper":
-            console.print(f"[yellow]only {len(kept)} of {cfg.problems} problems kept: "
-                          f"{paper.shortfall(cfg.problems, [accuracy[p['problem_id']] for p in kept], paper.tiers_for(cfg.domain))}; "
-                          "raise --oversample[/]")
+            got = [accuracy[p["problem_id"]] for p in kept]
+            short = paper.shortfall(cfg.problems, got, paper.tiers_for(cfg.domain))
+            console.print(f"[yellow]only {len(kept)} of {cfg.problems} problems kept: {short}; raise --oversample[/]")
         else:
             console.print(f"[yellow]only {len(kept)} of {cfg.problems} problems passed the difficulty filter "
                           f"[{cfg.min_acc}, {cfg.max_acc}]; raise --oversample or widen the filter[/]")

@@ -132,7 +132,8 @@ def make_plan(s: Settings, lengths: dict[str, Lengths], arch: dict | None, tok_p
                                                                                        measured["layers"]):
         tokens = total["hidden_tokens"] / s.gpus
         time.update(hidden_s=tokens / measured["hidden_tok_per_s"], measured=measured,
-                    critic_epoch_s=tokens * measured["critic_epoch_s_per_token"], pacs_s=tokens * measured["pacs_s_per_token"])
+                    critic_epoch_s=tokens * measured["critic_epoch_s_per_token"],
+                    pacs_s=tokens * measured["pacs_s_per_token"])
         time["total_s"] = time["generation_s"] + time["hidden_s"]
     return {"settings": asdict(s), "model": arch, "throughput": speed, "tok_per_s": tok_per_s,
             "forward_speedup": FORWARD_SPEEDUP, "domains": rows, "total": total, "time": time}

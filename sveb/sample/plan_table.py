@@ -68,8 +68,8 @@ def print_plan(p: dict, out) -> None:
            f"a forward pass assumed {p['forward_speedup']}x faster per token")
     out.print(f"throughput: {p['throughput']}; {fwd}")
     if tm.get("measured"):
-        out.print(f"measured on that GPU, per GPU here: a critic epoch {duration(tm['critic_epoch_s'])}, pacs's fit and "
-                  f"scores {duration(tm['pacs_s'])} over these rollouts")
+        out.print(f"measured on that GPU, per GPU here: a critic epoch {duration(tm['critic_epoch_s'])}, pacs's fit "
+                  f"and scores {duration(tm['pacs_s'])} over these rollouts")
     if p["time"]:
         out.print(f"time on {s['gpus']} GPU(s): generation {duration(tm['generation_s'])} + hidden states "
                   f"{duration(tm['hidden_s'])} = [bold]{duration(tm['total_s'])}[/] (shards spread evenly; "

@@ -5,18 +5,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sveb.core import schema
 from sveb import store
-from sveb.sample.jobs import dtype_of
+from sveb.core import schema
 from sveb.core.config import BuildConfig, fingerprint
-from sveb.data_builders import DOMAINS, domain_module
-from sveb.engines import EngineError, fingerprint_key, model_context
 from sveb.core.errors import BuildError, did_you_mean
 from sveb.core.models import model_slug, resolve
+from sveb.data_builders import DOMAINS, domain_module
+from sveb.data_builders.exclude import identity as exclusion_identity
 from sveb.data_builders.load import identity as source_identity
 from sveb.data_builders.load import resolve as resolve_source
-from sveb.data_builders.exclude import identity as exclusion_identity
 from sveb.data_builders.seeds import DRAW
+from sveb.engines import EngineError, fingerprint_key, model_context
+from sveb.sample.jobs import dtype_of
 from sveb.sample.paper import choice_parts, fp_parts
 
 

@@ -2,8 +2,9 @@
 
 A View holds one build's (or one pool's) per-state references and every stored estimate. Builds that share
 model, domain and config except `seed` (and the speed-only knobs) form a pool: the pooled view concatenates
-their states, and its clusters are the problems themselves (a problem two seeds drew is one cluster). Paired Δ of squared error, its test and the Holm-adjusted
-verdicts need every estimator's per-state estimates, so they are computed here, never stored in the scores.
+their states, and its clusters are the problems themselves (a problem two seeds drew is one cluster). Paired Δ of
+squared error, its test and the Holm-adjusted verdicts need every estimator's per-state estimates, so they are
+computed here, never stored in the scores.
 """
 
 from __future__ import annotations
@@ -13,17 +14,17 @@ from pathlib import Path
 
 import numpy as np
 
+from sveb import store
 from sveb.core import schema
 from sveb.core.config import BuildConfig
 from sveb.core.errors import EvalError
+from sveb.estimators import BASELINE
+from sveb.estimators.families import ALONE, family_of, family_size
 from sveb.score import scoring, trainings
 from sveb.score.pool_checks import Allow, check
 from sveb.score.replicates import default_params, seed_of
 from sveb.score.rows import score_row
-from sveb import store
 from sveb.store.builds import pool_key
-from sveb.estimators import BASELINE
-from sveb.estimators.families import ALONE, family_of, family_size
 
 
 @dataclass

@@ -101,7 +101,8 @@ def _abs_dev_table(n: int, grid: tuple[float, ...]) -> np.ndarray:
     return (pmf * np.abs(k[None, :] / n - p[:, None])).sum(1)
 
 
-def fit_value_prior(successes: np.ndarray, n: int, grid_size: int = 101, iters: int = 500) -> tuple[np.ndarray, np.ndarray]:
+def fit_value_prior(successes: np.ndarray, n: int, grid_size: int = 101,
+                    iters: int = 500) -> tuple[np.ndarray, np.ndarray]:
     """Nonparametric MLE (EM on a grid) of the distribution of true values behind k-of-n counts."""
     grid = np.linspace(0, 1, grid_size)
     lik = binom.pmf(np.asarray(successes)[:, None], n, grid[None, :])  # [N, grid]

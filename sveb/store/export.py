@@ -176,7 +176,8 @@ def check_export_manifest(bdir: Path, manifest: dict) -> dict:
         raise ExportError(f"{where}: no hash for table {need[0]} in export.tables; refused: every table of an "
                           f"export is checked against its hash")
     import hashlib
-    want = hashlib.sha256("\n".join(f"{t}:{tables[t]['sha256']}" for t in store.CONTENT_TABLES).encode()).hexdigest()[:16]
+    lines = "\n".join(f"{t}:{tables[t]['sha256']}" for t in store.CONTENT_TABLES)
+    want = hashlib.sha256(lines.encode()).hexdigest()[:16]
     if ex.get("content_hash") != want:
         raise ExportError(f"{where}: export.content_hash {str(ex.get('content_hash'))[:20]} is not the hash of its "
                           f"tables ({want}): the manifest was edited")

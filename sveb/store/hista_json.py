@@ -180,7 +180,9 @@ def noise_maes(rewards: list[float], rng: random.Random) -> list[float]:
 def verifier_of(problem: dict) -> str | None:
     """A problem's verifier: the one it came with (an import or a hista-json source), else its domain's."""
     meta = json.loads(problem["meta"] or "{}") if isinstance(problem["meta"], str) else problem["meta"] or {}
-    return meta["verifier"] if "verifier" in meta else (declared()[problem["domain"]].verifier if problem["domain"] in declared() else "default")
+    if "verifier" in meta:
+        return meta["verifier"]
+    return declared()[problem["domain"]].verifier if problem["domain"] in declared() else "default"
 
 
 def solution_of(problem: dict) -> str:

@@ -58,7 +58,8 @@ def import_build(spec: str, out: Path) -> Path:
             try:
                 ds = datasets.load_dataset(str(spec), table, split=split, cache_dir=str(tmp / ".cache"))
             except Exception as e:
-                raise ExportError(f"{spec}: cannot load table {table} with datasets ({type(e).__name__}: {e})") from None
+                raise ExportError(f"{spec}: cannot load table {table} with datasets "
+                                  f"({type(e).__name__}: {e})") from None
             (tmp / table).mkdir()
             ds.to_parquet(str(shard_path(tmp / table, 0)))
             del ds

@@ -31,7 +31,8 @@ def find_train_build(bdir: Path, manifest: dict, spec: str = "", who: str = "ppo
         else:
             found = [b for b in store.list_builds(root) if b.name.startswith(spec)]
         if len(found) != 1:
-            raise EvalError(f"{who}: train_build={spec} matches {len(found)} builds under {root}; pass a build directory")
+            raise EvalError(f"{who}: train_build={spec} matches {len(found)} builds under {root}; "
+                            f"pass a build directory")
         tb = found[0]
         m = store.read_manifest(tb)
         if m.get("status") != "complete":
