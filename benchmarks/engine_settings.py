@@ -89,7 +89,8 @@ def main() -> None:
             env = {"VLLM_USE_AOT_COMPILE": "0"} if mode == "no-aot" else {}
             for k in range(args.repeats):
                 if (r := run(mode, env, args)) is not None:
-                    print(f"{mode:9s} start {k + 1}: {r['start_s']:6.1f} s, decoding {r['tok_s']:6.1f} tok/s", flush=True)
+                    print(f"{mode:9s} start {k + 1}: {r['start_s']:6.1f} s, decoding {r['tok_s']:6.1f} tok/s",
+                          flush=True)
         return
     if args.what == "preload":
         from sveb.engines.cpu_libs import find

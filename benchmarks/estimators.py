@@ -191,7 +191,8 @@ def main() -> None:
     ap.add_argument("--root", default="./sveb_data")
     ap.add_argument("--model", default="smollm2-135m")
     ap.add_argument("--domain", default="number")
-    ap.add_argument("--estimators", nargs="+", default=["grpo", "numca", "hista", "shear", "hidden-align", "pacs", "probe"])
+    ap.add_argument("--estimators", nargs="+",
+                    default=["grpo", "numca", "hista", "shear", "hidden-align", "pacs", "probe"])
     ap.add_argument("--G", type=int, default=40, help="synthetic group size")
     ap.add_argument("--T", type=int, default=1000, help="synthetic response tokens per rollout")
     ap.add_argument("--d", type=int, default=576, help="synthetic hidden size (576: the default model's)")

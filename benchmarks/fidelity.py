@@ -1,4 +1,5 @@
-"""Each rule of an authors' (or paper's) estimator against SVEB's earlier choice, one rule at a time, on committed builds.
+"""Each rule of an authors' (or paper's) estimator against SVEB's earlier choice, one rule at a time, on committed
+builds.
 
 For every setting (the authors' default, each rule switched alone to SVEB's earlier choice, all of them
 switched, and SVEB's earlier preset) and both protocols: MAE, the paired Δ of squared error against grpo over

@@ -1,4 +1,5 @@
-"""Where the hidden-state pass's time goes at Qwen2.5-3B's shape on a CUDA GPU (one group of 40 x ~4k tokens, as tests/gpu_smoke.py).
+"""Where the hidden-state pass's time goes at Qwen2.5-3B's shape on a CUDA GPU (one group of 40 x ~4k tokens, as
+tests/gpu_smoke.py).
 
     PYTHONPATH=. python3 benchmarks/hidden_profile.py     # prints the pass's seconds and cProfile's top entries
 """

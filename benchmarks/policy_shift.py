@@ -2,7 +2,8 @@
 
     python benchmarks/policy_shift.py BUILD_A BUILD_B [--permutations 10000 --seed 0]
 
-BUILD_*: a build directory or an export (its `screens` table: rollouts of the screening). Builds of one domain that draw from the same
+BUILD_*: a build directory or an export (its `screens` table: rollouts of the screening). Builds of one domain that
+draw from the same
 candidates screen the same problems with the same prompts (the protocol study: every build of a domain draws from
 one pool), so a difference in their pass rates is the policy's: its dtype (bf16 vs fp32), engine or model, plus
 the sampling noise that the test accounts for. Prints the shared problems, each build's mean pass rate over them,

@@ -74,7 +74,8 @@ def main(argv=None) -> dict:
     ap.add_argument("--model", default="smollm2-135m")
     ap.add_argument("--folds", type=int, default=5)
     ap.add_argument("--no-hidden", action="store_true")
-    ap.add_argument("--layer", type=int, default=-1, help="hidden layer (the probe's `layer`; -3 is cached by the critics)")
+    ap.add_argument("--layer", type=int, default=-1,
+                    help="hidden layer (the probe's `layer`; -3 is cached by the critics)")
     a = ap.parse_args(argv)
     parts, views = [], []
     for bdir in find_seed_builds(a.root, a.model, a.domain, [int(s) for s in a.seeds.split(",")]):

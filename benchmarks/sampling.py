@@ -105,7 +105,8 @@ def mcs_on_build(args) -> None:
         prefix += len(ids)
         reqs += [Request(ids, derive_seed("bench", s["state_id"], j), max_tokens=sc.max_tokens - s["t"])
                  for j in range(args.samples)]
-    print(f"{len(data.states)} states x {args.samples} continuations; mean prefix {prefix / len(data.states):.0f} tokens")
+    print(f"{len(data.states)} states x {args.samples} continuations; "
+          f"mean prefix {prefix / len(data.states):.0f} tokens")
     res = {}
     for caching in (True, False):
         eng = VLLMEngine(resolve(data.manifest["model"]), seed=0, prefix_caching=caching,
@@ -115,7 +116,8 @@ def mcs_on_build(args) -> None:
         eng.close()
         gc.collect()
         t, n, secs = res[caching]
-        print(f"prefix caching {'on ' if caching else 'off'}: {secs:6.1f} s, {t:6.1f} generated tok/s ({n} tokens)", flush=True)
+        print(f"prefix caching {'on ' if caching else 'off'}: {secs:6.1f} s, {t:6.1f} generated tok/s ({n} tokens)",
+              flush=True)
     print(f"time off / on: {res[False][2] / res[True][2]:.2f}")
 
 

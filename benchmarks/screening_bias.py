@@ -61,7 +61,8 @@ def main() -> None:
     for k in ("before", "after"):
         bias, lo, hi = scoring.bias_ci(d[k], d["ref"], d["problem"])
         mae, mlo, mhi = scoring.mae_ci(d[k], d["ref"], d["problem"])
-        print(f"grpo {k:6s}  mean signed error {bias:+.4f} [{lo:+.4f}, {hi:+.4f}]  MAE {mae:.4f} [{mlo:.4f}, {mhi:.4f}]")
+        print(f"grpo {k:6s}  mean signed error {bias:+.4f} [{lo:+.4f}, {hi:+.4f}]  "
+              f"MAE {mae:.4f} [{mlo:.4f}, {mhi:.4f}]")
 
 
 if __name__ == "__main__":

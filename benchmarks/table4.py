@@ -13,7 +13,8 @@ tables can be scored again without running an estimator).
 scores.csv has one row per cell (domain x estimator x protocol): MAE [CI]; Δ of squared error vs grpo [CI], its
 CR1 standard error and G - 1 df; p (cluster-robust t); the Holm family, its size m and the Holm p; the verdict;
 and beside each "no difference" the minimum detectable Δ at 80% power at alpha / m (sveb.score.power.mde). Every Δ,
-CI and p comes from sveb.score.pooling.paired / sveb.score.scoring; table4.md shows MAE with the marks, then per protocol
+CI and p comes from sveb.score.pooling.paired / sveb.score.scoring; table4.md shows MAE with the marks, then per
+protocol
 the numbers behind each mark, then the interaction test.
 
 --from-exports scores again without sampling or running any estimator: each domain's states and references
@@ -34,7 +35,8 @@ every seed's export present (clusters: problems), and all seeds share one train 
     python benchmarks/table4.py --domains number --problems 8 --states 2
     python benchmarks/table4.py --from-exports        # rescore the committed estimates: seconds, no engine
     python benchmarks/table4.py --domains general --seeds 1,2   # two more seeds of a domain, pooled with seed 0
-    python benchmarks/table4.py --preset paper        # the Hista/Numca authors' protocol (sveb/sample/paper.py): G = 32,
+    python benchmarks/table4.py --preset paper        # the Hista/Numca authors' protocol (sveb/sample/paper.py):
+                                                      # G = 32,
                                                       # one state per problem, equal tiers -> results/table4-paper/
 """
 
@@ -110,7 +112,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--add-domains", default="", metavar="DOMAINS",
                    help="with --add: score them on these domains only (default: every domain of --domains); the "
                         "tables still show every domain")
-    p.add_argument("--estimates", default="", help="per-state estimates for --from-exports (default OUT/estimates.parquet)")
+    p.add_argument("--estimates", default="",
+                   help="per-state estimates for --from-exports (default OUT/estimates.parquet)")
     p.add_argument("--allow-unequal-seeds", action="store_true",
                    help="pool a domain's seeds although their level or answer-type mix differs (p < 0.01); "
                         "table4.md then says so")

@@ -70,7 +70,8 @@ class Meter:
         self.stop.set()
         self.thread.join()
         self.split = timers.since(self.before)
-        self.row = {"seconds": round(self.seconds, 3), "work_seconds": round(self.work_s, 3), "io_seconds": self.split["seconds"], "io_bytes": self.split["bytes"],
+        self.row = {"seconds": round(self.seconds, 3), "work_seconds": round(self.work_s, 3),
+                    "io_seconds": self.split["seconds"], "io_bytes": self.split["bytes"],
                     "peak_host_rss_gib": round(max(self.peak, rss()) / 2**30, 3)}
         if self.device == "cuda":
             self.row["peak_gpu_gib"] = round(torch.cuda.max_memory_allocated() / 2**30, 2)
@@ -136,7 +137,8 @@ def run_size(path: str, shape: dict, rows: dict[str, list[dict]], bdir: Path, de
             critic.use_features(shared())
             trained = []
             with m.work():
-                critic.fit(seqs, bdir / "critics", "scale", on_epoch=lambda e, loss, trained=trained: trained.append(loss))
+                critic.fit(seqs, bdir / "critics", "scale",
+                           on_epoch=lambda e, loss, trained=trained: trained.append(loss))
                 vals = critic.values(seqs)
             del critic
             empty_cache()
@@ -180,7 +182,8 @@ def measure_size(args, path: str, shape: dict, rows: dict, tmp: Path, left: floa
         best, finite = None, True
         for _ in range(args.repeats):
             partial.clear()
-            steps = run_size(path, shape, rows, bdir, args.device, args.dtype, args.batch, args.cache_scale, out=partial)
+            steps = run_size(path, shape, rows, bdir, args.device, args.dtype, args.batch, args.cache_scale,
+                             out=partial)
             finite &= hidden_finite(bdir) and all(r.get("finite", True) for r in steps.values())
             shutil.rmtree(bdir)
             best = dict(steps) if best is None else {k: min(best[k], steps[k], key=lambda r: r["work_seconds"])
@@ -304,7 +307,8 @@ def _sweep(args, meta: dict, shape: dict, sizes: list[int]) -> dict:
             out["sizes"].append(prev)
             print(f"{n} rollouts: " + ", ".join(f"{k} {v['seconds']:.2f} s" for k, v in best.items()), flush=True)
         if args.profile and out["sizes"]:
-            out["profile"] = profiled(args, path, shape, out["sizes"][0], tmp, args.budget_s - (time.perf_counter() - t_start))
+            left = args.budget_s - (time.perf_counter() - t_start)
+            out["profile"] = profiled(args, path, shape, out["sizes"][0], tmp, left)
     meta["threads"] = torch.get_num_threads()
     out["growth"] = growth(out["sizes"])
     out["total_seconds"] = round(time.perf_counter() - t_start, 1)
@@ -319,7 +323,8 @@ def profiled(args, path: str, shape: dict, first: dict, tmp: Path, left: float) 
     rows = groups(first["rollouts"], args.group, args.tokens, shape["vocab_size"])
     try:
         return {"rollouts": first["rollouts"], **profile_split(
-            lambda: run_size(path, shape, rows, tmp / "profiled", args.device, args.dtype, args.batch, args.cache_scale))}
+            lambda: run_size(path, shape, rows, tmp / "profiled", args.device, args.dtype, args.batch,
+                             args.cache_scale))}
     finally:
         shutil.rmtree(tmp / "profiled", ignore_errors=True)
 

@@ -46,7 +46,8 @@ def make_rollouts(n: int, tokens: int, vocab: int, seed: int = 0) -> list[dict]:
     rng = np.random.default_rng(seed)
     prompt = rng.integers(1, vocab, max(4, tokens // 16)).tolist()  # one problem group: one prompt
     return [{"rollout_idx": i, "prompt_token_ids": prompt,
-             "response_token_ids": rng.integers(1, vocab, int(tokens - len(prompt) - rng.integers(0, tokens // 8 + 1))).tolist(),
+             "response_token_ids": rng.integers(1, vocab,
+                                                int(tokens - len(prompt) - rng.integers(0, tokens // 8 + 1))).tolist(),
              "reward": float(i % 2)} for i in range(n)]
 
 
@@ -133,7 +134,8 @@ def run(args) -> list[dict]:
                 critic = Critic(cfg, path, device=args.device, dtype=dtype)
                 critic.use_features(shared)
                 trained = []
-                ckpt = critic.fit(seqs, bdir / "critics", "smoke", on_epoch=lambda e, loss, trained=trained: trained.append(loss))
+                ckpt = critic.fit(seqs, bdir / "critics", "smoke",
+                                  on_epoch=lambda e, loss, trained=trained: trained.append(loss))
                 vals = critic.values(seqs)
                 row.update(finite=finite(vals.values()) and finite(trained), epochs_trained=len(trained),
                            checkpoint=ckpt.name)

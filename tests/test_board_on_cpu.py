@@ -209,5 +209,6 @@ def test_a_board_and_its_builds_moved_together_still_find_each_other(bundled, tm
     moved = tmp_path / "clone" / "results"
     shutil.copytree(home, moved)
     shutil.rmtree(home)
-    assert board.known_builds(moved / "board")[store.content_hash(bdir)].resolve() == (moved / "exports" / "b").resolve()
+    found = board.known_builds(moved / "board")[store.content_hash(bdir)]
+    assert found.resolve() == (moved / "exports" / "b").resolve()
     assert [r["mae"] for r in board.rebuild(moved / "board")] == [r["mae"] for r in board.rows(moved / "board")]

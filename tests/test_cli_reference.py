@@ -23,4 +23,5 @@ def test_cli_reference_is_current(tmp_path):
     generate(fresh)
     current = ROOT / "docs" / "cli.md"
     assert current.exists(), f"docs/cli.md is missing: run `{FIX}`"
-    assert current.read_text() == fresh.read_text(), f"docs/cli.md is stale (the CLI changed): run `{FIX}` and commit it"
+    assert current.read_text() == fresh.read_text(), \
+        f"docs/cli.md is stale (the CLI changed): run `{FIX}` and commit it"

@@ -50,10 +50,12 @@ def test_a_hista_json_import_has_a_partial_config(tmp_path):
     assert (cfg.rollouts, cfg.mc, cfg.mc_extra, cfg.protocol) == (BuildConfig.rollouts, 20, 0, "sveb")
 
 
-@pytest.mark.parametrize("config, key", [({"problems": "8"}, "config.problems"), ({"step_pairs": 1}, "config.step_pairs"),
+@pytest.mark.parametrize("config, key", [({"problems": "8"}, "config.problems"),
+                                         ({"step_pairs": 1}, "config.step_pairs"),
                                          ({"seed": True}, "config.seed"), ({"min_acc": "low"}, "config.min_acc"),
                                          ({"sampling": {"max_tokens": 1.5}}, "config.sampling.max_tokens"),
-                                         ({"sampling": [512]}, "config.sampling"), ({"fields": ["q"]}, "config.fields")])
+                                         ({"sampling": [512]}, "config.sampling"),
+                                         ({"fields": ["q"]}, "config.fields")])
 def test_a_wrong_type_is_one_line_naming_the_key(config, key):
     with pytest.raises(ConfigError) as e:
         BuildConfig.from_manifest({"config": config})

@@ -65,6 +65,7 @@ def test_a_folder_above_the_parts_runs_every_part(tmp_path):
     shutil.copytree(FIX / "pacs", top / "pacs")
     got = run_dir(top)
     ids = lambda path: [json.loads(x)["id"] for x in path.read_text().splitlines() if x.strip()]  # noqa: E731
-    want = ([("numca", i) for i in ids(FIX / "numca.jsonl")] + [("hista", i) for i in ids(FIX / "hista" / "cases.jsonl")]
+    want = ([("numca", i) for i in ids(FIX / "numca.jsonl")]
+            + [("hista", i) for i in ids(FIX / "hista" / "cases.jsonl")]
             + [("pacs", i) for i in ids(FIX / "pacs" / "pacs.jsonl")])
     assert sorted((o.estimator, o.case_id) for o in got) == sorted(want) and all(o.ok for o in got)

@@ -10,7 +10,8 @@ from sveb.present.report import NOTE
 
 def test_registry_marks_exactly_the_constructed_estimators():
     core = {"shear", "pacs", "hidden-align"}
-    assert core <= set(reg.CONSTRUCTED) and set(reg.CONSTRUCTED) - core <= {"pacs-sveb", "shear-sveb"}  # earlier variants
+    # beyond the core: SVEB's earlier variants
+    assert core <= set(reg.CONSTRUCTED) and set(reg.CONSTRUCTED) - core <= {"pacs-sveb", "shear-sveb"}
     for name in reg.CONSTRUCTED:
         assert reg.entry(name).description.startswith("SVEB's construction from")
     assert not reg.entry("hista").constructed and not reg.entry("grpo").constructed

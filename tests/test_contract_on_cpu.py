@@ -97,7 +97,8 @@ class Peek(Estimator):
         for s in states:
             own = group.rollout(s.rollout_idx)
             Peek.seen.append((s.t, len(own.response_token_ids), own.response_text == s.prefix_text,
-                              len(group.hidden(s.rollout_idx)), s.rollout_idx in {r.rollout_idx for r in group.rollouts}))
+                              len(group.hidden(s.rollout_idx)),
+                              s.rollout_idx in {r.rollout_idx for r in group.rollouts}))
         return np.full(len(states), 0.5)
 
 
@@ -131,7 +132,8 @@ def test_pacs_scores_only_what_its_states_read_and_values_them_the_same(data, mo
     full, _, _ = run("pacs", "held-out", data, params)
     pacs_mod._SCORED.clear()
     np.testing.assert_allclose(short, full, rtol=0, atol=1e-4)  # bf16 bodies where the CPU picks them: 4e-6 seen
-    lengths = {(pid, r["rollout_idx"]): len(r["response_token_ids"]) for pid, rows in data.rollouts.items() for r in rows}
+    lengths = {(pid, r["rollout_idx"]): len(r["response_token_ids"])
+               for pid, rows in data.rollouts.items() for r in rows}
     read = {}
     for pid, rows in data.rollouts.items():
         got = pacs_loss.read_lengths({r["rollout_idx"]: len(r["response_token_ids"]) for r in rows},

@@ -104,7 +104,8 @@ def test_a_local_model_counts_by_its_weights_not_its_path(tmp_path):
     cfg = BuildConfig(domain="number", model=a, seed=1)
     assert stage_fps(cfg) == stage_fps(replace(cfg, model=str(b)))
     assert model_identity(a).startswith("weights:")
-    assert model_identity("smollm2-135m") == "smollm2-135m" and model_identity("Qwen/Qwen2.5-3B-Instruct") == "Qwen/Qwen2.5-3B-Instruct"
+    assert model_identity("smollm2-135m") == "smollm2-135m"
+    assert model_identity("Qwen/Qwen2.5-3B-Instruct") == "Qwen/Qwen2.5-3B-Instruct"
     weights = next(p for p in b.iterdir() if p.suffix == ".safetensors")
     raw = bytearray(weights.read_bytes())
     raw[-1] ^= 1  # one bit of the last tensor: other weights, same path

@@ -38,7 +38,8 @@ def test_builtin_seeded_split_distinct(domain):
     assert not {p["question"] for p in train} & {p["question"] for p in test}
     assert mod.builtin(0, 0, "train") == []
     five = load_problems(domain, "builtin", 5, 0, "test")
-    assert five == (mod.builtin(5, 0, "test"), {}) and {p["problem_id"] for p in five[0]} <= {p["problem_id"] for p in test}
+    assert five == (mod.builtin(5, 0, "test"), {})
+    assert {p["problem_id"] for p in five[0]} <= {p["problem_id"] for p in test}
 
 
 @pytest.mark.parametrize("domain", DOMAINS)
@@ -149,7 +150,8 @@ def test_builtin_general_gold_is_right():
                                r"Convert (\d+) (\w+) to (\w+)\. Answer with a number\.", q):
             small, k, big = (m[1], m[2], m[3]) if m[1] else (m[6], m[4], m[5]) if m[4] else (m[9], m[7], m[8])
             assert a == str(int(k) * units[small, big])
-        elif m := re.fullmatch(r"What day of the week (comes (after|before) (\w+)|is (\d) days (after|before) (\w+))\?", q):
+        elif m := re.fullmatch(r"What day of the week (comes (after|before) (\w+)|is (\d) days (after|before) (\w+))\?",
+                               q):
             rel, day, k = (m[2], m[3], 1) if m[2] else (m[5], m[6], int(m[4]))
             assert a == days[(days.index(day) + (k if rel == "after" else -k)) % 7]
         elif m := re.fullmatch(r"What month (comes (after|before) (\w+)|is (\d+) months (after|before) (\w+))\?", q):

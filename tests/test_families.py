@@ -78,7 +78,8 @@ def test_scoring_another_setting_never_moves_a_declared_verdict():
     before = pooling.paired(_view(est, ref, problems), "held-out")
     more = dict(est)
     for i in range(5):  # an ablation grid of numca: five more settings in the same table
-        more[("numca", json.dumps({**d["numca"], "merge": 10 * i + 1}))] = np.clip(truth + rng.normal(0, 0.1, len(truth)), 0, 1)
+        key = ("numca", json.dumps({**d["numca"], "merge": 10 * i + 1}))
+        more[key] = np.clip(truth + rng.normal(0, 0.1, len(truth)), 0, 1)
     after = pooling.paired(_view(more, ref, problems), "held-out")
     for k, r in before.items():
         a = after[k]

@@ -89,7 +89,8 @@ def test_announces_the_estimators_that_load_a_model():
     assert not loads_model(entry("grpo")) and not loads_model(entry("mcs-2"))
     assert loads_model(entry("hista")) and loads_model(entry("probe")) and loads_model(entry("ppo-1"))
     text = " ".join(cli("ls", "estimators").output.split())
-    grpo, hista = text[text.index(" grpo "):text.index(" mcs-1 ")], text[text.index(" hista "):text.index(" hista-sveb ")]
+    grpo = text[text.index(" grpo "):text.index(" mcs-1 ")]
+    hista = text[text.index(" hista "):text.index(" hista-sveb ")]
     assert "loads the model" in hista and "loads the model" not in grpo
 
 

@@ -296,7 +296,8 @@ def test_shared_features_read_each_rollout_not_its_group(tiny, tmp_path, monkeyp
         got = shared([s])
         np.testing.assert_array_equal(got[s.key].numpy(), whole[s.key].numpy())
     width = whole[seqs[0].key].shape[1]
-    stored = sum((len(r["prompt_token_ids"]) + len(r["response_token_ids"])) * width * 4 for g in rows.values() for r in g)
+    stored = sum((len(r["prompt_token_ids"]) + len(r["response_token_ids"])) * width * 4
+                 for g in rows.values() for r in g)
     assert timers.since(before)["bytes"]["disk.read"] == stored   # each rollout's bytes once, nothing more
 
 

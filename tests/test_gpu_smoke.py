@@ -47,7 +47,8 @@ def test_the_scaling_sweep_writes_one_json_and_stops_before_its_budget(tmp_path,
         h = size["steps"]["hidden"]
         assert h["tokens"] == size["tokens"] > size["rollouts"] * 50 and h["io_bytes"]["disk.write"] > 0
         assert 0 < h["fraction_of_peak"] < 1 and h["tokens_per_s"] > 0
-        assert size["steps"]["critic_fit"]["epochs_trained"] == 1 and size["steps"]["critic_reuse"]["epochs_trained"] == 0
+        steps = size["steps"]
+        assert steps["critic_fit"]["epochs_trained"] == 1 and steps["critic_reuse"]["epochs_trained"] == 0
     assert res["meta"]["cpu_flags"] is not None and res["meta"]["threads"] == 1
     prof = res["profile"]
     assert prof["rollouts"] == 3 and prof["wall_s"] > 0 and 0 < prof["host_ops_s"] and prof["top_host_ops"]

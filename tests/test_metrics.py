@@ -29,7 +29,8 @@ PAIRED = ["model", "domain", "build_fp", "kind", "seeds", "protocol", "estimator
           "n_problems", "mae", "mae_grpo", "delta_sq", "delta_sq_ci_low", "delta_sq_ci_high", "p_delta", "p_holm",
           "delta_sq_holm_low", "delta_sq_holm_high", "verdict", "family", "trainings", "training_sd"]
 SITE = [("estimator", "estimator", True), ("mae", "MAE ± 95% CI", False),
-        ("k_eq", "worth k rollouts [95% CI]", False), ("delta_sq", "Δ sq err vs grpo [95% CI]", False), ("p_holm", "p (Holm)", False),
+        ("k_eq", "worth k rollouts [95% CI]", False), ("delta_sq", "Δ sq err vs grpo [95% CI]", False),
+        ("p_holm", "p (Holm)", False),
         ("verdict", "verdict", True), ("extra_tokens_per_state", "extra tokens/state", False),
         ("forward_tokens_per_state", "forward tokens/state", False), ("seconds_per_state", "s/state", False),
         ("prepare_seconds", "prepare s", False), ("spearman", "Spearman (noise-corrected)", False),

@@ -122,7 +122,8 @@ def test_build_checks_the_model_before_loading_problems(small_cfg, tmp_path, mon
     import sveb.sample.pipeline
     from sveb.cli import app
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setattr(sveb.sample.pipeline, "load_problems", _raise(AssertionError("problems loaded before the check")))
+    monkeypatch.setattr(sveb.sample.pipeline, "load_problems",
+                        _raise(AssertionError("problems loaded before the check")))
     with pytest.raises(ModelError, match="cannot download"):
         sveb.sample.pipeline.build(replace(small_cfg, model="Qwen2.5-3B-Instruct", engine="vllm"), tmp_path / "r")
     assert not (tmp_path / "r").exists()

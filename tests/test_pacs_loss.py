@@ -231,7 +231,8 @@ def test_a_batchs_log_probs_equal_each_rollouts_own(tiny):
 def test_the_former_loss_keeps_its_checkpoint_fingerprint():
     """weight=none at temperature 1 (the pacs-sveb preset) trains in the checkpoints and group order of before."""
     from sveb.estimators.pacs import PacsConfig, PacsScorer
-    old_fields = [(f.name, f.type, f) for f in dataclasses.fields(PacsConfig) if f.name not in ("weight", "temperature")]
+    old_fields = [(f.name, f.type, f) for f in dataclasses.fields(PacsConfig)
+                  if f.name not in ("weight", "temperature")]
     Old = dataclasses.make_dataclass("PacsConfig", old_fields, frozen=True)
     scorer = object.__new__(PacsScorer)
     scorer.features_fn, scorer.device, scorer.dtype = None, "cpu", "float32"

@@ -246,12 +246,14 @@ def test_table4_preset_paper(tmp_path):
     import importlib.util
 
     from tests.helpers.sources import write_chain_source
-    spec = importlib.util.spec_from_file_location("table4_paper", Path(__file__).parents[1] / "benchmarks" / "table4.py")
+    spec = importlib.util.spec_from_file_location("table4_paper",
+                                                  Path(__file__).parents[1] / "benchmarks" / "table4.py")
     table4 = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(table4)
     a = table4.parse(["--preset", "paper"])
     test, train = table4.configs("number", a, "builtin")
-    assert (test.protocol, test.rollouts, test.states_per_problem, test.step_pairs, test.screen, train.states_per_problem,
+    assert (test.protocol, test.rollouts, test.states_per_problem, test.step_pairs, test.screen,
+            train.states_per_problem,
             a.out) == ("paper", 32, 1, False, 20, 1, "results/table4-paper")
     assert table4.configs("number", table4.parse([]), "builtin")[0].protocol == "sveb"
     src = write_chain_source(tmp_path / "dapo.jsonl")
@@ -282,7 +284,8 @@ def test_authors_rows_pool_over_seeds_and_never_across_protocols(paper_cfg, tmp_
     assert ref2["n_states"] == len(draws) >= 4  # tiers fill as far as each seed's (disjoint) candidates allow
     assert ref2["mae"] == pytest.approx(np.mean([_brute(d, 2)[0] for d in draws]), abs=1e-12)
     alone = [r for r in rows if r["kind"] == "build"]
-    assert {r["build_protocol"] for r in alone} == {"sveb"} and not any(paper_rows.is_ref_row(r["estimator"]) for r in alone)
+    assert {r["build_protocol"] for r in alone} == {"sveb"}
+    assert not any(paper_rows.is_ref_row(r["estimator"]) for r in alone)
 
 
 def test_demo_preset_paper_is_the_papers_protocol():

@@ -87,7 +87,8 @@ def test_lengths_measured_from_a_build(scripted_build):
     assert r.exit_code == 0, r.output
     p = json.loads(r.output)
     assert p["domains"]["number"]["lengths"] == m.source and p["domains"]["math"]["lengths"] == "assumed"
-    assert p["domains"]["number"]["rollout_tokens"] == pytest.approx((10 * 40 + 40 * 8) * m.response)  # groups + every candidate screened
+    # groups + every candidate screened
+    assert p["domains"]["number"]["rollout_tokens"] == pytest.approx((10 * 40 + 40 * 8) * m.response)
     assert p["model"]["hidden_size"] == 576 and p["tok_per_s"] == 20000
 
 

@@ -75,7 +75,8 @@ def prms(tmp_path_factory):
     """format -> the folder of a tiny PRM of that format (its tokenizer beside it)."""
     root = tmp_path_factory.mktemp("prms")
     out = {}
-    for fmt, cls, kw in (("step-tag", Qwen2ForCausalLM, {}), ("two-way", Qwen2ForTokenClassification, {"num_labels": 2}),
+    for fmt, cls, kw in (("step-tag", Qwen2ForCausalLM, {}),
+                         ("two-way", Qwen2ForTokenClassification, {"num_labels": 2}),
                          ("token-class", Qwen2ForTokenClassification, {"num_labels": 2}),
                          ("seq-class", Qwen2ForSequenceClassification, {"num_labels": 1}), ("value-head", None, {})):
         path = root / fmt
@@ -134,7 +135,8 @@ def hand(fmt, path, question, text):
         if fmt == "value-head":
             model = AutoModel.from_pretrained(path, trust_remote_code=True, dtype=torch.float32).eval()
             return float(torch.sigmoid(model(input_ids=x)[2][0, pos]))
-        cls = {"step-tag": Qwen2ForCausalLM, "seq-class": Qwen2ForSequenceClassification}.get(fmt, Qwen2ForTokenClassification)
+        cls = {"step-tag": Qwen2ForCausalLM,
+               "seq-class": Qwen2ForSequenceClassification}.get(fmt, Qwen2ForTokenClassification)
         logits = cls.from_pretrained(path, dtype=torch.float32).eval()(input_ids=x).logits[0]
     if fmt == "step-tag":
         good, bad = tok.encode("+ -", add_special_tokens=False)
@@ -149,7 +151,8 @@ def cuts(data):
     pid = sorted(data.rollouts)[0]
     r = data.rollouts[pid][0]
     ids = list(r["response_token_ids"])
-    return pid, [State(f"cut{t}", pid, r["rollout_idx"], t, CharTokenizer().decode(ids[:t])) for t in range(len(ids) + 1)]
+    return pid, [State(f"cut{t}", pid, r["rollout_idx"], t, CharTokenizer().decode(ids[:t]))
+                 for t in range(len(ids) + 1)]
 
 
 @pytest.mark.parametrize("fmt", F.FORMATS)

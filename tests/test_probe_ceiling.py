@@ -8,7 +8,8 @@ import numpy as np
 
 from sveb import store
 
-SPEC = importlib.util.spec_from_file_location("probe_ceiling", Path(__file__).parents[1] / "benchmarks" / "probe_ceiling.py")
+SPEC = importlib.util.spec_from_file_location("probe_ceiling",
+                                              Path(__file__).parents[1] / "benchmarks" / "probe_ceiling.py")
 ceiling = importlib.util.module_from_spec(SPEC)
 SPEC.loader.exec_module(ceiling)
 CS = [1e-3, 1e-1, 10.0]

@@ -93,7 +93,8 @@ def test_table_md_has_paper_layout(out):
     tables = _md_tables(text)
     assert set(tables) == {f"scripted-{m} — {PROTOCOL_LABELS[p]}" for m in "ab" for p in PROTOCOLS}
     # held-out is the headline: its table comes first
-    assert text.index(f"scripted-a — {PROTOCOL_LABELS['held-out']}") < text.index(f"scripted-a — {PROTOCOL_LABELS['in-group']}")
+    held_out, in_group = PROTOCOL_LABELS["held-out"], PROTOCOL_LABELS["in-group"]
+    assert text.index(f"scripted-a — {held_out}") < text.index(f"scripted-a — {in_group}")
     for title, rows in tables.items():
         header, body = rows[0], rows[1:]
         assert header[0] == "estimator" and header[1].startswith("number")
@@ -164,7 +165,8 @@ def _view(scores, params=None):
 
 def _score(name, mae, pfp="p0", lo=0.1, hi=0.3):
     return {"estimator": name, "params_fp": pfp, "params": "{}", "protocol": "in-group", "mae": mae,
-            "mae_ci_low": lo, "mae_ci_high": hi, "oracle_floor": float("nan"), "ref_noise": float("nan"), "n_states": 3, "n_problems": 1}
+            "mae_ci_low": lo, "mae_ci_high": hi, "oracle_floor": float("nan"), "ref_noise": float("nan"),
+            "n_states": 3, "n_problems": 1}
 
 
 def test_nan_scores_are_shown_and_never_best():

@@ -212,7 +212,8 @@ def test_candidate_names_are_not_clobbered_by_the_test():
 
 def test_main_guard_prints_and_exits():
     cases = mbpp_tests(["assert f(2) == 4"])
-    noisy = "def f(x):\n    print('noise' * 100)\n    return x * x\nif __name__ == '__main__':\n    print(f(int(input())))"
+    noisy = ("def f(x):\n    print('noise' * 100)\n    return x * x\nif __name__ == '__main__':\n"
+             "    print(f(int(input())))")
     assert code_reward(block(noisy), cases) == 1.0
     assert code_reward(block("import sys\ndef f(x):\n    return x * x\nsys.exit(0)"), cases) == 0.0
     assert code_reward(block("def f(x):\n    raise SystemExit(0)"), cases) == 0.0
@@ -231,7 +232,8 @@ def test_assert_cases_share_one_process_and_a_cpu_budget():
     # One process: module state set by case 1 is seen by case 2.
     cases = mbpp_tests(["assert bump() == 1", "assert bump() == 2"])
     assert code_reward(block("n = 0\ndef bump():\n    global n\n    n += 1\n    return n"), cases) == 1.0
-    spin = "import time\ndef f():\n    end = time.process_time() + 0.6\n    while time.process_time() < end:\n        pass\n    return 1"
+    spin = ("import time\ndef f():\n    end = time.process_time() + 0.6\n    while time.process_time() < end:\n"
+            "        pass\n    return 1")
     two = mbpp_tests(["assert f() == 1", "assert f() == 1"])
     assert code_reward(block(spin), two, timeout=1.0) == 1.0  # 1.2 s CPU of 2 s (1 s per case)
     assert assert_errors(spin, two * 2, timeout=0.3) == ["no result (timeout)"] * 4

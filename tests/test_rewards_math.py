@@ -76,8 +76,8 @@ MORE_SHAPES = [
     ("The answer is 18.\n\nQuestion: Tom has 3 cars. How many wheels? Answer: 12", "18", 0.0),
     ("Express the answer as a percentage: 90 / 450 * 100% = 20%", "20", 1.0),
     ("The answer is 3 1/2.", "3.5", 0.0),
-    ("She earns 12000! Wow.", "12000", 1.0),
-    ("## Step 1: Add\n3 + 4 = 7\n## Step 2: Double it\n7 * 2 = 14", "14", 1.0),  # headings are not "####"  # "!" after a number in prose is not a refused factorial
+    ("She earns 12000! Wow.", "12000", 1.0),  # "!" after a number in prose is not a refused factorial
+    ("## Step 1: Add\n3 + 4 = 7\n## Step 2: Double it\n7 * 2 = 14", "14", 1.0),  # headings are not "####"
 ]
 # Units and thousands separators around a plain gold.
 UNITS = [

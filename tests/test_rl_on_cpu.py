@@ -183,7 +183,8 @@ def test_resume_continues_bit_identically(tmp_path):
     rows2 = run(CFG, tmp_path / "part", ScriptedEngine(), resumed, train, held)
     a, b = _params(full), _params(resumed)
     assert all(torch.equal(a[n], b[n]) for n in a)
-    assert not torch.equal(a["model.layers.1.mlp.up_proj.weight"], _params(tiny_llama())["model.layers.1.mlp.up_proj.weight"])
+    w = "model.layers.1.mlp.up_proj.weight"
+    assert not torch.equal(a[w], _params(tiny_llama())[w])
     strip = [{k: v for k, v in r.items() if k != "seconds"} for r in rows]
     assert strip == [{k: v for k, v in r.items() if k != "seconds"} for r in rows2]
     assert [r["step"] for r in rows] == [0, 1, 2, 3] and "held_out_acc" in rows[2] and "held_out_acc" in rows[3]

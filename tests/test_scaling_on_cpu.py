@@ -80,7 +80,8 @@ def test_the_harness_flags_a_quadratic_step():
         time.sleep(cost(n))
         return time.perf_counter() - t0
     per_size = [{"tokens": n, "steps": {"linear": {"seconds": min(timed(n, lambda m: 1e-3 * m) for _ in range(3))},
-                                        "quadratic": {"seconds": min(timed(n, lambda m: 2e-4 * m * m) for _ in range(3))}}}
+                                        "quadratic": {"seconds": min(timed(n, lambda m: 2e-4 * m * m)
+                                                                     for _ in range(3))}}}
                 for n in (20, 80)]
     ratios = growth(per_size, "seconds")
     assert flagged(ratios, TIME_FACTOR) == ["quadratic"], ratios   # 4x in theory; a late wake-up only lowers it
@@ -109,7 +110,8 @@ def test_the_harness_flags_the_old_whole_group_reads(tiny, tmp_path, fp32_cpu, m
 def rows_of(n=6, seed=0):
     rng = np.random.default_rng(seed)
     prompt = rng.integers(1, 500, 7).tolist()
-    return [{"rollout_idx": i, "prompt_token_ids": prompt, "response_token_ids": rng.integers(1, 500, 3 + 4 * i).tolist(),
+    return [{"rollout_idx": i, "prompt_token_ids": prompt,
+             "response_token_ids": rng.integers(1, 500, 3 + 4 * i).tolist(),
              "reward": float(i % 2)} for i in range(n)]
 
 

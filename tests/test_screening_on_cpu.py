@@ -51,19 +51,22 @@ def test_the_filter_decides_on_screens_and_the_group_is_fresh(tmp_path, small_cf
 def test_a_kept_group_is_the_draw_an_unfiltered_build_makes(tmp_path, small_cfg):
     # the group's seeds come from the rollout stage, not from the filter or the shard layout
     filtered = build(small_cfg, tmp_path / "a", engine=ScriptedEngine())
-    open_ = build(replace(small_cfg, min_acc=0.0, max_acc=1.0, problems=12, oversample=1), tmp_path / "b", engine=ScriptedEngine())
+    open_ = build(replace(small_cfg, min_acc=0.0, max_acc=1.0, problems=12, oversample=1), tmp_path / "b",
+                  engine=ScriptedEngine())
     assert not (open_ / "screens").exists()
     a, b = rows(filtered, "rollouts"), rows(open_, "rollouts")
     shared = set(a) & set(b)
     assert shared
     for pid in shared:
-        assert [(r["seed"], r["response_token_ids"]) for r in a[pid]] == [(r["seed"], r["response_token_ids"]) for r in b[pid]]
+        assert ([(r["seed"], r["response_token_ids"]) for r in a[pid]]
+                == [(r["seed"], r["response_token_ids"]) for r in b[pid]])
 
 
 def test_groups_are_unbiased_for_the_true_value_where_screens_are_not(tmp_path, small_cfg):
     """Keep only problems whose 8 screening rollouts were mostly wrong: the screens' accuracy then underestimates
     the problems' true values (selection), while the G fresh rollouts are unbiased for them."""
-    cfg = replace(small_cfg, source=str(many_sums(tmp_path)), problems=370, oversample=1, rollouts=16, screen=8, min_acc=0.0,
+    cfg = replace(small_cfg, source=str(many_sums(tmp_path)), problems=370, oversample=1, rollouts=16, screen=8,
+                  min_acc=0.0,
                   max_acc=0.375, states_per_problem=1, mc=1, mc_extra=0)
     bdir = build(cfg, tmp_path / "root", engine=ScriptedEngine())
     problems = {p["problem_id"]: p for p in store.read_table(bdir / "problems").to_pylist()}
@@ -116,7 +119,8 @@ class LateRunner(LocalRunner):
 def test_a_screen_run_ahead_and_not_needed_leaves_no_shard(tmp_path, small_cfg, monkeypatch):
     import sveb.sample.jobs
     import sveb.sample.pipeline
-    monkeypatch.setattr(sveb.sample.pipeline, "ROLLOUT_BATCH", 32)  # 4 candidates a shard: 3 shards, the 4 kept by the 2nd
+    # 4 candidates a shard: 3 shards, the 4 kept by the 2nd
+    monkeypatch.setattr(sveb.sample.pipeline, "ROLLOUT_BATCH", 32)
     local = build(small_cfg, tmp_path / "local", engine=ScriptedEngine())
     monkeypatch.setattr(sveb.sample.jobs, "LocalRunner", LateRunner)
     late = build(small_cfg, tmp_path / "late", engine=ScriptedEngine())

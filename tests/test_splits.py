@@ -11,7 +11,8 @@ from tests.helpers.real_data import BOTH, FILES, ROWS, folder
 
 
 def _gsm_rows(n, start=0):
-    return [{"question": f"Q{start + i}: what is {i} + {start}?", "answer": f"work\n#### {i + start}"} for i in range(n)]
+    return [{"question": f"Q{start + i}: what is {i} + {start}?", "answer": f"work\n#### {i + start}"}
+            for i in range(n)]
 
 
 def _write(path, rows):
@@ -36,7 +37,8 @@ def test_a_folder_with_both_files_gives_each_split_its_own_rows(tmp_path):
     assert all(p["source"].endswith("test.jsonl") for p in got.of_split("test"))
     test, _ = load_problems("math", src, 100, 0, "test")
     train, _ = load_problems("math", src, 100, 0, "train")
-    assert len(test) == 7 and len(train) == 11 and not {p["problem_id"] for p in test} & {p["problem_id"] for p in train}
+    assert len(test) == 7 and len(train) == 11
+    assert not {p["problem_id"] for p in test} & {p["problem_id"] for p in train}
 
 
 def test_train_split_asked_of_a_test_file_is_a_clear_error(tmp_path):

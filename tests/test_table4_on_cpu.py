@@ -3,16 +3,14 @@
 import csv
 import importlib.util
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from dataclasses import dataclass
-
 from sveb.estimators.base import Estimator
 from sveb.estimators.families import family_size
-
 from sveb.present.table4 import verdicts
 
 SPEC = importlib.util.spec_from_file_location("table4_bench", Path(__file__).parents[1] / "benchmarks" / "table4.py")
@@ -123,7 +121,8 @@ def test_two_domains_resumable_with_exports_and_timings(tmp_path):
     shutil.rmtree(exp)
     table4.main(args, engine=ScriptedEngine(), model_dir=weights)
     verify(exp)
-    assert not {"screening", "rollouts", "references", "build wall"} & set(json.loads((out / "timing.json").read_text())["number-seed3"])
+    stage_times = json.loads((out / "timing.json").read_text())
+    assert not {"screening", "rollouts", "references", "build wall"} & set(stage_times["number-seed3"])
     dom = next(csv.DictReader(open(out / "domains.csv")))
     assert float(dom["build s"]) == json.loads((exp / "manifest.json").read_text())["seconds"] > 0
 
@@ -131,7 +130,8 @@ def test_two_domains_resumable_with_exports_and_timings(tmp_path):
 COLUMNS = ["domain", "estimator", "protocol", "n_states", "mae", "mae_ci_low", "mae_ci_high", "k_eq", "k_eq_ci_low",
            "k_eq_ci_high", "spearman", "delta_sq",
            "delta_sq_ci_low", "delta_sq_ci_high", "delta_sq_se", "df", "p", "family", "family_size", "p_holm",
-           "delta_sq_holm_low", "delta_sq_holm_high", "verdict", "mde_80", "trainings", "training_sd", "estimates", "builds"]
+           "delta_sq_holm_low", "delta_sq_holm_high", "verdict", "mde_80", "trainings", "training_sd", "estimates",
+           "builds"]
 
 
 def check_scores(path):
@@ -164,8 +164,9 @@ def test_a_tiny_table_from_synthetic_arrays(tmp_path):
     """Three domains, grpo against an exact estimator, a copy of grpo and two MCS@k rows: scores.csv's
     columns are all there and every mark agrees with its Holm p and Δ; the interaction test finds the
     estimator whose gain differs between domains and not the copy of the baseline."""
+    from sveb.present.table4 import COLUMNS as T4
+    from sveb.present.table4 import cells, details_markdown, interaction_markdown, markdown
     from sveb.score import power
-    from sveb.present.table4 import COLUMNS as T4, cells, details_markdown, interaction_markdown, markdown
     assert list(T4) == COLUMNS
     rng = np.random.default_rng(3)
     groups = np.repeat(np.arange(40), 4)
@@ -184,7 +185,8 @@ def test_a_tiny_table_from_synthetic_arrays(tmp_path):
     assert {r["verdict"] for r in got} >= {"better", "no difference"}
     by = {(r["domain"], r["estimator"], r["protocol"]): r for r in got}
     assert by[("c", "numca", "held-out")]["verdict"] == "better"
-    assert by[("a", "hista", "held-out")]["verdict"] == "no difference" and float(by[("a", "hista", "held-out")]["delta_sq"]) == 0
+    hista = by[("a", "hista", "held-out")]
+    assert hista["verdict"] == "no difference" and float(hista["delta_sq"]) == 0
     assert by[("a", "mcs-1", "held-out")]["family"] != by[("a", "numca", "held-out")]["family"]  # scale vs main
     inter = {(r["protocol"], r["estimator"]): r for r in power.interaction([r for r in rows if r["delta_sq_se"] != ""])}
     assert inter[("held-out", "numca")]["differs"] and inter[("held-out", "numca")]["df"] == 2
@@ -241,9 +243,10 @@ def test_a_cached_hidden_pass_keeps_the_time_its_computing_run_recorded():
 def test_the_shared_hidden_pass_shows_a_bar_over_its_problems(monkeypatch):
     """The pass runs for minutes on a large build before any estimator prints: it must show its progress."""
     import io
+    from types import SimpleNamespace
+
     import rich.progress
     from rich.console import Console
-    from types import SimpleNamespace
     seen = []
 
     def track(seq, description="", **kw):
@@ -270,7 +273,8 @@ def test_a_cached_pass_unrecorded_is_estimated_from_its_files_write_times(tmp_pa
 
 
 def test_a_local_source_is_shown_without_this_machines_path():
-    assert table4.shown_source("mmlu-stem=/work/shared/datasets/mmlu_stem/test.jsonl") == "mmlu-stem=mmlu_stem/test.jsonl"
+    shown = table4.shown_source("mmlu-stem=/work/shared/datasets/mmlu_stem/test.jsonl")
+    assert shown == "mmlu-stem=mmlu_stem/test.jsonl"
     assert table4.shown_source("builtin") == "builtin"
 
 
@@ -333,11 +337,12 @@ class TrainSeen(Estimator):
 def test_seeds_are_disjoint_builds_pooled_per_domain_with_one_train_build(tmp_path):
     """--seeds: each seed its own export of disjoint problems, one train build for all of them, a later run that
     adds a seed keeps the others' estimates, and a domain's cells pool every seed's states (clusters: problems)."""
-    from sveb.engines.scripted import ScriptedEngine
-    from sveb.experiment.table4_files import domain_exports
-    from sveb import store
     import numpy as np
     import pyarrow.parquet as pq
+
+    from sveb import store
+    from sveb.engines.scripted import ScriptedEngine
+    from sveb.experiment.table4_files import domain_exports
     number = _files(tmp_path)
     weights = tmp_path / "w"
     weights.mkdir()
@@ -403,7 +408,9 @@ def test_a_cell_scored_on_some_seeds_only_is_named_with_its_share(tmp_path):
     """A domain pooled over two seeds whose estimator has estimates on one: its cell covers that seed's states,
     and table4.md says so beside the pooled-builds line."""
     from types import SimpleNamespace
+
     from rich.console import Console
+
     from sveb.experiment.table4_files import write_tables
     rng = np.random.default_rng(0)
     exports = tmp_path / "exports"
@@ -431,13 +438,16 @@ def test_a_stored_score_is_kept_only_while_its_builds_are_still_pooled(tmp_path)
     among the domain's; once the domain is sampled again (another build_fp), the old score is dropped, not shown
     beside the new builds' cells. Every row names the builds it pools."""
     from types import SimpleNamespace
+
     from rich.console import Console
+
     from sveb.experiment.table4_files import write_tables
     rng = np.random.default_rng(1)
     exports = tmp_path / "exports"
     write_export(exports / "number", "b0", ["p0", "p1", "p2"], rng)
     records = [{"domain": "number", "build_fp": "b0", "state_id": f"p{i}-{k}", "estimator": "grpo", "params_fp": "x",
-                "protocol": "held-out", "value": float(rng.random()), "provenance": ""} for i in range(3) for k in range(2)]
+                "protocol": "held-out", "value": float(rng.random()), "provenance": ""}
+               for i in range(3) for k in range(2)]
     a = SimpleNamespace(exports=str(exports), mc=20)
     drows = [{"domain": "number", "seed": 0, "states": 6}]
     log = Console(file=open(tmp_path / "log", "w"))
@@ -454,7 +464,8 @@ def test_a_stored_score_is_kept_only_while_its_builds_are_still_pooled(tmp_path)
                                                "n_states": "6", "mae": stored["mcs-2"], "mae_ci_low": "0.2",
                                                "mae_ci_high": "0.3", "estimates": "per state", "builds": "b0"})
     rows = table(records)
-    assert rows[("mcs-2", "held-out")]["mae"] == "0.25" and rows[("mcs-2", "held-out")]["estimates"].startswith("MAE only")
+    mcs2 = rows[("mcs-2", "held-out")]
+    assert mcs2["mae"] == "0.25" and mcs2["estimates"].startswith("MAE only")
     assert rows[("grpo", "held-out")]["builds"] == "b0" and rows[("mcs-2", "held-out")]["builds"] == "b0"
     assert "number mcs-2 on 6 states of build b0" in (tmp_path / "table4.md").read_text()
     import shutil
@@ -467,8 +478,9 @@ def test_a_stored_score_is_kept_only_while_its_builds_are_still_pooled(tmp_path)
 
 def write_export(path, fp, pids, rng):
     """A minimal export: manifest, problems, states and references tables (what the tables read)."""
-    from sveb import store
     import pyarrow as pa
+
+    from sveb import store
     path.mkdir(parents=True)
     (path / "manifest.json").write_text(json.dumps({"build_fp": fp, "domain": "number"}))
     states = [{"state_id": f"{p}-{k}", "problem_id": p} for p in pids for k in range(2)]
@@ -657,6 +669,7 @@ def test_estimates_are_kept_per_estimator_and_a_fresh_clone_runs_only_what_is_mi
     import shutil
 
     import pyarrow.parquet as pq
+
     from sveb.engines.scripted import ScriptedEngine
     number = _files(tmp_path)
     weights = tmp_path / "w"

@@ -132,7 +132,8 @@ def builds(tmp_path_factory):
     src.write_text("\n".join(json.dumps({"prompt": f"What is {a} + {b} + {c}?", "solution": str(a + b + c)})
                              for a in range(1, 9) for b in range(1, 9) for c in range(1, 13)))
     cfg = BuildConfig(domain="number", model="scripted", source=src.name, problems=180, oversample=1, rollouts=16,
-                      states_per_problem=5, mc=10, mc_extra=0, min_acc=0.0, max_acc=1.0, seed=1,  # 768 sums: 2 seed slots
+                      # 768 sums: 2 seed slots
+                      states_per_problem=5, mc=10, mc_extra=0, min_acc=0.0, max_acc=1.0, seed=1,
                       min_novel_numbers=0, sampling=SamplingConfig(max_tokens=B), engine="scripted")
     eng = Recording(loop_probability=Q)
     uniform = load(pipeline.build(cfg, tmp / "uniform", engine=eng))

@@ -100,7 +100,8 @@ def test_hista_old_clamp_leaks_the_own_outcome_new_one_much_less():
 def test_layer_is_a_parameter_and_two_layers_are_two_rows(scripted_build, monkeypatch):
     from sveb.lm.hidden import HiddenStates
 
-    def fake_forward(self, rollouts, resp, full, sink=None):  # a stand-in forward pass whose output depends on the layer
+    # a stand-in forward pass whose output depends on the layer
+    def fake_forward(self, rollouts, resp, full, sink=None):
         import torch
         out = {(kind, k): {r["rollout_idx"]: np.random.default_rng(abs(k)).normal(
                    size=(len(r["response_token_ids"]) + (0 if kind == "resp" else len(r["prompt_token_ids"])), 8)

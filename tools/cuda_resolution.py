@@ -101,7 +101,8 @@ def main(argv=None) -> int:
     if args.save:
         args.save.write_text(json.dumps({"pins": pins, "packages": rows}, indent=1) + "\n")
     torch = next((r for r in rows if r["name"] == "torch"), None)
-    print(f"pins: torch {pins['TORCH']}, vllm {pins['VLLM']} from {pins['CUDA_INDEX'] or 'the default index'}; resolved {len(rows)} "
+    print(f"pins: torch {pins['TORCH']}, vllm {pins['VLLM']} from {pins['CUDA_INDEX'] or 'the default index'}; "
+          f"resolved {len(rows)} "
           f"packages; torch wheel {torch and torch['file']}")
     bad = problems(rows, pins)
     for p in bad:

@@ -44,7 +44,9 @@ def table(path: Path) -> list[str]:
 
 def _ci(row: dict, key: str, fmt: str) -> str:
     lo, hi = row.get(f"{key}_ci_low", ""), row.get(f"{key}_ci_high", "")
-    return f"{float(row[key]):{fmt}} [{float(lo):{fmt}}, {float(hi):{fmt}}]" if lo and hi else f"{float(row[key]):{fmt}}"
+    if lo and hi:
+        return f"{float(row[key]):{fmt}} [{float(lo):{fmt}}, {float(hi):{fmt}}]"
+    return f"{float(row[key]):{fmt}}"
 
 
 def _keq(row: dict) -> str:
