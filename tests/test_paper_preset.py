@@ -367,11 +367,11 @@ def test_programming_screens_four_equal_tiers_from_above_0():
 
 
 def test_cli_preset_paper_takes_the_domains_tiers(monkeypatch, tmp_path):
-    from sveb.cli import _preset
+    from sveb.cli import preset_config
 
     class Ctx:
         def get_parameter_source(self, name):
             return None
-    cfg = _preset(BuildConfig(domain="programming"), "paper", Ctx())
+    cfg = preset_config(BuildConfig(domain="programming"), "paper", Ctx())
     assert (cfg.min_acc, cfg.max_acc, cfg.protocol) == (0.0, 0.77, "paper")
-    assert _preset(BuildConfig(domain="number"), "paper", Ctx()).min_acc == 0.07
+    assert preset_config(BuildConfig(domain="number"), "paper", Ctx()).min_acc == 0.07

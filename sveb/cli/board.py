@@ -5,12 +5,22 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import List, Optional
 
 import typer
 
-from sveb.cli.common import BUILD_DIR, DOMAIN, EXPECT, MODEL, ROOT, _build_root, app, console, out
-from sveb.cli.common import ALLOW_MIXED_DTYPE, ALLOW_UNEQUAL_SEEDS
+from sveb.cli.common import (
+    ALLOW_MIXED_DTYPE,
+    ALLOW_UNEQUAL_SEEDS,
+    BUILD_DIR,
+    DOMAIN,
+    EXPECT,
+    MODEL,
+    ROOT,
+    app,
+    build_root,
+    console,
+    out,
+)
 
 board_app = typer.Typer(add_completion=False, invoke_without_command=True, no_args_is_help=False,
                         help="Gather every score under ROOT into one CSV (no subcommand), or manage a shared board.")
@@ -24,7 +34,7 @@ def leaderboard(ctx: typer.Context, root: Path = ROOT,
                 out_csv: Path = typer.Option(Path("leaderboard.csv"), "--out"),
                 wide: bool = typer.Option(False, "--wide", help="Also bias, calibration slope, ranking metrics and "
                                           "own-outcome shift, CIs as \\[low, high] (needs a wide terminal)."),
-                build_id: Optional[str] = BUILD_DIR,
+                build_id: str | None = BUILD_DIR,
                 published: bool = typer.Option(True, "--published/--no-published", help="Also show the committed "
                                                "Table 4 estimates of these builds (results/table4/estimates.parquet, "
                                                "where it exists) beside the ones scored here."),
@@ -36,9 +46,9 @@ def leaderboard(ctx: typer.Context, root: Path = ROOT,
     from sveb.present.leaderboard import print_pivot, rows, write_csv
     from sveb.store import check_writable
     check_writable(out_csv, "--out", file=True)
-    root = _build_root(root, build_id)
-    from sveb.score.pool_checks import Allow
+    root = build_root(root, build_id)
     from sveb.score.compare import published_for
+    from sveb.score.pool_checks import Allow
     source = published_for(root)
     r = rows(root, allow=Allow(allow_mixed_dtype, allow_unequal_seeds),
              published=source if published and source.exists() else None)
@@ -56,27 +66,27 @@ def leaderboard(ctx: typer.Context, root: Path = ROOT,
 def submit(
     estimator: str = typer.Option(..., "--estimator", "-e", help="Estimator name (`sveb ls estimators`) or "
                                   "module:Class."),
-    param: List[str] = typer.Option([], "--param", "-P", help="Estimator parameter key=value; repeatable."),
-    protocol: List[str] = typer.Option(["held-out", "in-group"], help="Protocols to include (repeatable)."),
+    param: list[str] = typer.Option([], "--param", "-P", help="Estimator parameter key=value; repeatable."),
+    protocol: list[str] = typer.Option(["held-out", "in-group"], help="Protocols to include (repeatable)."),
     domain: str = DOMAIN, model: str = MODEL, root: Path = ROOT,
-    build_id: Optional[str] = typer.Option(None, "--build", help="Build fingerprint (prefix), build or export "
+    build_id: str | None = typer.Option(None, "--build", help="Build fingerprint (prefix), build or export "
                                            "folder, or hub:ID."),
-    expect: Optional[str] = EXPECT,
+    expect: str | None = EXPECT,
     out_dir: Path = typer.Option(..., "--out", help="A new folder for the bundle."),
-    archive: Optional[str] = typer.Option(None, "--archive", help="Also write OUT.tar.gz or OUT.zip: tar.gz | zip."),
+    archive: str | None = typer.Option(None, "--archive", help="Also write OUT.tar.gz or OUT.zip: tar.gz | zip."),
     force: bool = typer.Option(False, help="Re-run the estimator even if its estimates are stored."),
 ):
     """Run (or reuse) an estimator's evaluation and write a result bundle anyone can verify on a board."""
-    from sveb.store.builds import find_build
-    from sveb.evaluate import params_dict
-    from sveb.core.models import check_model, model_slug
     from sveb.board.submit import submit as run
+    from sveb.core.models import check_model, model_slug
+    from sveb.evaluate import params_dict
+    from sveb.store.builds import find_build
     model = check_model(model, weights=False)
     bdir = find_build(root, model_slug(model), domain, build_id, console)
     from sveb.store.builds import check_expected
     check_expected([bdir], expect)
-    from sveb.store.builds import results_view
     from sveb.store import check_writable
+    from sveb.store.builds import results_view
     check_writable(out_dir, "--out")
     bdir = results_view(bdir, console)  # a read-only export: its scores in a writable mirror
     path = run(bdir, estimator, params_dict(param), list(protocol), out_dir, archive, force=force, console=console)
@@ -85,11 +95,11 @@ def submit(
 
 @board_app.command("add")
 def add(
-    bundles: List[Path] = typer.Argument(None, help="Bundle folders, .tar.gz or .zip files."),
+    bundles: list[Path] = typer.Argument(None, help="Bundle folders, .tar.gz or .zip files."),
     board: Path = BOARD,
-    build: List[Path] = typer.Option([], "--build", help="A build or export folder the board scores against "
+    build: list[Path] = typer.Option([], "--build", help="A build or export folder the board scores against "
                                      "(recorded in the board; repeatable)."),
-    from_root: Optional[Path] = typer.Option(None, "--from-root", help="Bundle every evaluated estimator of every "
+    from_root: Path | None = typer.Option(None, "--from-root", help="Bundle every evaluated estimator of every "
                                              "complete build under this data root and add them."),
     max_bundle_mb: float = typer.Option(256, "--max-bundle-mb", help="Refuse an archive over this many MiB, packed "
                                         "or unpacked (checked before anything is unpacked)."),

@@ -26,7 +26,8 @@ class SvebGroup(typer.core.TyperGroup):
 
 
 app = typer.Typer(cls=SvebGroup, add_completion=False, no_args_is_help=True,
-                  help="SVEB: how accurately does a state-value estimator predict V(s), the expected final reward given the prefix s?")
+                  help="SVEB: how accurately does a state-value estimator predict V(s), the expected final reward "
+                       "given the prefix s?")
 console = Console(stderr=True)
 out = Console()
 
@@ -120,7 +121,7 @@ BUILD_DIR = typer.Option(None, "--build", help="One build or export folder (or h
                          "ROOT.")
 
 
-def _build_root(root, build):
+def build_root(root, build):
     """A --build folder (or hub:ID) stands in for ROOT: the store lists a root that is itself a build."""
     if build is None:
         return root

@@ -20,6 +20,7 @@ def conformance(
     Exits 1 when any case disagrees."""
     from rich import box
     from rich.table import Table
+
     from sveb.evaluate.conformance import run_dir, tally
     outcomes = run_dir(directory, progress=lambda msg: out.print(f"running {msg}"))
     table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, highlight=False,

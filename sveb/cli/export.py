@@ -4,7 +4,6 @@ Hista/Numca authors' generated SVEB JSON, both ways (sveb.store.hista_io)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -25,18 +24,18 @@ def _check_format(fmt: str) -> None:
 def export_(
     out_dir: Path = typer.Option(..., "--out", help="A new folder for the dataset (Parquet tables, manifest, card); "
                                  "with --format hista-json, a new .json file."),
-    build_id: Optional[str] = typer.Option(None, "--build", help="Build fingerprint (prefix) or folder; default: "
+    build_id: str | None = typer.Option(None, "--build", help="Build fingerprint (prefix) or folder; default: "
                                            "the newest complete test-split build of --model and --domain."),
     domain: str = DOMAIN, model: str = MODEL, root: Path = ROOT,
-    model_dir: Optional[Path] = typer.Option(None, help="The weights the build was sampled with, for the card's "
+    model_dir: Path | None = typer.Option(None, help="The weights the build was sampled with, for the card's "
                                              "weights hash (default: --model's, resolved)."),
     fmt: str = FORMAT,
 ):
     """Write a build as a frozen dataset anyone can score an estimator on without sampling.
 
     `--format hista-json`: one file in the Hista/Numca authors' generated SVEB JSON, which their reuse scripts read."""
-    from sveb.store.builds import find_build
     from sveb.core.models import model_slug
+    from sveb.store.builds import find_build
     _check_format(fmt)
     from sveb.store import check_writable
     check_writable(out_dir, "--out", file=fmt == "hista-json")
@@ -61,9 +60,9 @@ def import_(
                                   "--format hista-json, the authors' JSON file."),
     out_dir: Path = typer.Option(..., "--out", help="A new folder for the build."),
     fmt: str = FORMAT,
-    model: Optional[str] = typer.Option(None, "--model", help="hista-json: the model that sampled the file, for the "
+    model: str | None = typer.Option(None, "--model", help="hista-json: the model that sampled the file, for the "
                                         "manifest (default: unknown)."),
-    domain: Optional[str] = typer.Option(None, "--domain", help="hista-json: the build's domain (default: from the "
+    domain: str | None = typer.Option(None, "--domain", help="hista-json: the build's domain (default: from the "
                                          "records' verifier: default -> math, general -> general, code -> "
                                          "programming)."),
 ):

@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import List, Optional
 
 import typer
-
 from rich.markup import escape
 
+from sveb.cli.common import ALLOW_MIXED_DTYPE, ALLOW_UNEQUAL_SEEDS, DOMAIN, MODEL, ROOT, app, console, out, parse_seeds
 from sveb.core.config import MAX_TOKENS, PAPER_MAX_TOKENS, BuildConfig
-from sveb.cli.common import DOMAIN, MODEL, ROOT, app, console, out, parse_seeds
-from sveb.cli.common import ALLOW_MIXED_DTYPE, ALLOW_UNEQUAL_SEEDS
 
 
 def _table(first: str, *rest: str):
@@ -29,12 +26,12 @@ def _table(first: str, *rest: str):
 @app.command()
 def ls(what: str = typer.Argument(..., help="estimators | engines | domains | models | builds | sources | problems"),
        root: Path = ROOT,
-       domain: Optional[str] = typer.Option(None, "--domain", help="problems: the domain (default: the source's)"),
+       domain: str | None = typer.Option(None, "--domain", help="problems: the domain (default: the source's)"),
        source: str = typer.Option("builtin", help="problems: builtin | hub | NAME | NAME=PATH | PATH"),
-       field: List[str] = typer.Option([], "--field", help="problems: KEY=COLUMN, as for `sveb build`"),
+       field: list[str] = typer.Option([], "--field", help="problems: KEY=COLUMN, as for `sveb build`"),
        min_tests: int = typer.Option(-1, help="problems: as for `sveb build`"),
        split: str = typer.Option("test", help="problems: test | train | all"),
-       n: Optional[int] = typer.Option(None, "-n", help="problems: how many to show (default 5; --json: all)"),
+       n: int | None = typer.Option(None, "-n", help="problems: how many to show (default 5; --json: all)"),
        as_json: bool = typer.Option(False, "--json", help="problems: one JSON object per loaded problem")):
     """List what exists; `ls problems` loads a source without sampling and shows what a build would get."""
     if what == "sources":
@@ -53,8 +50,8 @@ def ls(what: str = typer.Argument(..., help="estimators | engines | domains | mo
             console.print(f"warning: {w}", style="yellow", markup=False, highlight=False, soft_wrap=True)
         typer.echo("\n".join(lines))
     elif what == "estimators":
-        from sveb.estimators import entries, entry
         from sveb.cli.common import loads_model
+        from sveb.estimators import entries, entry
         t = _table("estimator", "what it computes")
         for e in [entry(n) for n in entries()]:
             flags = [e.role] + ["loads the model"] * loads_model(e) + \
@@ -117,19 +114,26 @@ def plan(
     mc: int = typer.Option(_BUILD.mc), mc_extra: int = typer.Option(_BUILD.mc_extra),
     max_tokens: int = typer.Option(MAX_TOKENS, help=f"Max new tokens (the paper's: {PAPER_MAX_TOKENS})."),
     gpus: int = typer.Option(1, help="GPUs working in parallel."),
-    tok_per_s: Optional[float] = typer.Option(None, help="Generated tokens/s of one GPU (default: an assumption "
+    tok_per_s: float | None = typer.Option(None, help="Generated tokens/s of one GPU (default: an assumption "
                                               "by model size)."),
     json_out: bool = typer.Option(False, "--json", help="Print the plan as JSON."),
 ):
     """The work, storage and time a build (and its hidden states) will take, before running it, and the `sveb build`
     command that makes it."""
     import json as _json
-    from sveb.data_builders import DOMAINS
-    from sveb.core.models import architecture, check_model, model_slug
+
     from sveb.core.errors import UsageError
-    from sveb.sample.plan import measured_gpu_rates  # a GPU sweep's JSON under results/gpu/, if any
-    from sveb.sample.plan import measured_gpu_rates  # a GPU sweep's JSON under results/gpu/, if any
-    from sveb.sample.plan import Settings, assumed_lengths, build_command, check, make_plan, measured_lengths
+    from sveb.core.models import architecture, check_model, model_slug
+    from sveb.data_builders import DOMAINS
+    from sveb.sample.plan import (
+        Settings,
+        assumed_lengths,
+        build_command,
+        check,
+        make_plan,
+        measured_gpu_rates,  # a GPU sweep's JSON under results/gpu/, if any
+        measured_lengths,
+    )
     spec = check_model(model, weights=False)
     names = list(DOMAINS) if domains == "all" else domains.replace(",", " ").split()
     for d in names:
@@ -157,12 +161,12 @@ def plan(
 @app.command()
 def compare(
     a: str = typer.Option(..., "--a", "-a", help="The estimator compared (at its default settings)."),
-    b: List[str] = typer.Option(..., "--b", "-b", help="What it is compared with; repeat for several."),
+    b: list[str] = typer.Option(..., "--b", "-b", help="What it is compared with; repeat for several."),
     protocol: str = typer.Option("held-out", help="held-out | in-group"),
     domain: str = DOMAIN, model: str = MODEL, root: Path = ROOT,
-    seeds: Optional[str] = typer.Option(None, "--seeds", help="Build seeds to pool, e.g. 0,1,2 (default: the "
+    seeds: str | None = typer.Option(None, "--seeds", help="Build seeds to pool, e.g. 0,1,2 (default: the "
                                         "newest complete build)."),
-    build_id: Optional[str] = typer.Option(None, "--build", help="Build fingerprint (prefix) or build folder."),
+    build_id: str | None = typer.Option(None, "--build", help="Build fingerprint (prefix) or build folder."),
     published: bool = typer.Option(True, "--published/--no-published", help="Also read the committed Table 4 "
                                    "estimates of these builds (results/table4/estimates.parquet, where it exists): "
                                    "an estimator scored on an export is compared with the published ones."),
@@ -171,7 +175,8 @@ def compare(
     """Paired Δ of squared error of A against each B on the same states, seeds pooled (unadjusted p)."""
     from sveb.core.models import check_model, model_slug
     from sveb.evaluate.protocols import check_protocol
-    from sveb.score.compare import compare as run, line, published_for, with_published
+    from sveb.score.compare import compare as run
+    from sveb.score.compare import line, published_for, with_published
     from sveb.score.pooling import load_view, merge, read_scores
     from sveb.store.builds import find_build, find_seed_builds
     check_protocol(protocol)

@@ -4,7 +4,6 @@ value baseline."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import List
 
 import typer
 
@@ -15,7 +14,7 @@ from sveb.cli.common import MODEL, app, console, out
 def rl(
     baseline: str = typer.Option("grpo", help="The value baseline at the cut states: none (the batch's held-out mean), "
                                  "grpo, mcs-1..mcs-4, or a plugin estimator that reads only the group."),
-    param: List[str] = typer.Option([], "--param", "-P", help="The baseline estimator's parameter key=value; "
+    param: list[str] = typer.Option([], "--param", "-P", help="The baseline estimator's parameter key=value; "
                                     "repeatable."),
     noise: float = typer.Option(0.0, help="Add N(0, noise^2) to every baseline value (a worse baseline on purpose)."),
     steps: int = typer.Option(20, help="Policy updates (a rerun with more steps extends the run)."),
@@ -30,7 +29,8 @@ def rl(
                                      "here, the forward through the frozen layers dominates)."),
     lr: float = typer.Option(1e-5, help="AdamW learning rate."),
     eval_every: int = typer.Option(5, help="Steps between held-out accuracy evaluations (also after the last)."),
-    eval_problems: int = typer.Option(64, help="Held-out problems (test split), one sample each, same seeds each time."),
+    eval_problems: int = typer.Option(64, help="Held-out problems (test split), one sample each, same seeds each "
+                                      "time."),
     train_pool: int = typer.Option(512, help="Train-split problems the steps draw from."),
     batch_size: int = typer.Option(8, help="Sequences a generate call of the hf engine takes (8 sampled 1.5x more "
                                    "tokens a CPU-second than 64 on a 2-core EPYC: less padding). Changes the samples."),
