@@ -46,7 +46,8 @@ class BuildConfig:
     min_novel_numbers: int = -1    # number domain: -1 = 4 for hub/file sources (the paper), 0 for builtin
     fields: tuple[tuple[str, str], ...] = ()  # --field KEY=COLUMN mappings for a file with its own columns
     min_tests: int = -1            # code problems: fewest tests kept; -1 = 6 for verifiable-coding, else 1
-    exclude: tuple[str, ...] = ()  # --exclude paths: problems of earlier builds never drawn (sveb.data_builders.exclude)
+    # --exclude paths: problems of earlier builds never drawn (sveb.data_builders.exclude)
+    exclude: tuple[str, ...] = ()
     seed: int = 0
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
     dtype: str = "auto"            # compute dtype; auto: from the hardware (see sveb.lm.device). Changes samples.
@@ -81,7 +82,7 @@ class BuildConfig:
         return getattr(self, name) or CHOICES[name][self.protocol == "paper"]
 
     @classmethod
-    def from_manifest(cls, manifest: dict) -> "BuildConfig":
+    def from_manifest(cls, manifest: dict) -> BuildConfig:
         """The config a build's manifest records (`dataclasses.asdict` of one, sveb/sample/pipeline.py), typed.
         Manifests of older versions lack newer keys and imported ones (sveb/store/hista_io.py) record only a few,
         some as null: a missing or null key takes the field's default, which is what the code reading them

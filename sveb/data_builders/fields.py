@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from sveb.data_builders import FITS, SkipRow, SourceError
 from sveb.data_builders.boxed import require_text

@@ -11,8 +11,8 @@ import io
 import json
 import sys
 import zlib
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Iterable, Iterator
 
 from sveb.data_builders import SkipRow, SourceError
 

@@ -1,6 +1,7 @@
 """`--source` resolution and loading: the registry of dataset readers, and every row of a named source, a hub
-dataset or a file becomes a problem or a counted skip reason; `load_problems` is what a build draws from. Problems keep where they came from: `source` is the real file (or hub id, config and
-split), meta keeps the dataset's own id and metadata plus the row number."""
+dataset or a file becomes a problem or a counted skip reason; `load_problems` is what a build draws from. Problems
+keep where they came from: `source` is the real file (or hub id, config and split), meta keeps the dataset's own
+id and metadata plus the row number."""
 
 from __future__ import annotations
 
@@ -12,16 +13,16 @@ import logging
 import pkgutil
 import re
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Callable
 
 import sveb.data_builders as package
 from sveb.data_builders import FITS, SkipRow, Source, SourceError, domain_module, make_problem, split_of
 from sveb.data_builders import fields as fieldmap
-from sveb.data_builders.files import data_files, read_hub, read_local
 from sveb.data_builders.exclude import read as read_exclusions
+from sveb.data_builders.files import data_files, read_hub, read_local
 from sveb.data_builders.seeds import SLOT_MIN, dataset_slots, partition_draw
 
 log = logging.getLogger(__name__)

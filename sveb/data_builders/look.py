@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 
+from sveb.core.errors import UsageError
 from sveb.data_builders import SourceError, domain_module, split_of
 from sveb.data_builders.load import Loaded, default_domain, registry, scan
-from sveb.core.errors import UsageError
 
 SPLITS = ("test", "train", "all")
 
@@ -79,7 +79,8 @@ def problem_lines(domain: str, source: str, split: str, fields: tuple = (), min_
     lines.append(f"first {min(n, len(problems))} of {len(problems)} problems in split {split}:")
     for i, p in enumerate(problems[:n], 1):
         meta = json.loads(p["meta"])
-        ids = {k: meta[k] for k in ("task_id", "entry_point", "unique_id", "id", "Record ID", "level", "row") if k in meta}
+        keys = ("task_id", "entry_point", "unique_id", "id", "Record ID", "level", "row")
+        ids = {k: meta[k] for k in keys if k in meta}
         gold = p["answer"] if p["answer_type"] != "code" else \
             f"{len(json.loads(p['tests']))} tests" + (f", {meta['n_asserts']} asserts" if "n_asserts" in meta else "")
         lines.append(f"[{i}] {_short(p['question'], 110)}")

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import random
 import string
-from typing import Callable
+from collections.abc import Callable
 
 from sveb.data_builders import Domain, SkipRow, make_problem, sample_builtin
 from sveb.data_builders.boxed import require_text

@@ -10,6 +10,7 @@ from sveb.data_builders import SkipRow
 from sveb.data_builders.boxed import LETTERS, require_text
 from sveb.data_builders.programming import read_test_case
 
+
 def choice_fields(stem: str, texts: list, gold_index: int, meta: dict) -> dict:
     """A multiple-choice problem: options rendered "(A) text" one per line under the stem, the gold letter,
     and meta["options"] = {"A": text, ...} (what the choice grader reads)."""

@@ -14,7 +14,8 @@ from __future__ import annotations
 import hashlib
 import heapq
 import random
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from sveb.core.errors import UsageError
 
