@@ -131,10 +131,10 @@ def test_review_fixes_big_numbers_and_hista_folder_and_undo(tmp_path, monkeypatc
     """A referee's review of the hardening (13th session): each of these escaped as a traceback or did too much."""
     from sveb.board import txn
     from sveb.board.bundle import BundleError, read_bundle
-    from sveb.board.validate import _number
+    from sveb.board.validate import checked_number
     from sveb.core.errors import UsageError
     from sveb.evaluate.conformance import run_dir
-    assert "not a number in" in _number(10 ** 400, "cost.x.seconds", 1e9)  # past a float: refused, no raise
+    assert "not a number in" in checked_number(10 ** 400, "cost.x.seconds", 1e9)  # past a float: refused, no raise
     b = tmp_path / "bundle"
     b.mkdir()
     (b / "bundle.json").write_text('{"format": ' + "9" * 5000 + "}")

@@ -179,7 +179,7 @@ def test_wide_metric_tables_keep_the_names_at_80_columns():
     from rich.console import Console
 
     from sveb.core import metrics
-    from sveb.present.leaderboard import _metric_tables
+    from sveb.present.leaderboard import metric_tables
 
     class Row(dict):  # every metric and CI bound present, with a long value
         def get(self, k, default=None):
@@ -189,7 +189,7 @@ def test_wide_metric_tables_keep_the_names_at_80_columns():
     for view in (metrics.TERMINAL, metrics.NEIGHBOURS):
         more = metrics.shown(view)
         con = Console(width=80, record=True)
-        _metric_tables("title", "caption", rs, names, more, con)
+        metric_tables("title", "caption", rs, names, more, con)
         out = con.export_text()
         assert "…" not in out and max(map(len, out.splitlines())) <= 80, out
         assert out.count("hista-sveb") == out.count("title") >= 2  # split, each part naming every estimator

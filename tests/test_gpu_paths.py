@@ -307,15 +307,15 @@ def test_hidden_cache_is_written_uncompressed_and_old_compressed_caches_still_re
     import io
     import zipfile
 
-    from sveb.lm.hidden import _load, _save
+    from sveb.lm.hidden import read_group_file, write_group_file
     arrays = {0: np.arange(12, dtype=np.float32).reshape(3, 4), 3: np.ones((2, 4), dtype=np.uint16)}
-    _save(tmp_path / "g.npz", arrays)
+    write_group_file(tmp_path / "g.npz", arrays)
     with zipfile.ZipFile(tmp_path / "g.npz") as z:
         assert {i.compress_type for i in z.infolist()} == {zipfile.ZIP_STORED}
     buf = io.BytesIO()
     np.savez_compressed(buf, **{f"r{k}": v for k, v in arrays.items()})
     (tmp_path / "old.npz").write_bytes(buf.getvalue())
-    new, old = _load(tmp_path / "g.npz"), _load(tmp_path / "old.npz")
+    new, old = read_group_file(tmp_path / "g.npz"), read_group_file(tmp_path / "old.npz")
     assert sorted(new) == sorted(old) == [0, 3]
     for k in new:
         np.testing.assert_array_equal(new[k], old[k])

@@ -17,7 +17,7 @@ from itertools import combinations
 from sveb.data_builders import make_problem, split_of
 from sveb.data_builders import programming as pg
 from sveb.rewards import reward
-from sveb.rewards.code import _expected, _lines, _same
+from sveb.rewards.code import expected_value, norm_lines, same_value
 
 
 def _problem(level: int, rng: random.Random) -> dict:
@@ -67,7 +67,7 @@ def test_the_tests_depend_on_the_task_only():
 
 
 def test_every_reference_passes_its_tests_in_process():
-    """All tasks, compared as the grader compares (JSON values by _same, printed lines by _lines)."""
+    """All tasks, compared as the grader compares (JSON values by same_value, printed lines by norm_lines)."""
     bad = []
     for p in _all_problems().values():
         ref, tests = json.loads(p["meta"])["reference_solution"], json.loads(p["tests"])
@@ -77,12 +77,12 @@ def test_every_reference_passes_its_tests_in_process():
             if tc["type"] == "function_call":
                 exec(ref, env)
                 got = json.loads(json.dumps(env[tc["fn_name"]](*json.loads(tc["input"]))))
-                ok = _same(got, _expected(tc["output"]))
+                ok = same_value(got, expected_value(tc["output"]))
             else:
                 out = io.StringIO()
                 with contextlib.redirect_stdout(out), _stdin(tc["input"]):
                     exec(ref, env)
-                ok = _lines(out.getvalue()) == _lines(tc["output"])
+                ok = norm_lines(out.getvalue()) == norm_lines(tc["output"])
             if not ok:
                 bad.append((p["question"], tc))
     assert not bad

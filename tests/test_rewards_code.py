@@ -4,14 +4,14 @@ import pytest
 
 from sveb.rewards import reward
 from sveb.rewards.code import (
-    _args,
-    _lines,
-    _same,
     assert_errors,
+    call_args,
     code_reward,
     extract_code,
     humaneval_tests,
     mbpp_tests,
+    norm_lines,
+    same_value,
     with_prefix,
 )
 from sveb.rewards.sandbox import run_program
@@ -82,19 +82,20 @@ def test_function_call_floats_and_multiple_args():
 
 
 def test_helpers():
-    assert _args("[1, [2, 3]]") == [1, [2, 3]]
-    assert _args('"abc"') == ["abc"]
-    assert _args("1\n[2]") == [1, [2]]
-    assert _lines(" a  b \n\nc\n\n\n") == [["a", "b"], [], ["c"]]
-    assert _same([1, 2.0000000001], [1, 2]) and not _same(True, 1) and not _same([1], [1, 2])
+    assert call_args("[1, [2, 3]]") == [1, [2, 3]]
+    assert call_args('"abc"') == ["abc"]
+    assert call_args("1\n[2]") == [1, [2]]
+    assert norm_lines(" a  b \n\nc\n\n\n") == [["a", "b"], [], ["c"]]
+    assert same_value([1, 2.0000000001], [1, 2]) and not same_value(True, 1) and not same_value([1], [1, 2])
 
 
 def test_numbers_compare_exactly_as_ints_and_never_overflow():
     # ints are exact (a relative tolerance of 1e-6 passed 123456790 for 123456789); floats keep the tolerance
-    assert not _same(123456790, 123456789) and _same(10**400, 10**400) and not _same(10**400 + 1, 10**400)
-    assert _same(2.0000000001, 2) and _same(2, 2.0000000001) and not _same(2.1, 2)
+    assert not same_value(123456790, 123456789)
+    assert same_value(10**400, 10**400) and not same_value(10**400 + 1, 10**400)
+    assert same_value(2.0000000001, 2) and same_value(2, 2.0000000001) and not same_value(2.1, 2)
     # an int beyond float range against a float is a mismatch, not a crash of the whole build (it was)
-    assert not _same(10**400, 1.5) and not _same(1.5, 10**400) and not _same(10**400, float("inf"))
+    assert not same_value(10**400, 1.5) and not same_value(1.5, 10**400) and not same_value(10**400, float("inf"))
     huge = [{"input": "[3]", "output": "0.5", "type": "function_call", "fn_name": "f"}]
     assert code_reward(block("def f(n):\n    return 10 ** 400"), huge) == 0.0
     assert code_reward(block("def f(n):\n    return 1 / 2"), huge) == 1.0

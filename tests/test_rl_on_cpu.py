@@ -16,7 +16,7 @@ from sveb.estimators.base import Estimator
 from sveb.experiment.rl import RLConfig, run
 from sveb.experiment.rl.advantages import held_out_mean, token_advantages, token_baseline
 from sveb.experiment.rl.baselines import Baseline
-from sveb.experiment.rl.loop import _seed, advantages, cut_states, rollouts
+from sveb.experiment.rl.loop import advantages, cut_states, rl_seed, rollouts
 from sveb.lm.policy_update import PolicyUpdate, Sample, grad_spread, response_logprobs, trainable_names
 from sveb.rewards import reward
 
@@ -73,7 +73,7 @@ def test_every_token_gets_R_minus_last_cut_mcs():
                 seen_cut += 1
                 prefix = r.response_token_ids[:s.t]
                 conts = [eng._complete(eng.tokenizer.decode(r.prompt_token_ids + prefix),
-                                       _seed(cfg, "extra", 1, s.state_id, k), cfg.max_tokens - s.t) for k in range(2)]
+                                       rl_seed(cfg, "extra", 1, s.state_id, k), cfg.max_tokens - s.t) for k in range(2)]
                 want = r.reward - np.mean([reward(eng.tokenizer.decode(prefix) + c[:cfg.max_tokens - s.t], g.problem)
                                            for c in conts])
             assert adv[j] == pytest.approx(want, abs=1e-12)

@@ -119,7 +119,7 @@ def rows_of(n=6, seed=0):
 def test_the_streamed_pass_stores_what_the_in_memory_pass_computes(tiny, tmp_path, fp32_cpu, dtype):
     """The group file written rollout by rollout from a background thread holds the in-memory pass's arrays,
     bit for bit (bf16 as its bits), every tap, and reads back one rollout at a time the same."""
-    from sveb.lm.hidden import HiddenStates, _load, from_store
+    from sveb.lm.hidden import HiddenStates, from_store, read_group_file
     from sveb.lm.hidden_io import read_members
     rows = rows_of()
     hs = HiddenStates(tmp_path / "b", tiny, dtype=dtype, batch_tokens=40)
@@ -131,7 +131,7 @@ def test_the_streamed_pass_stores_what_the_in_memory_pass_computes(tiny, tmp_pat
         for i in got:
             assert got[i].dtype == want[tap][i].dtype == (np.uint16 if dtype == "bfloat16" else np.float32)
             np.testing.assert_array_equal(got[i], want[tap][i])
-        np.testing.assert_array_equal(_load(path, [4])[4], from_store(want[tap][4]))
+        np.testing.assert_array_equal(read_group_file(path, [4])[4], from_store(want[tap][4]))
     assert not list((tmp_path / "b").rglob(".tmp-*"))
 
 

@@ -57,10 +57,10 @@ def test_every_test_seed_of_150_fills_disjoint_with_the_generators_level_mix(dom
 
 def _type_share(domain: str, split: str) -> dict[int, Counter]:
     """Each level's answer-type shares in its whole pool of the split (what a seed samples from)."""
-    from sveb.data_builders.seeds import _POOLS
+    from sveb.data_builders.seeds import LEVEL_POOLS
     mod = domain_module(domain)
     mod.builtin(1, 0, split)  # builds the pools
-    pools = next(v for (d, *_), v in _POOLS.items() if d == domain)
+    pools = next(v for (d, *_), v in LEVEL_POOLS.items() if d == domain)
     return {lv: Counter(p["answer_type"] for p in ps if split_of(p["problem_id"]) == split)
             for lv, ps in pools.items()}
 

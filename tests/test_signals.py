@@ -48,10 +48,10 @@ def _env(grace: float | None = None) -> dict:
 
 
 def _wait_gone(pids: dict[int, int], limit: float) -> float:
-    from sveb.core.signals import _alive
+    from sveb.core.signals import process_alive
     t0 = time.time()
     while time.time() - t0 < limit:
-        if not any(_alive(p, s) for p, s in pids.items()):
+        if not any(process_alive(p, s) for p, s in pids.items()):
             return time.time() - t0
         time.sleep(0.2)
     return float("inf")

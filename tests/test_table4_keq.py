@@ -62,11 +62,11 @@ def test_keq_plot_writes_a_figure(tmp_path):
 def test_site_cost_plot_in_rollout_units_takes_open_and_missing_intervals(tmp_path):
     """The board's k_eq plot: an unbounded k_eq (drawn at its lower bound), an interval open above and a row
     without an interval (one problem) all draw; MAE's plot is unchanged by the same code."""
-    from sveb.present.cost_plot import _bar, cost_plot
+    from sveb.present.cost_plot import cost_plot, error_bar
     inf, nan = math.inf, math.nan
-    assert _bar(inf, 9.0, inf) == (9.0, (0.0, 31.0), True)
-    assert _bar(2.0, nan, nan) == (2.0, (0.0, 0.0), False)
-    y, err, up = _bar(0.2, 0.1, 0.3)
+    assert error_bar(inf, 9.0, inf) == (9.0, (0.0, 31.0), True)
+    assert error_bar(2.0, nan, nan) == (2.0, (0.0, 0.0), False)
+    y, err, up = error_bar(0.2, 0.1, 0.3)
     assert y == 0.2 and err == pytest.approx((0.1, 0.1)) and not up
     rows = [{"content_hash": "h", "protocol": "held-out", "estimator": e, "extra_tokens_per_state": x, "k_eq": k,
              "k_eq_ci_low": lo, "k_eq_ci_high": hi, "mae": 0.2, "mae_ci_low": 0.1, "mae_ci_high": 0.3}

@@ -24,7 +24,8 @@ def _string(x, field: str, optional: bool = True) -> str | None:
     return f"{field} is {_show(x)}, not a string{' or null' if optional else ''} of up to {MAX_STR} characters"
 
 
-def _number(x, field: str, top: float, integer: bool = False, low: float = 0, optional: bool = True) -> str | None:
+def checked_number(x, field: str, top: float, integer: bool = False, low: float = 0,
+                   optional: bool = True) -> str | None:
     if x is None and optional:
         return None
     if (isinstance(x, (int, float)) and not isinstance(x, bool) and low <= x <= top and math.isfinite(x)
@@ -48,11 +49,11 @@ def problem(meta: dict) -> str | None:
     if not isinstance(est.get("needs_hidden"), (bool, type(None))):
         msgs.append(f"estimator.needs_hidden is {_show(est['needs_hidden'])}, not true, false or null")
     if est.get("target") == MCS_TARGET:  # its k counts the extra tokens (sveb.core.cost.mcs_k)
-        msgs.append(_number(est["params"].get("k", 1), "estimator.params.k", MAX_K, True, low=1, optional=False))
+        msgs.append(checked_number(est["params"].get("k", 1), "estimator.params.k", MAX_K, True, low=1, optional=False))
     for proto, cost in sorted((meta.get("cost") or {}).items()):
         for key, top, integer in (("seconds", MAX_SECONDS, False), ("prepare_seconds", MAX_SECONDS, False),
                                   ("train_tokens", MAX_TOKENS, True)):
-            msgs.append(_number((cost or {}).get(key), f"cost.{proto}.{key}", top, integer))
+            msgs.append(checked_number((cost or {}).get(key), f"cost.{proto}.{key}", top, integer))
     return next((m for m in msgs if m), None)
 
 

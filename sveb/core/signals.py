@@ -41,7 +41,7 @@ def descendants(root: int) -> dict[int, float]:
     return out
 
 
-def _alive(pid: int, start: float) -> bool:
+def process_alive(pid: int, start: float) -> bool:
     import psutil
     try:
         p = psutil.Process(pid)
@@ -53,14 +53,14 @@ def _alive(pid: int, start: float) -> bool:
 def kill_all(procs: dict[int, float], wait_s: float = TERM_WAIT_S) -> None:
     """SIGTERM the processes still alive (same create time: never a recycled pid), then SIGKILL."""
     for sig, wait in ((signal.SIGTERM, wait_s), (signal.SIGKILL, 0.0)):
-        live = [p for p, s in procs.items() if _alive(p, s)]
+        live = [p for p, s in procs.items() if process_alive(p, s)]
         for p in live:
             try:
                 os.kill(p, sig)
             except OSError:
                 pass
         end = time.time() + wait
-        while time.time() < end and any(_alive(p, s) for p, s in procs.items()):
+        while time.time() < end and any(process_alive(p, s) for p, s in procs.items()):
             time.sleep(0.1)
 
 
@@ -73,7 +73,7 @@ def watch(parent: int) -> None:
     except psutil.Error:
         start = None
     seen: dict[int, float] = {}
-    while start is not None and _alive(parent, start):
+    while start is not None and process_alive(parent, start):
         seen.update({p: s for p, s in descendants(parent).items() if p != me})
         time.sleep(POLL_S)
     for p in list(seen):  # grandchildren reparented since the last look

@@ -102,7 +102,7 @@ def partition_draw(strata: dict[Any, list[dict]], weights: dict[Any, float], n: 
     return sorted(out, key=order)
 
 
-_POOLS: dict[tuple, dict[int, list[dict]]] = {}
+LEVEL_POOLS: dict[tuple, dict[int, list[dict]]] = {}
 
 
 def level_pools(domain: str, levels: dict[int, float], make: Callable[[int, random.Random], dict],
@@ -111,7 +111,7 @@ def level_pools(domain: str, levels: dict[int, float], make: Callable[[int, rand
     or every one the stream yields before 10 x found + 1,000 draws bring nothing new. A problem an earlier level
     already holds is left out of later ones. Built once per process."""
     k = (domain, tuple(sorted(levels)), cap)
-    if k not in _POOLS:
+    if k not in LEVEL_POOLS:
         seen: set[str] = set()
         pools = {}
         for lv in sorted(levels):
@@ -124,5 +124,5 @@ def level_pools(domain: str, levels: dict[int, float], make: Callable[[int, rand
                     out.append(p)
                     last = tries
             pools[lv] = out
-        _POOLS[k] = pools
-    return _POOLS[k]
+        LEVEL_POOLS[k] = pools
+    return LEVEL_POOLS[k]

@@ -55,13 +55,13 @@ def from_store(a: np.ndarray) -> np.ndarray:
     return a.astype(np.float32, copy=False)
 
 
-def _save(path: Path, arrays: dict[int, np.ndarray]) -> None:
+def write_group_file(path: Path, arrays: dict[int, np.ndarray]) -> None:
     # uncompressed: zlib kept 93% of the bytes and took 94% of the pass at Qwen2.5-3B's shape on an H200
     # (docs/scaling.md); np.load reads caches written compressed before as well
     save(path, arrays)
 
 
-def _load(path: Path, idxs=None) -> dict[int, np.ndarray]:
+def read_group_file(path: Path, idxs=None) -> dict[int, np.ndarray]:
     """{rollout_idx: float32} of a group's file, only the rollouts `idxs` if given (each read on its own)."""
     return {k: from_store(v) for k, v in read_members(path, idxs).items()}
 
@@ -145,7 +145,7 @@ class HiddenStates:
 
     def group(self, pid: str, rollouts: list[dict]) -> dict[int, np.ndarray]:
         self.ensure(pid, rollouts)
-        return _load(self.dir / f"{pid}.npz")
+        return read_group_file(self.dir / f"{pid}.npz")
 
     def full_path(self, pid: str, rollouts: list[dict], layer: int) -> Path:
         """The file of `layer` at every position of prompt + response, computed now if missing."""
@@ -154,7 +154,7 @@ class HiddenStates:
 
     def full(self, pid: str, rollouts: list[dict], layer: int) -> dict[int, np.ndarray]:
         """{rollout_idx: [P + T, d] float32}: `layer` at every position of prompt + response."""
-        return _load(self.full_path(pid, rollouts, layer))
+        return read_group_file(self.full_path(pid, rollouts, layer))
 
     def _prompt_path(self, pid: str) -> Path:
         return self.bdir / "hidden" / fingerprint("prompt", self.model_spec, self.layer, self.dtype, STORE_FORMAT) / \
@@ -165,10 +165,10 @@ class HiddenStates:
         prompt alone: causal attention gives the prompt the same states whatever follows it)."""
         path = self._prompt_path(pid)
         if path.exists():
-            return _load(path)[0]
+            return read_group_file(path)[0]
         row = {"rollout_idx": 0, "prompt_token_ids": rollouts[0]["prompt_token_ids"], "response_token_ids": []}
         res = self._forward([row], [], [self.layer])[("full", self.layer)]
-        _save(path, res)
+        write_group_file(path, res)
         return from_store(res[0])
 
     def start_token(self, prompt_ids) -> int:
@@ -215,7 +215,7 @@ class HiddenStates:
             return {int(k[1:]): z[k] for k in z.files}
 
     def write_derived(self, pid: str, what: str, arrays: dict[int, np.ndarray]) -> None:
-        _save(self.derived_path(pid, what), arrays)
+        write_group_file(self.derived_path(pid, what), arrays)
 
     def fulls(self, pid: str, rollouts: list[dict], layers: list[int]) -> dict[int, dict[int, np.ndarray]]:
         """{layer: {rollout_idx: [P + T, d] float32}} for several layers, the uncached ones in one pass
@@ -224,9 +224,9 @@ class HiddenStates:
         missing = [k for k in layers if not path(k).exists()]
         res = self._forward(rollouts, [], missing) if missing else {}
         for k in missing:
-            _save(path(k), res[("full", k)])
-        # computed now: as stored (bf16 bits) -> float32, as _load gives them from the cache
-        return {k: {i: from_store(v) for i, v in res[("full", k)].items()} if k in missing else _load(path(k))
+            write_group_file(path(k), res[("full", k)])
+        # computed now: as stored (bf16 bits) -> float32, as read_group_file gives them from the cache
+        return {k: {i: from_store(v) for i, v in res[("full", k)].items()} if k in missing else read_group_file(path(k))
                 for k in layers}
 
 

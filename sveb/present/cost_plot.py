@@ -46,7 +46,7 @@ def _num(x) -> float:
     return float(x) if x is not None else float("nan")
 
 
-def _bar(m: float, lo: float, hi: float) -> tuple[float, tuple[float, float], bool]:
+def error_bar(m: float, lo: float, hi: float) -> tuple[float, tuple[float, float], bool]:
     """(y, (down, up) error lengths, open above) of one point: an unbounded value (k_eq with debiased MSE <= 0)
     sits at its lower bound, an interval open above reaches the axis top, a missing bound draws no bar."""
     up = m == np.inf
@@ -72,7 +72,8 @@ def cost_plot(rows: list[dict], curves: dict[str, list[dict]], title: str, path:
         curve = curves.get(h, [])
         if curve:
             x = [c["extra_tokens_per_state"] for c in curve]
-            bars = [_bar(*(_num(c.get(k)) for k in (metric, f"{metric}_ci_low", f"{metric}_ci_high"))) for c in curve]
+            keys = (metric, f"{metric}_ci_low", f"{metric}_ci_high")
+            bars = [error_bar(*(_num(c.get(k)) for k in keys)) for c in curve]
             y = np.array([b[0] for b in bars])
             ax.errorbar(x, y, yerr=np.array([b[1] for b in bars]).T, color="#888888", marker="s", ms=4, lw=1.2,
                         capsize=2, zorder=1, label="MCS@1..k (reference curve)")
@@ -81,7 +82,7 @@ def cost_plot(rows: list[dict], curves: dict[str, list[dict]], title: str, path:
                             xytext=(4, 4), fontsize=7, color="#666666")
         for r in sorted((r for r in rows if (r["content_hash"], r["protocol"]) == (h, proto)),
                         key=lambda r: r["estimator"]):
-            m, err, up = _bar(*(_num(r.get(k)) for k in (metric, f"{metric}_ci_low", f"{metric}_ci_high")))
+            m, err, up = error_bar(*(_num(r.get(k)) for k in (metric, f"{metric}_ci_low", f"{metric}_ci_high")))
             if not np.isfinite(m):
                 continue
             ax.errorbar([_num(r.get("extra_tokens_per_state"))], [m], yerr=[[err[0]], [err[1]]],

@@ -248,11 +248,11 @@ def print_pivot(rows_: list[dict], console: Console, wide: bool = False) -> None
                 t.add_row(*c)
             console.print(t)
         if wide:  # the metric table's terminal metrics (sveb.core.metrics), with their CIs as [low, high]
-            _metric_tables(f"{model} · {domain} · {proto}: bias, calibration, ranking, own-outcome shift",
+            metric_tables(f"{model} · {domain} · {proto}: bias, calibration, ranking, own-outcome shift",
                            "bias: estimate − reference; slope: reference on estimate (1: calibrated); concord: "
                            "within-problem pairs; sign: same-rollout step advantage (pairs); own: |Δ| when the "
                            "state's own reward flips", rs, names, metrics.shown(metrics.TERMINAL), console)
-            _metric_tables(f"{model} · {domain} · {proto}: rollout-equivalents and neighbouring benchmarks' metrics",
+            metric_tables(f"{model} · {domain} · {proto}: rollout-equivalents and neighbouring benchmarks' metrics",
                            "k_eq: worth k rollouts [95% CI]; spearman: noise-corrected (in: within problem); ECE: "
                            "l2, noise-debiased; AUROC: of the own outcome (held-out); top-1: sibling choice (chance "
                            "beside); drop F1: value-drop localisation (docs/statistics.md)",
@@ -262,7 +262,7 @@ def print_pivot(rows_: list[dict], console: Console, wide: bool = False) -> None
     _print_spread(rows_, console)
 
 
-def _metric_tables(title: str, caption: str, rs: list[dict], names: dict, more: list, console: Console) -> None:
+def metric_tables(title: str, caption: str, rs: list[dict], names: dict, more: list, console: Console) -> None:
     """The metric columns `more` beside the estimator names (`_split_tables`)."""
     _split_tables(title, caption, [names[(r["estimator"], r["params_fp"])] for r in rs],
                   [(m.header, [metrics.cell(r, m, True) for r in rs]) for m in more], console)

@@ -118,12 +118,12 @@ def _text(value: Any) -> str:
     return "" if value is None else str(value)
 
 
-def _lines(text: str) -> list[list[str]]:
+def norm_lines(text: str) -> list[list[str]]:
     """Whitespace-normalised lines: tokens per line, leading/trailing blank lines dropped."""
     return [line.split() for line in text.strip().splitlines()]
 
 
-def _args(raw: Any) -> list:
+def call_args(raw: Any) -> list:
     if not isinstance(raw, str):
         return list(raw) if isinstance(raw, (list, tuple)) else [raw]
     try:
@@ -137,7 +137,7 @@ def _args(raw: Any) -> list:
         return [raw]
 
 
-def _expected(raw: Any) -> Any:
+def expected_value(raw: Any) -> Any:
     if isinstance(raw, str):
         try:
             return json.loads(raw)
@@ -146,7 +146,7 @@ def _expected(raw: Any) -> Any:
     return raw
 
 
-def _same(got: Any, want: Any) -> bool:
+def same_value(got: Any, want: Any) -> bool:
     if isinstance(got, bool) or isinstance(want, bool):
         return got == want and type(got) is type(want)
     if isinstance(got, int) and isinstance(want, int):
@@ -157,9 +157,9 @@ def _same(got: Any, want: Any) -> bool:
         except OverflowError:  # an int beyond float range matches no float (a model's 10**400)
             return False
     if isinstance(got, list) and isinstance(want, list):
-        return len(got) == len(want) and all(_same(g, w) for g, w in zip(got, want))
+        return len(got) == len(want) and all(same_value(g, w) for g, w in zip(got, want))
     if isinstance(got, dict) and isinstance(want, dict):
-        return got.keys() == want.keys() and all(_same(got[k], want[k]) for k in got)
+        return got.keys() == want.keys() and all(same_value(got[k], want[k]) for k in got)
     return got == want
 
 
@@ -169,11 +169,11 @@ def _passes_stdio(code: str, case: dict, timeout: float) -> bool:
     result = run_program(code, stdin=_text(case.get("input")), timeout=timeout, max_output=cap)
     if result.returncode != 0 or result.killed_reason is not None:
         return False
-    return _lines(result.stdout) == _lines(expected)
+    return norm_lines(result.stdout) == norm_lines(expected)
 
 
 def _passes_call(code: str, case: dict, timeout: float) -> bool:
-    spec = json.dumps({"fn_name": case["fn_name"], "args": _args(case.get("input"))})
+    spec = json.dumps({"fn_name": case["fn_name"], "args": call_args(case.get("input"))})
     result = run_program(code, timeout=timeout, files={"driver.py": _DRIVER, "case.json": spec},
                          main="driver.py")
     if result.returncode != 0 or result.killed_reason is not None:
@@ -181,11 +181,11 @@ def _passes_call(code: str, case: dict, timeout: float) -> bool:
     tagged = [line for line in result.stdout.splitlines() if line.startswith(_RESULT_TAG)]
     if not tagged:
         return False
-    want = _expected(case.get("output"))
+    want = expected_value(case.get("output"))
     try:  # the value is the model's: a list nested ~900 deep must fail its case, not crash the build
         got = json.loads(tagged[-1][len(_RESULT_TAG):])
         # APPS/TACO-style golds wrap the return value in a one-element list.
-        return _same(got, want) or (isinstance(want, list) and len(want) == 1 and _same(got, want[0]))
+        return same_value(got, want) or (isinstance(want, list) and len(want) == 1 and same_value(got, want[0]))
     except (RecursionError, ValueError):  # ValueError: an int past Python's 4,300-digit str limit
         return False
 

@@ -53,13 +53,13 @@ class RLConfig:
     model: str = "smollm2-135m"
 
 
-def _seed(cfg: RLConfig, *parts) -> int:
+def rl_seed(cfg: RLConfig, *parts) -> int:
     return derive_seed(cfg.seed, "rl", *parts)
 
 
 def pick(cfg: RLConfig, step: int, pool: Sequence[dict]) -> list[dict]:
     """The step's problems: a seeded draw without replacement from the train pool."""
-    return random.Random(_seed(cfg, "problems", step)).sample(list(pool), min(cfg.problems, len(pool)))
+    return random.Random(rl_seed(cfg, "problems", step)).sample(list(pool), min(cfg.problems, len(pool)))
 
 
 def prompt_ids(engine: Engine, p: dict) -> tuple[int, ...]:
@@ -73,7 +73,7 @@ def rollouts(engine: Engine, cfg: RLConfig, step: int, problems: Sequence[dict])
     for p in problems:
         ids = prompt_ids(engine, p)
         for j in range(cfg.rollouts):
-            reqs.append(Request(ids, _seed(cfg, "rollout", step, p["problem_id"], j)))
+            reqs.append(Request(ids, rl_seed(cfg, "rollout", step, p["problem_id"], j)))
             meta.append((p, j, ids))
     outs = engine.generate(reqs, params, desc=f"step {step}: rollouts")
     groups: dict[str, list[Rollout]] = {}
@@ -91,7 +91,7 @@ def cut_states(engine: Engine, cfg: RLConfig, step: int, g: ProblemGroup) -> lis
         if len(r.response_token_ids) < 2:
             continue
         row = {"rollout_idx": r.rollout_idx, "response_token_ids": r.response_token_ids}
-        for _, t in single_cuts(random.Random(_seed(cfg, "cuts", step, pid, r.rollout_idx)), [row], cfg.cuts):
+        for _, t in single_cuts(random.Random(rl_seed(cfg, "cuts", step, pid, r.rollout_idx)), [row], cfg.cuts):
             out.append(State(f"{pid}-{r.rollout_idx}-{t}", pid, r.rollout_idx, t,
                              engine.tokenizer.decode(r.response_token_ids[:t])))
     return out
@@ -107,7 +107,7 @@ def with_extra(engine: Engine, cfg: RLConfig, step: int, g: ProblemGroup, states
         r = g.rollout(s.rollout_idx)
         for j in range(k):
             reqs.append(Request(r.prompt_token_ids + r.response_token_ids[:s.t],
-                                _seed(cfg, "extra", step, s.state_id, j), cfg.max_tokens - s.t))
+                                rl_seed(cfg, "extra", step, s.state_id, j), cfg.max_tokens - s.t))
     outs = engine.generate(reqs, params, desc=f"step {step}: continuations")
     res = []
     for i, s in enumerate(states):
@@ -126,7 +126,7 @@ def advantages(engine: Engine, cfg: RLConfig, step: int, groups: list[ProblemGro
         i = 0
         for gi, g in enumerate(groups):
             for r in g.rollouts:
-                v0 = base.jitter(np.array([held_out_mean(everyone, i)]), _seed(cfg, "noise", step, gi, i))[0]
+                v0 = base.jitter(np.array([held_out_mean(everyone, i)]), rl_seed(cfg, "noise", step, gi, i))[0]
                 out.append((gi, r, token_advantages(r.reward, len(r.response_token_ids), [], v0)))
                 i += 1
         return out
@@ -137,7 +137,7 @@ def advantages(engine: Engine, cfg: RLConfig, step: int, groups: list[ProblemGro
         for i, r in enumerate(g.rollouts):
             mine = [(s.t, v) for s, v in zip(states, values) if s.rollout_idx == r.rollout_idx]
             vals = base.jitter(np.array([held_out_mean(rewards, i)] + [v for _, v in mine]),
-                               _seed(cfg, "noise", step, g.problem["problem_id"], r.rollout_idx))
+                               rl_seed(cfg, "noise", step, g.problem["problem_id"], r.rollout_idx))
             cuts = [(t, v) for (t, _), v in zip(mine, vals[1:])]
             out.append((gi, r, token_advantages(r.reward, len(r.response_token_ids), cuts, vals[0])))
     return out
@@ -149,7 +149,7 @@ def held_out_accuracy(engine: Engine, cfg: RLConfig, pool: Sequence[dict]) -> fl
     if not probs:
         return float("nan")
     params = SamplingConfig(temperature=cfg.temperature, max_tokens=cfg.max_tokens)
-    outs = engine.generate([Request(prompt_ids(engine, p), _seed(cfg, "eval", p["problem_id"])) for p in probs],
+    outs = engine.generate([Request(prompt_ids(engine, p), rl_seed(cfg, "eval", p["problem_id"])) for p in probs],
                            params, desc="held-out accuracy")
     return float(np.mean([reward(engine.tokenizer.decode(o.token_ids), p) for o, p in zip(outs, probs)]))
 
@@ -194,7 +194,7 @@ def run(cfg: RLConfig, out: Path, engine: Engine, model, train: Sequence[dict], 
                 t1 = time.time()
                 adv = advantages(engine, cfg, step, groups, base)
             t2 = time.time()
-            torch.manual_seed(_seed(cfg, "update", step))
+            torch.manual_seed(rl_seed(cfg, "update", step))
             stats = upd.step([Sample(r.prompt_token_ids, r.response_token_ids, a) for _, r, a in adv])
             t3 = time.time()
             if refresh:
