@@ -8,6 +8,7 @@ from pathlib import Path
 from sveb import store
 from sveb.core import schema
 from sveb.engines.scripted import ScriptedEngine
+from tests.helpers.engines import StopsAfter
 
 
 def _rows(bdir, table, sch):
@@ -164,19 +165,6 @@ def _sveb_preset_args(src, where, problems, estimators, *extra):
             "--out", str(where / "out")]
 
 
-class _StopsAfter(ScriptedEngine):
-    """The scripted engine, cut off (a session's end) after `n` generate calls."""
-
-    def __init__(self, n):
-        super().__init__()
-        self.n = n
-
-    def generate(self, requests, params, desc=""):
-        if len(self.calls) >= self.n:
-            raise KeyboardInterrupt("the session ends")
-        return super().generate(requests, params, desc)
-
-
 def test_a_setting_cut_off_resumes_in_a_fresh_clone_from_its_saved_shards(tmp_path):
     """--save-partial copies what an unexported setting has sampled into OUT/partial (committed); a fresh clone
     (an empty root) takes those shards back and samples only the rest; the export is the uninterrupted run's,
@@ -194,7 +182,7 @@ def test_a_setting_cut_off_resumes_in_a_fresh_clone_from_its_saved_shards(tmp_pa
     driver.main(args("whole"), engine=whole)
     assert len(whole.calls) >= 3  # screens, groups, references: enough calls to cut in between
     with pytest.raises(KeyboardInterrupt):
-        driver.main(args("cut"), engine=_StopsAfter(len(whole.calls) - 1))  # all but the last call
+        driver.main(args("cut"), engine=StopsAfter(len(whole.calls) - 1))  # all but the last call
     assert not (tmp_path / "cut" / "exports" / "number-sveb").exists()
     driver.main(args("cut") + ["--save-partial"])
     carried = tmp_path / "cut" / "out" / "partial" / "number-sveb"
@@ -288,7 +276,7 @@ def test_dtype_pins_a_partial_sampled_on_another_cpu(tmp_path, monkeypatch):
     whole = ScriptedEngine()
     driver.main(args("whole"), engine=whole)
     with pytest.raises(KeyboardInterrupt):
-        driver.main(args("cut"), engine=_StopsAfter(len(whole.calls) - 1))
+        driver.main(args("cut"), engine=StopsAfter(len(whole.calls) - 1))
     driver.main(args("cut") + ["--save-partial"])
     carried = tmp_path / "cut" / "out" / "partial"
     keep = tmp_path / "kept-partial"

@@ -598,20 +598,11 @@ def test_a_build_cut_off_resumes_in_a_fresh_clone_from_its_saved_shards(tmp_path
     from sveb import store
     from sveb.core import schema
     from sveb.engines.scripted import ScriptedEngine
+    from tests.helpers.engines import StopsAfter
     number = _files(tmp_path)
     weights = tmp_path / "w"
     weights.mkdir()
     (weights / "model.safetensors").write_bytes(b"w")
-
-    class StopsAfter(ScriptedEngine):
-        def __init__(self, n):
-            super().__init__()
-            self.n = n
-
-        def generate(self, requests, params, desc=""):
-            if len(self.calls) >= self.n:
-                raise KeyboardInterrupt("the session ends")
-            return super().generate(requests, params, desc)
 
     def args(name):
         w = tmp_path / name

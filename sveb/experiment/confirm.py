@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -25,6 +24,7 @@ from sveb.core.errors import UsageError
 from sveb.evaluate import evaluate
 from sveb.experiment.presets import preset_configs
 from sveb.experiment.runner import Sampler
+from sveb.experiment.table4 import restore
 from sveb.lm.device import describe, pick_dtype
 from sveb.sample.rules import stage_fps, validate
 from sveb.score import power, scoring
@@ -58,19 +58,6 @@ def check_dtype(dtype: str) -> None:
     os.environ["SVEB_CPU_DTYPE"] = dtype
     if pick_dtype(dtype) != dtype:
         raise UsageError(f"--dtype {dtype}: this machine computes in {pick_dtype(dtype)}")
-
-
-def restore(export: Path, root: Path) -> Path:
-    """The export as a build under ROOT, beside the builds (a copy: the export itself stays as committed)."""
-    from sveb.core.models import model_slug
-    m = store.read_manifest(export)
-    bdir = store.build_dir(root, model_slug(m["model"]), m["domain"], m["build_fp"] + ".export")
-    if not (bdir / "manifest.json").exists():
-        tmp = bdir.with_name(bdir.name + ".tmp")
-        shutil.rmtree(tmp, ignore_errors=True)
-        shutil.copytree(export, tmp)
-        tmp.rename(bdir)
-    return bdir
 
 
 def find_export(results: Path, build_fp: str) -> str:
