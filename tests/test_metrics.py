@@ -4,6 +4,7 @@ the report."""
 
 import csv
 import io
+from dataclasses import replace
 
 import numpy as np
 import pyarrow as pa
@@ -98,6 +99,21 @@ MDAE = Metric("mdae", "MdAE", "median abs error", direction="lower", arrow=pa.fl
               compute=lambda est, ref: np.median(np.abs(est - ref)))
 
 
+def test_the_scores_version_follows_the_stored_columns(monkeypatch):
+    """The version that decides whether a stored score row is current is derived from the table: a new stored
+    column or a metric's revision changes it; a header, a view or the order does not."""
+    assert schema.SCORES_VERSION == 4  # today's table keeps the last hand-kept number: stored rows stay current
+    base = metrics.METRICS
+    monkeypatch.setattr(metrics, "METRICS", base + (MDAE,))
+    added = schema.SCORES_VERSION
+    assert added != 4
+    monkeypatch.setattr(metrics, "METRICS", tuple(replace(m, revision=1) if m.name == "ece" else m for m in base))
+    assert schema.SCORES_VERSION not in (4, added)
+    shown_only = tuple(replace(m, header=m.header.upper(), views=frozenset()) for m in reversed(base))
+    monkeypatch.setattr(metrics, "METRICS", shown_only + (replace(MDAE, arrow=None),))  # computed, never stored
+    assert schema.SCORES_VERSION == 4
+
+
 def test_a_new_metric_is_one_entry(scripted_build, tmp_path, monkeypatch):
     """One entry (a median absolute error computed per state) and nothing else: it is in the scores table, computed
     by `sveb eval`, in leaderboard.csv and the --wide table, on the board's site and in the report."""
@@ -108,11 +124,14 @@ def test_a_new_metric_is_one_entry(scripted_build, tmp_path, monkeypatch):
     from sveb.present.report import write_report
     from sveb.present.site import write_site
     from sveb.score.pooling import load_view, read_scores
+    root, bdir = scripted_build
+    evaluate(bdir, "grpo", {}, "held-out")  # scored before the entry: its row is recomputed, its estimates kept
+    kept = {p: p.stat().st_mtime_ns for p in (bdir / "estimates").rglob("*.parquet")}
     monkeypatch.setattr(metrics, "METRICS", metrics.METRICS + (MDAE,))
     assert "mdae" in schema.SCORES.names
-    root, bdir = scripted_build
     for name in ("grpo", "mcs-1"):
         evaluate(bdir, name, {}, "held-out")
+    assert kept and all(p.stat().st_mtime_ns == t for p, t in kept.items())
     stored = store.read_table(bdir / "scores", schema.SCORES).to_pylist()
     view = load_view(bdir, read_scores(bdir))
     for r in stored:

@@ -4,8 +4,9 @@ each, and the one formatter of their cells.
 The score schema (`schema.SCORES`), the leaderboard CSV, the terminal's --wide table, the site's columns, the
 report's paired CSV and its per-metric tables are derived from METRICS, in its order (the leaderboard's), by
 `columns(view)`. A new metric is one entry: with `compute` (estimates, references -> a float) it is computed by
-the score row (sveb.score.rows), stored, and shown wherever its `views` say. Read METRICS at call time (never
-copy it at import), so a table changed in a test reaches every view.
+the score row (sveb.score.rows), stored, and shown wherever its `views` say; the scores' version follows the
+stored columns and their revisions (schema.scores_version), so stored score rows are recomputed with no other edit.
+Read METRICS at call time (never copy it at import), so a table changed in a test reaches every view.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ class Metric:
     views: frozenset = field(default_factory=frozenset)
     compute: Callable | None = None  # (est, ref) -> float over a row's states: the score row computes it
     sort_decimals: int = 6        # the site's sort key
+    revision: int = 0             # bump when its computation changes: stored score rows are recomputed
 
     @property
     def title(self) -> str:
