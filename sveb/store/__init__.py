@@ -13,7 +13,8 @@ from sveb.store.files import (
     staged_dir,
     writable,
 )
-from sveb.store.manifest import MANIFEST_TYPES, complete, list_builds, read_manifest, write_manifest
+from sveb.store.handle import Build
+from sveb.store.manifest import MANIFEST_TYPES, Manifest, complete, list_builds, read_manifest, write_manifest
 from sveb.store.shards import (
     CONTENT_KEYS,
     CONTENT_TABLES,

@@ -1,0 +1,79 @@
+"""A build is a handle (issue 61 item 4): sveb.store.Build (folder, typed manifest parsed once, tables read lazily),
+and the walk of `sveb eval --estimator grpo --build <export>` parses the build's manifest once."""
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from sveb import store
+from sveb.store import Build, Manifest, StoreError
+
+EXPORT = Path("results/table4/exports/number")  # a committed frozen build
+
+
+@pytest.fixture
+def export(tmp_path):
+    dst = tmp_path / "number"
+    shutil.copytree(EXPORT, dst)
+    return dst
+
+
+def count_reads(monkeypatch) -> list[Path]:
+    """Every parse of a manifest.json, by the build folder it was read from."""
+    seen, real = [], store.manifest.read_manifest
+    monkeypatch.setattr(store.manifest, "read_manifest", lambda bdir: seen.append(Path(bdir)) or real(bdir))
+    return seen
+
+
+def test_manifest_typed_fields_and_mapping():
+    raw = json.loads((EXPORT / "manifest.json").read_text())
+    m = Manifest.read(EXPORT)
+    assert (m.model, m.domain, m.build_fp, m.status) == (raw["model"], raw["domain"], raw["build_fp"], "complete")
+    assert (m.n_problems, m.n_states, m.truncated) == (raw["n_problems"], raw["n_states"], raw["truncated"])
+    assert m.complete and m.is_export and m.content_hash == raw["export"]["content_hash"]
+    assert m.config.split == "test" and m.config.seed == raw["config"]["seed"]
+    # still a mapping: plugins' manifest["model"], dict(...) and == against the parsed JSON keep working
+    assert m["model"] == raw["model"] and m.get("nope") is None and dict(m) == raw and m == raw
+
+
+def test_manifest_of_a_build_made_here_has_no_export():
+    m = Manifest({"model": "x", "status": "running", "truncated": None})
+    assert not m.is_export and not m.complete and m.content_hash is None and m.truncated == {}
+    assert m.config.split == "test"  # a missing config takes BuildConfig's defaults
+
+
+def test_build_reads_its_manifest_once_and_frozen_tables_once(export, monkeypatch):
+    reads = count_reads(monkeypatch)
+    b = Build(export)
+    assert reads == []  # lazy: nothing read until asked
+    assert b.manifest.model == b.manifest["model"] and b.manifest.build_fp
+    t1, t2 = b.table("problems"), b.table("problems")
+    assert t1 is t2 and t1.num_rows == b.manifest.n_problems
+    assert reads == [export]
+    mirror = b.at(export.parent / "elsewhere")
+    assert mirror.manifest is b.manifest and mirror.path != b.path and reads == [export]
+
+
+def test_build_is_path_like_for_older_callers(export):
+    b = Build(export)
+    assert Path(b) == export and str(b) == str(export) and b / "states" == export / "states" and b.name == "number"
+    assert Build.of(b) is b and Build.of(export) == b and f"{b}: x" == f"{export}: x"
+
+
+def test_result_shards_round_trip(export):
+    import pyarrow as pa
+    b = Build(export)
+    assert b.stored("scratch", "mine", "fp1") is None and b.stored_any("scratch", "mine") == []
+    b.store("scratch", "mine", pa.table({"x": [1.5]}), "fp1")
+    assert b.stored("scratch", "mine", "fp1") == [{"x": 1.5}] and b.stored("scratch", "mine", "fp2") is None
+    assert b.stored_any("scratch", "mine") == [{"x": 1.5}] and b.table("scratch").num_rows == 1
+    b.store("scratch", "more", pa.table({"x": [2.5]}), "fp1")
+    assert b.table("scratch").num_rows == 2  # a results table is read afresh (not kept like a frozen one)
+
+
+def test_a_broken_manifest_is_the_same_one_line_error(tmp_path):
+    (tmp_path / "manifest.json").write_text("[1]")
+    with pytest.raises(StoreError, match=r"manifest.json: malformed manifest \(a JSON list"):
+        _ = Build(tmp_path).manifest
