@@ -88,3 +88,64 @@ def test_a_module_without_a_declaration_is_not_a_domain():
     assert "boxed" not in db.declared() and "load" not in db.declared()
     with pytest.raises(db.SourceError, match="unknown domain"):
         db.domain_module("boxed")
+
+
+# Two toy domains whose rules differ from the defaults by their declarations alone (issue 61): no rule in sample/ or
+# fields.py reads a domain's name.
+RULES = {"toyrules": '''from sveb.data_builders import Domain
+
+DOMAIN = Domain("toyrules", frozenset({"math", "string", "choice"}), assumed_tokens=(11, 22),
+                paper_tiers=((0.0, 0.5), (0.5, 1.0)), novel_numbers=2)
+HUB_ID, HUB_CONFIG, HUB_SPLIT = None, None, None
+''', "toycode": '''from sveb.data_builders import Domain
+
+DOMAIN = Domain("toycode", frozenset({"code"}), assumed_tokens=(11, 22))
+HUB_ID, HUB_CONFIG, HUB_SPLIT = None, None, None
+'''}
+
+
+@pytest.fixture
+def rule_domains():
+    paths = [Path(db.__file__).with_name(f"{name}.py") for name in RULES]
+    assert not any(p.exists() for p in paths)
+    for path in paths:
+        path.write_text(RULES[path.stem])
+    db.declared.cache_clear()
+    try:
+        yield
+    finally:
+        for path in paths:
+            path.unlink()
+            sys.modules.pop(f"sveb.data_builders.{path.stem}", None)
+        db.declared.cache_clear()
+
+
+def test_a_domains_rules_are_its_declaration(rule_domains):
+    from dataclasses import replace
+
+    from sveb.data_builders.fields import check, reader
+    from sveb.sample import paper
+    from sveb.sample.rules import min_novel
+    # the paper's screening tiers: the declared ones, in the preset and the fingerprint; the default elsewhere
+    assert paper.tiers_for("toyrules") == ((0.0, 0.5), (0.5, 1.0)) and paper.tiers_for("toycode") == paper.TIERS
+    assert {k: paper.preset_for("toyrules")[k] for k in ("min_acc", "max_acc")} == {"min_acc": 0.0, "max_acc": 1.0}
+    cfg = BuildConfig(domain="toyrules", model="m", source="hub", protocol="paper")
+    assert paper.fp_parts(cfg)[0]["tiers"] == [[0.0, 0.5], [0.5, 1.0]]
+    # the novel-numbers filter: the declared count on a dataset source under auto, none where it is not declared
+    auto = replace(cfg, protocol="sveb", min_novel_numbers=-1)
+    assert min_novel(auto) == 2 and min_novel(replace(auto, source="builtin")) == 0
+    assert min_novel(replace(auto, min_novel_numbers=3)) == 3
+    assert min_novel(replace(auto, domain="toycode", min_novel_numbers=3)) == 0
+    # --field: what a mapping needs and how an answer is graded follow the declared answer types
+    read = reader((("answer", "a"), ("question", "q")), "toyrules")
+    assert read({"q": "Capital of France?", "a": "Paris"})["answer_type"] == "string"
+    assert read({"q": "2 + 3?", "a": "5"})["answer_type"] == "math"
+    plain = reader((("answer", "a"), ("question", "q")), "math")
+    assert plain({"q": "Capital of France?", "a": "Paris"})["answer_type"] == "math"
+    check({"question": "q", "answer": "a", "options": "o"}, "toyrules")
+    with pytest.raises(db.SourceError, match="need --domain science or general or toyrules \\(got --domain math\\)"):
+        check({"question": "q", "answer": "a", "options": "o"}, "math")
+    with pytest.raises(db.SourceError, match="--domain toycode: map the test cases"):
+        check({"question": "q", "answer": "a"}, "toycode")
+    with pytest.raises(db.SourceError, match="only --domain programming or toycode runs tests"):
+        check({"question": "q", "tests": "t"}, "toyrules")

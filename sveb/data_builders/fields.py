@@ -8,7 +8,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from sveb.data_builders import FITS, SkipRow, SourceError
+from sveb.data_builders import SkipRow, SourceError, declared
 from sveb.data_builders.boxed import require_text
 from sveb.data_builders.rows import choice_fields, code_tests, gold_index
 
@@ -33,18 +33,30 @@ def parse(specs) -> tuple[tuple[str, str], ...]:
     return tuple(sorted(out.items()))
 
 
+def fits(domain: str) -> frozenset:
+    """The answer types a domain declares (its Domain's `answer_types`; none for an unknown name)."""
+    d = declared().get(domain)
+    return d.answer_types if d is not None else frozenset()
+
+
+def domains_fitting(kind: str) -> str:
+    """The domains that declare an answer type, as an error names them ("--domain science or general")."""
+    return "--domain " + " or ".join(n for n, d in declared().items() if kind in d.answer_types)
+
+
 def check(fields: dict, domain: str) -> None:
+    """What the mapping needs, by the answer types the domain declares (never its name)."""
     if "question" not in fields:
         raise SourceError("--field question=COLUMN is required with --field")
-    if domain == "programming":
+    if "code" in fits(domain):  # its problems are graded by running tests
         if "tests" not in fields:
-            raise SourceError("--domain programming: map the test cases with --field tests=COLUMN")
+            raise SourceError(f"--domain {domain}: map the test cases with --field tests=COLUMN")
     elif "tests" in fields:
-        raise SourceError(f"--field tests: only --domain programming runs tests (got --domain {domain})")
+        raise SourceError(f"--field tests: only {domains_fitting('code')} runs tests (got --domain {domain})")
     elif "answer" not in fields:
         raise SourceError("--field answer=COLUMN is required (the gold answer)")
-    if "options" in fields and "choice" not in FITS[domain]:
-        raise SourceError(f"--field options: multiple-choice problems need --domain science or general "
+    if "options" in fields and "choice" not in fits(domain):
+        raise SourceError(f"--field options: multiple-choice problems need {domains_fitting('choice')} "
                           f"(got --domain {domain})")
 
 
@@ -92,7 +104,8 @@ def reader(fields: tuple, domain: str) -> Callable[[dict], dict]:
             texts, labels = _options(rec.get(f["options"]))
             return choice_fields(question, texts, gold_index(rec[f["answer"]], labels, texts), meta)
         answer = _answer_text(rec[f["answer"]], f["answer"])
-        kind = "math" if domain != "general" or _NUMBER.match(answer.replace(" ", "")) else "string"
+        # a domain that grades text answers takes a non-numeric one as text; any other grades it as math
+        kind = "math" if "string" not in fits(domain) or _NUMBER.match(answer.replace(" ", "")) else "string"
         return {"question": question, "answer": answer, "answer_type": kind, "meta": meta}
     return read
 

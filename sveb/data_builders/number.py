@@ -13,7 +13,8 @@ import re
 
 from sveb.data_builders import Domain, SkipRow, make_problem, sample_builtin
 
-DOMAIN = Domain("number", frozenset({"math"}), assumed_tokens=(120, 450), verifier="default", order=0)
+DOMAIN = Domain("number", frozenset({"math"}), assumed_tokens=(120, 450), verifier="default", order=0,
+                novel_numbers=4)  # the paper's filter on DAPO-Math (the docstring above)
 HUB_ID, HUB_CONFIG, HUB_SPLIT = "open-r1/DAPO-Math-17k-Processed", "en", "train"
 
 NAMES = ["Tom", "Ana", "Li", "Sam", "Maya", "Ben", "Zoe", "Omar", "Kim", "Lea"]

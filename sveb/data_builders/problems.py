@@ -25,12 +25,22 @@ PACKAGE = "sveb.data_builders"  # the domains' modules live there, beside this o
 class Domain:
     """One domain, declared once: its module (beside this one) holds `DOMAIN = Domain(...)` at top level with its
     builtin generator, prompt and dataset hooks. Every list of domains (`DOMAINS`, `FITS`, `sveb plan`'s lengths,
-    the hista-json verifiers, table columns) derives from the declared ones, so adding a domain is adding a module."""
+    the hista-json verifiers, table columns) derives from the declared ones, and every rule that differs between
+    domains reads a field here (none reads a domain's name), so adding a domain is adding a module."""
     name: str                       # the module's name and --domain
-    answer_types: frozenset         # the answer types its prompt and filters are written for (graders: sveb.rewards)
+    # the answer types its prompt and filters are written for (graders: sveb.rewards); `--field` reads them too:
+    # "code" needs --field tests, "choice" allows --field options, "string" grades a non-numeric answer as text
+    answer_types: frozenset
     assumed_tokens: tuple           # (prompt, response) tokens `sveb plan` assumes before a build of it exists
     verifier: str = "general"       # the Hista authors' verifier for it (`--format hista-json` export)
     order: int = 100                # its place in lists and table columns
+    # the paper's screening tiers ((low, high] accuracy, equal problems each); None: the paper's three
+    # (sveb.sample.paper.TIERS)
+    paper_tiers: tuple | None = None
+    # the paper's novel-numbers filter (sveb.sample.rules.min_novel): the distinct numbers a correct response must
+    # hold beyond the question's and the answer's on a dataset source under --min-novel-numbers -1 (auto; builtin
+    # problems: 0); None: the filter does not apply to the domain, whatever the flag
+    novel_numbers: int | None = None
 
 
 @lru_cache(maxsize=1)

@@ -17,7 +17,9 @@ from collections.abc import Callable
 from sveb.data_builders import Domain, SkipRow, make_problem, sample_builtin
 from sveb.data_builders.boxed import require_text
 
-DOMAIN = Domain("programming", frozenset({"code"}), assumed_tokens=(350, 700), verifier="code", order=4)
+# the authors' code screens programming into four tiers (250 problems each; three of 1,000 elsewhere): (0, 0.07] too
+DOMAIN = Domain("programming", frozenset({"code"}), assumed_tokens=(350, 700), verifier="code", order=4,
+                paper_tiers=((0.0, 0.07), (0.07, 0.17), (0.17, 0.37), (0.37, 0.77)))
 HUB_ID, HUB_CONFIG, HUB_SPLIT = "open-r1/verifiable-coding-problems-python", None, "train"  # single default config
 
 MIN_TESTS = 6

@@ -27,11 +27,10 @@ from collections.abc import Sequence
 
 from sveb.core.config import CHOICES, PAPER_MAX_TOKENS
 from sveb.core.errors import BuildError
+from sveb.data_builders import declared
 
 BUILD_PROTOCOLS = ("sveb", "paper")  # BuildConfig.protocol; not the evaluation protocols (sveb.evaluate.protocols)
 TIERS = ((0.07, 0.17), (0.17, 0.37), (0.37, 0.77))  # (low, high] screening accuracy, equal problems per tier
-# programming adds (0, 0.07] (the authors' code: four tiers of 250 problems there, three of 1,000 elsewhere)
-PROGRAMMING_TIERS = ((0.0, 0.07),) + TIERS
 SCREEN = 20
 MAX_TOKENS = PAPER_MAX_TOKENS  # their max_length
 # BuildConfig fields the preset sets (sampling: temperature 0.7, SVEB's default too; max_tokens: MAX_TOKENS on
@@ -41,8 +40,10 @@ PRESET = dict(rollouts=32, states_per_problem=1, step_pairs=False, mc=20, mc_ext
 
 
 def tiers_for(domain: str | None) -> tuple[tuple[float, float], ...]:
-    """The paper's screening tiers of a domain: equal numbers of problems in each."""
-    return PROGRAMMING_TIERS if domain == "programming" else TIERS
+    """The paper's screening tiers of a domain: equal numbers of problems in each (its Domain's `paper_tiers`,
+    else TIERS; programming adds (0, 0.07])."""
+    d = declared().get(domain) if domain else None
+    return d.paper_tiers if d is not None and d.paper_tiers else TIERS
 
 
 def preset_for(domain: str | None) -> dict:

@@ -10,7 +10,7 @@ from sveb.core import schema
 from sveb.core.config import BuildConfig, fingerprint
 from sveb.core.errors import BuildError, did_you_mean
 from sveb.core.models import model_slug, resolve
-from sveb.data_builders import DOMAINS, domain_module
+from sveb.data_builders import DOMAINS, declared, domain_module
 from sveb.data_builders.exclude import identity as exclusion_identity
 from sveb.data_builders.load import identity as source_identity
 from sveb.data_builders.load import resolve as resolve_source
@@ -124,12 +124,14 @@ def engine_key(cfg: BuildConfig) -> str:
 
 
 def min_novel(cfg: BuildConfig) -> int:
-    """Novel numbers a correct response must hold (number domain only; the paper's filter on real data)."""
-    if cfg.domain != "number":
+    """Novel numbers a correct response must hold: the paper's filter on real data, for a domain that declares it
+    (its Domain's `novel_numbers`: number's 4)."""
+    d = declared().get(cfg.domain)
+    if d is None or d.novel_numbers is None:
         return 0
     if cfg.min_novel_numbers >= 0:
         return cfg.min_novel_numbers
-    return 0 if cfg.source == "builtin" else 4
+    return 0 if cfg.source == "builtin" else d.novel_numbers
 
 
 def locate(cfg: BuildConfig, root: str | Path) -> Path:
