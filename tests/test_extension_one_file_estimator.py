@@ -35,9 +35,16 @@ class DrawMean(TextOnly):
     """a reference-scale row that reads the build's extra draws"""
     role = "scale"
     reads_references = True
+
+@dataclass
+class ModelRead(TextOnly):
+    """a value a language model reads from the text (as a judge does)"""
+    loads_model = True
+    def estimate(self, group, states):
+        raise RuntimeError("the board reran a model-reading estimator")
 '''
 
-NEW = {"toy-text-j": "TextOnly", "toy-tokens-j": "TokenCount", "toy-draws-j": "DrawMean"}
+NEW = {"toy-text-j": "TextOnly", "toy-tokens-j": "TokenCount", "toy-draws-j": "DrawMean", "toy-model-j": "ModelRead"}
 
 
 @pytest.fixture
@@ -99,6 +106,27 @@ def test_ls_estimators_shows_the_declared_flags(toy_registry):
     assert set(lines) == set(NEW)
     assert "token ids" in lines["toy-tokens-j"] and "token ids" not in lines["toy-text-j"]
     assert "reads the build's extra draws" in lines["toy-draws-j"]
+    assert "loads the model" in lines["toy-model-j"] and "loads the model" not in lines["toy-text-j"]
+
+
+def test_the_board_reruns_a_builtin_by_its_capabilities(toy_registry, tmp_path):
+    """A builtin's submitted values are recomputed by the board ("verified") unless it loads a model: a judge-like
+    toy is taken as declared by its `loads_model` alone (its estimate, which raises, never runs)."""
+    from sveb.board.check import provenance_check
+    from sveb.estimators import make
+    from sveb.estimators.base import view_for
+    from sveb.evaluate.protocols import estimate_all
+    from sveb.store.builds import load_build
+    data = load_build(_hista_json(tmp_path))
+    est = make("toy-text-j", {})
+    got = estimate_all(est, view_for(est, data), "held-out", progress=False)[0]
+
+    def meta(name):
+        return {"estimator": {"name": name, "target": f"toy_estimators_j:{NEW[name]}", "params": {},
+                              "provenance": {"kind": "builtin"}}}
+    assert provenance_check(meta("toy-text-j"), {"held-out": (got, None)}, data) == "verified"
+    assert provenance_check(meta("toy-text-j"), {"held-out": (got * 0.5, None)}, data) == "self-declared"
+    assert provenance_check(meta("toy-model-j"), {"held-out": (got, None)}, data) == "self-declared"
 
 
 def test_the_weights_check_names_no_estimator_list(tmp_path):

@@ -36,7 +36,7 @@ class BundleError(SvebError, ValueError):
     pass
 
 
-def _dist_version(dist: str) -> str | None:
+def dist_version(dist: str) -> str | None:
     from importlib.metadata import PackageNotFoundError, version
     try:
         return version(dist)
@@ -48,13 +48,13 @@ def provenance(entry) -> dict:
     """Where an estimator comes from: builtin (SVEB's version), the plugin distribution (name and version) whose
     entry point registered it, or an import path (with the distribution that ships its module, if any)."""
     if entry.origin == "sveb":
-        return {"kind": "builtin", "distribution": "sveb", "version": _dist_version("sveb"), "target": entry.target}
+        return {"kind": "builtin", "distribution": "sveb", "version": dist_version("sveb"), "target": entry.target}
     if entry.origin == "import path":
         from importlib.metadata import packages_distributions
         dists = packages_distributions().get(entry.target.split(".")[0].split(":")[0], [])
         return {"kind": "import path", "distribution": dists[0] if dists else None,
-                "version": _dist_version(dists[0]) if dists else None, "target": entry.target}
-    return {"kind": "plugin", "distribution": entry.origin, "version": _dist_version(entry.origin),
+                "version": dist_version(dists[0]) if dists else None, "target": entry.target}
+    return {"kind": "plugin", "distribution": entry.origin, "version": dist_version(entry.origin),
             "target": entry.target}
 
 

@@ -8,6 +8,7 @@ import math
 import numpy as np
 
 from sveb.core import metrics
+from sveb.estimators import BASELINE
 from sveb.evaluate.protocols import PROTOCOLS
 
 
@@ -21,7 +22,8 @@ def clean(x):
 
 
 def write_verdicts(view, rows: list[dict]) -> None:
-    """Paired Δ vs grpo and Holm verdicts (pooling.paired: the leaderboard's own families) into `rows`."""
+    """Paired Δ vs the baseline (the registry's role "baseline": grpo) and Holm verdicts (pooling.paired: the
+    leaderboard's own families) into `rows`."""
     from sveb.score.pooling import paired  # scipy
     for proto in PROTOCOLS:
         cmp = paired(view, proto)
@@ -29,7 +31,7 @@ def write_verdicts(view, rows: list[dict]) -> None:
             if r["protocol"] == proto:
                 c = cmp.get((r["estimator"], r["params_fp"]), {})
                 r.update({k: clean(c.get(k)) for k in metrics.paired_columns() if k != "verdict"},
-                         verdict=c.get("verdict") or ("baseline" if r["estimator"] == "grpo" else "n/a"))
+                         verdict=c.get("verdict") or ("baseline" if r["estimator"] == BASELINE else "n/a"))
 
 
 def current_names(rows: list[dict]) -> list[dict]:

@@ -9,7 +9,7 @@ from pathlib import Path
 from rich.console import Console
 
 from sveb import store
-from sveb.board.bundle import build_identity, check_out, machine, now, provenance, write_bundle
+from sveb.board.bundle import build_identity, check_out, dist_version, machine, now, provenance, write_bundle
 from sveb.core.cost import cost_figures, rollout_tokens
 from sveb.core.errors import EvalError
 from sveb.estimators import entry, make, params_fp, params_of
@@ -76,7 +76,7 @@ def submit(bdir: Path, name: str, params: dict[str, str], protocols: list[str], 
                       "provenance": provenance(e)},
         "protocols": list(protocols),
         "build": ident,
-        "sveb_version": provenance(entry("grpo"))["version"],
+        "sveb_version": dist_version("sveb"),
         "machine": machine(),
         "created": now(),
         "wall_seconds": wall,
