@@ -77,3 +77,16 @@ def test_a_broken_manifest_is_the_same_one_line_error(tmp_path):
     (tmp_path / "manifest.json").write_text("[1]")
     with pytest.raises(StoreError, match=r"manifest.json: malformed manifest \(a JSON list"):
         _ = Build(tmp_path).manifest
+
+
+def test_the_estimator_walk_parses_the_manifest_once(export):
+    """`sveb eval --estimator grpo --build <export> --force`, board included: the build's manifest.json is parsed
+    once, and the code outside the store calls the store's package face (sveb.store.X) at 5 places at most (the
+    rest goes through the Build handle). Before the handle: 15 parses at 12 places, 17 package-face call sites."""
+    from tools.store_trace import trace
+    got = trace(["eval", "--estimator", "grpo", "--build", str(export), "--force"])
+    mine = {k: n for k, n in got["reads"].items() if k[1] == export.resolve()}
+    assert sum(mine.values()) == 1, mine
+    assert len(got["via_face"]) <= 5, sorted(got["via_face"])
+    assert any(k.endswith("-> locate_build") for k in got["entries"])  # the walk did run through the store
+

@@ -46,8 +46,12 @@ def trace(argv: list[str]) -> dict:
         code, caller = frame.f_code, frame.f_back
         if caller is None:
             return
-        if code is read_code:
-            reads[f"{site(caller)} <- {Path(frame.f_locals.get('bdir', '?')).name}"] += 1
+        if code is read_code:  # named by the first caller outside the store (the one that asked)
+            outer = caller
+            while outer.f_back is not None and outer.f_code.co_filename.startswith(STORE):
+                outer = outer.f_back
+            via = "" if outer is caller else f" via {caller.f_code.co_name}"
+            reads[(f"{site(outer)}{via}", Path(frame.f_locals.get("bdir", "?")).resolve())] += 1
         mine = caller.f_code.co_filename.startswith(str(ROOT))  # not the interpreter's own (imports, Counter)
         if code.co_filename.startswith(STORE) and mine and not caller.f_code.co_filename.startswith(STORE):
             entries[f"{site(caller)} -> {code.co_name}"] += 1
@@ -65,7 +69,7 @@ def trace(argv: list[str]) -> dict:
 def show(title: str, counts: collections.Counter) -> None:
     print(f"{title}: {sum(counts.values())} calls at {len(counts)} call sites")
     for k, n in sorted(counts.items()):
-        print(f"  {n:5d}  {k}")
+        print(f"  {n:5d}  {k if isinstance(k, str) else f'{k[0]} <- {k[1].name}'}")
 
 
 def main() -> None:
@@ -79,10 +83,12 @@ def main() -> None:
         shutil.copytree(ROOT / a.build, copy)
         argv = ["eval", "--estimator", a.estimator, "--build", str(copy)] + ([] if a.stored else ["--force"])
         got = trace(argv)
+        mine = sum(n for (_, folder), n in got["reads"].items() if folder == copy.resolve())
     print(f"sveb {' '.join(argv[:3])} --build <copy of {a.build}>{'' if a.stored else ' --force'}")
     show("store entries (outside sveb/store/ -> sveb/store/)", got["entries"])
     show("of them through the package face (sveb.store.X)", got["via_face"])
     show("manifest reads (read_manifest)", got["reads"])
+    print(f"the evaluated build's manifest.json: parsed {mine} time(s)")
 
 
 if __name__ == "__main__":

@@ -56,7 +56,8 @@ def eval_(
     from sveb.evaluate.protocols import check_protocol
     from sveb.present.leaderboard import print_pivot
     from sveb.sample.distributed import ray_options
-    from sveb.store.builds import find_build
+    from sveb.store import Build
+    from sveb.store.builds import locate_build
     estimator = estimator or [BASELINE]
     model = check_model(model, weights=False)  # a short name finds the build made with its hub id
     params = params_dict(param)
@@ -69,29 +70,29 @@ def eval_(
     opts = ray_options(ray, workers, gpus_per_worker, cpus_per_worker, 1)
     if seeds is not None:
         from sveb.store.builds import find_seed_builds
-        bdirs = find_seed_builds(root, model_slug(model), domain, parse_seeds(seeds, 0), build_id)
+        builds = [Build(b) for b in find_seed_builds(root, model_slug(model), domain, parse_seeds(seeds, 0), build_id)]
     else:
-        bdirs = [find_build(root, model_slug(model), domain, build_id, console)]
+        builds = [locate_build(root, model_slug(model), domain, build_id, console)]
     from sveb.store.builds import check_expected
-    check_expected(bdirs, expect)  # the data pinned by the user, not only the export's word for itself
+    check_expected(builds, expect)  # the data pinned by the user, not only the export's word for itself
     from sveb.store.builds import results_view
-    bdirs = [results_view(b, console) for b in bdirs]  # a read-only build's scores go to a writable mirror
-    for bdir in bdirs:
-        print_build_info(bdir, console)
+    builds = [results_view(b, console) for b in builds]  # a read-only build's scores go to a writable mirror
+    for build in builds:
+        print_build_info(build, console)
     announce_loads(estimator, model)
     if opts is not None:
         from sveb.sample.distributed import connect
         connect(opts)  # one cluster for every estimator; it stops with this process
-    rows = [evaluate(bdir, e, params, p, force=force, console=console, ray=opts)
-            for bdir in bdirs for e in estimator for p in protocol]
+    rows = [evaluate(build, e, params, p, force=force, console=console, ray=opts)
+            for build in builds for e in estimator for p in protocol]
     if BASELINE not in estimator:  # every verdict is paired against it (instant: a group mean)
-        for bdir in bdirs:
+        for build in builds:
             for p in protocol:
-                evaluate(bdir, BASELINE, {}, p, console=console)
+                evaluate(build, BASELINE, {}, p, console=console)
     from sveb.present.leaderboard import rows_of_builds
     shown = {(r["estimator"], r["params_fp"]) for r in rows}
     from sveb.score.pool_checks import Allow
-    board = [r for r in rows_of_builds(bdirs, Allow(allow_mixed_dtype, allow_unequal_seeds))
+    board = [r for r in rows_of_builds(builds, Allow(allow_mixed_dtype, allow_unequal_seeds))
              if r["protocol"] in protocol and ((r["estimator"], r["params_fp"]) in shown or r["estimator"] == BASELINE)]
     # the paired Δ vs the baseline, Holm over every estimator stored on the build (as the leaderboard)
     print_pivot(board, out)

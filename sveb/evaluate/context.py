@@ -9,14 +9,14 @@ import functools
 from pathlib import Path
 from types import SimpleNamespace
 
-from sveb import store
 from sveb.core.errors import EvalError
 from sveb.core.records import BuildData
 from sveb.estimators.base import Context, Estimator, TrainBuild, call_prepare, view_for
 from sveb.lm.checkpoints import build_key
 from sveb.lm.hidden import SharedFeatures, hidden_provider, is_policy
+from sveb.store import Build, Manifest, atomic_write_bytes
 from sveb.store.builds import load_build
-from sveb.store.train_builds import disjoint_problems, find_train_build
+from sveb.store.train_builds import disjoint_problems, train_build_of
 
 
 class HiddenService:
@@ -42,34 +42,41 @@ class HiddenService:
         return is_policy(path, self.model)
 
 
-def _memo_load(tb: Path):
+def _memo_load(tb: Build):
     """load_build of the train build, each form (with or without references) read once."""
     return functools.cache(lambda references=False: load_build(tb, references=references))
 
 
-def train_build(est: Estimator, bdir: Path, manifest: dict, console=None) -> TrainBuild | None:
+def train_build(est: Estimator, bdir: Build | Path, manifest: dict | None = None, console=None) -> TrainBuild | None:
     """The train build the estimator asks for (`train_spec`), found, checked disjoint from the benchmark's
     problems; None when it asks for none, or for an optional one that is not there."""
     spec = est.train_spec()
     if spec is None:
         return None
+    build = _handle(bdir, manifest)
     what, required = spec
     try:
-        tb = find_train_build(bdir, manifest, what, est.name, console)
+        tb = train_build_of(build, what, est.name, console)
     except EvalError:
         if required:
             raise
         return None
-    bench = set(store.read_table(bdir / "problems").column("problem_id").to_pylist())
-    pids = disjoint_problems(tb, SimpleNamespace(bdir=bdir, problems=bench), est.name)
-    return TrainBuild(tb, store.read_manifest(tb), pids, build_key(tb), _memo_load(tb))
+    bench = set(build.table("problems").column("problem_id").to_pylist())
+    pids = disjoint_problems(tb, SimpleNamespace(bdir=build.path, problems=bench), est.name)
+    return TrainBuild(tb.path, tb.manifest, pids, build_key(tb.path), _memo_load(tb))
 
 
-def context_for(est: Estimator, bdir: Path, manifest: dict | None = None, console=None) -> Context:
+def _handle(bdir: Build | Path, manifest: dict | None) -> Build:
+    """The build as a handle; an older caller's path and manifest become one."""
+    return Build.of(bdir) if manifest is None else Build(Path(bdir), Manifest.of(manifest))
+
+
+def context_for(est: Estimator, bdir: Build | Path, manifest: dict | None = None, console=None) -> Context:
     """The context of one estimator on one build (the train build resolved now: it is part of the cache key)."""
-    manifest = manifest if manifest is not None else store.read_manifest(bdir)
-    return Context(model=manifest["model"], train=train_build(est, Path(bdir), manifest, console),
-                   hidden=HiddenService(manifest["model"], console), console=console, write=store.atomic_write_bytes)
+    build = _handle(bdir, manifest)
+    model = build.manifest.model
+    return Context(model=model, train=train_build(est, build, console=console),
+                   hidden=HiddenService(model, console), console=console, write=atomic_write_bytes)
 
 
 def prepare(est: Estimator, data: BuildData, console=None) -> Context:

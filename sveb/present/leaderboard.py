@@ -59,14 +59,14 @@ def row_order(name: str) -> tuple:
 
 def build_protocol(view) -> str:
     """The protocol the view's builds were made under (a pool holds one: the pool key includes it)."""
-    return protocol_of(store.read_manifest(view.bdir))
+    return protocol_of(view.build.manifest)
 
 
 def _rows_of(view, kind: str) -> list[dict]:
     cmp = {p: paired(view, p) for p in {r["protocol"] for r in view.scores}}
     bp = build_protocol(view)
     seeds = ",".join(str(s) for s in view.seeds)
-    sc = scope.of_builds(view.bdirs)  # not a CSV column: write_csv puts it in the sidecar
+    sc = scope.of_builds(view.builds or view.bdirs)  # not a CSV column: write_csv puts it in the sidecar
     out, cols, pair = [], columns(), metrics.paired_columns()
     for r in view.scores:
         c = cmp[r["protocol"]].get((r["estimator"], r["params_fp"]), {})

@@ -189,19 +189,20 @@ def line(scope: dict[str, str], width: int = 80) -> str:
     return text[:width]
 
 
-def manifests_of(bdirs: list[Path], trains: list[Path] | None = None) -> list[dict]:
+def manifests_of(bdirs: list, trains: list[Path] | None = None) -> list[dict]:
     """The manifests of `bdirs` and of their train builds: `trains`, else each build's sibling (a store's
     <model>/<domain> folder, or a folder of exports): the newest complete train build of its model and domain, as
-    sveb.store.train_builds.find_train_build finds it under a root (which it asks when there is no sibling)."""
+    sveb.store.train_builds.find_train_build finds it under a root (which it asks when there is no sibling).
+    bdirs: folders or Build handles (whose manifests are parsed already)."""
     from sveb import store
     from sveb.core.errors import SvebError
     from sveb.store.train_builds import find_train_build
-    tests = {Path(b).resolve(): store.read_manifest(b) for b in bdirs}
+    tests = {Path(b).resolve(): store.Build.of(b).manifest for b in bdirs}
     found = [Path(t).resolve() for t in trains or []]
     for b in bdirs if trains is None else []:  # as given: a linked build's siblings are the links beside it
         m = tests[Path(b).resolve()]
         sib = [s.parent for s in sorted(Path(b).parent.glob("*/manifest.json"), key=lambda x: x.stat().st_mtime)
-               if _is_train_of(store.read_manifest(s.parent), m)]
+               if _is_train_of(tests.get(s.parent.resolve()) or store.read_manifest(s.parent), m)]
         try:
             found.append((sib[-1] if sib else find_train_build(Path(b), m)).resolve())
         except (SvebError, KeyError, OSError):
@@ -214,5 +215,5 @@ def _is_train_of(m: dict, test: dict) -> bool:
         and m.get("domain") == test.get("domain")
 
 
-def of_builds(bdirs: list[Path], trains: list[Path] | None = None) -> dict[str, str]:
+def of_builds(bdirs: list, trains: list[Path] | None = None) -> dict[str, str]:
     return derive(manifests_of(bdirs, trains))

@@ -56,14 +56,13 @@ def with_published(view, path: Path = PUBLISHED) -> list[str]:
     states, and the one scored here wins. Returns the estimators added."""
     import pyarrow.parquet as pq
 
-    from sveb import store
     from sveb.core import schema
     if not Path(path).exists():
         return []
-    fp = store.read_manifest(view.bdir).get("build_fp")
+    build = view.build
+    fp = build.manifest.build_fp
     rows = pq.read_table(path, filters=[("build_fp", "=", fp)]).to_pylist() if fp else []
-    index = {s: i for i, s in enumerate(store.read_table(view.bdir / "states", schema.STATES)
-                                        .column("state_id").to_pylist())}
+    index = {s: i for i, s in enumerate(build.table("states", schema.STATES).column("state_id").to_pylist())}
     have = {(k[0], k[2]) for k in view.est}
     added = set()
     for r in rows:
@@ -82,11 +81,10 @@ def published_scores(view, path: Path = PUBLISHED) -> list[dict]:
     added, appended to view.scores: the leaderboard shows the published estimators beside one's own. Their
     settings are not in the table: each row's params are None (unknown, not "{}", which names a setting: numca
     with "{}" is SVEB's earlier numca-sveb) under its published params_fp, and its name is already today's."""
-    from sveb import store
     from sveb.score.pooling import rescore
     added = set(with_published(view, path))
     have = {(r["estimator"], r["params_fp"], r["protocol"]) for r in view.scores}
-    fp = store.read_manifest(view.bdir).get("build_fp")
+    fp = view.build.manifest.build_fp
     stored = {k: [{"model": view.model, "domain": view.domain, "build_fp": fp, "estimator": k[0], "params": None,
                    "params_fp": k[1], "protocol": k[2]}] for k in view.est if k[0] in added and k not in have}
     rows = rescore(view, stored)

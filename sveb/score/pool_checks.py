@@ -10,10 +10,10 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from sveb import store
 from sveb.core import schema
 from sveb.core.errors import EvalError
 from sveb.score import composition
+from sveb.store import Build
 
 
 @dataclass(frozen=True)
@@ -29,7 +29,7 @@ def check(group: list, allow: Allow = Allow()) -> None:
     what = f"{group[0].model}/{group[0].domain} ({', '.join(v.bdir.name for v in group)})"
     hidden = {f"{k[0]} {k[2]}" + (f" [{v.bdir.name}]" if len(group) > 1 else ""): computed_in(v.bdir, k)
               for v in group for k in v.est}
-    notes = verdict(what, [v.bdir for v in group], [v.seeds[0] for v in group], allow, hidden,
+    notes = verdict(what, [v.build for v in group], [v.seeds[0] for v in group], allow, hidden,
                     [set(v.pid.tolist()) for v in group])
     for v in group:
         v.notes = list(dict.fromkeys([*v.notes, *notes]))
@@ -41,13 +41,13 @@ def check_builds(what: str, bdirs: list[Path], seeds: list, allow: Allow = Allow
     return verdict(what, bdirs, seeds, allow, {}, [None] * len(bdirs))
 
 
-def verdict(what: str, bdirs: list[Path], seeds: list, allow: Allow, hidden: dict, keep: list) -> list[str]:
+def verdict(what: str, bdirs: list, seeds: list, allow: Allow, hidden: dict, keep: list) -> list[str]:
     """EvalError (one line, naming the flag) for the first refusal not allowed; else the notes of those allowed."""
     found = []
     if len(bdirs) > 1 and len(set(seeds)) > 1:
         rows = composition.composition(seeds, [problems_of(b, k) for b, k in zip(bdirs, keep)])
         found.append((composition.seed_refusal(what, rows), allow.unequal_seeds, "--allow-unequal-seeds"))
-    sampled = {f"seed {s} [{b.name}]": store.read_manifest(b).get("dtype") for b, s in zip(bdirs, seeds)}
+    sampled = {f"seed {s} [{b.name}]": Build.of(b).manifest.dtype for b, s in zip(bdirs, seeds)}
     found.append((composition.dtype_refusal(f"{what}: sampling", sampled), allow.mixed_dtype, "--allow-mixed-dtype"))
     found.append((composition.dtype_refusal(f"{what}: estimates", hidden), allow.mixed_dtype, "--allow-mixed-dtype"))
     notes = []
@@ -59,10 +59,10 @@ def verdict(what: str, bdirs: list[Path], seeds: list, allow: Allow, hidden: dic
     return notes
 
 
-def problems_of(bdir: Path, keep: set | None = None) -> list[dict]:
+def problems_of(bdir: Build | Path, keep: set | None = None) -> list[dict]:
     """A build's problems (those in `keep` when given: the ones with states), each as its level (from meta) and
     answer_type, for the composition test."""
-    t = store.read_table(bdir / "problems", schema.PROBLEMS)
+    t = Build.of(bdir).table("problems", schema.PROBLEMS)
     out = []
     for pid, at, meta in zip(*(t.column(c).to_pylist() for c in ("problem_id", "answer_type", "meta"))):
         if keep is None or pid in keep:

@@ -16,7 +16,6 @@ import numpy as np
 
 from sveb import store
 from sveb.core import schema
-from sveb.core.config import BuildConfig
 from sveb.core.errors import EvalError
 from sveb.estimators import BASELINE
 from sveb.estimators.families import ALONE, family_of, family_size
@@ -24,6 +23,7 @@ from sveb.score import scoring, trainings
 from sveb.score.pool_checks import Allow, check
 from sveb.score.replicates import default_params, seed_of
 from sveb.score.rows import score_row
+from sveb.store import Build
 from sveb.store.builds import pool_key
 
 
@@ -51,10 +51,16 @@ class View:
     n_ref: int = 20
     own: np.ndarray | None = None      # the final reward of each state's own rollout (AUROC of the own outcome)
     notes: list = field(default_factory=list)  # what a table over it must say (a refusal let through by a flag)
+    builds: list = field(default_factory=list)  # bdirs as Build handles (their manifests parsed once), when known
 
     @property
     def fp(self) -> str:
         return "+".join(b.name for b in self.bdirs) if len(self.bdirs) > 1 else self.bdir.name
+
+    @property
+    def build(self) -> Build:
+        """The view's (first) build as a handle: the one it was loaded from, its manifest already parsed."""
+        return self.builds[0] if self.builds else Build(self.bdir)
 
     @property
     def pooled(self) -> bool:
@@ -74,9 +80,10 @@ def read_scores(bdir: Path) -> list[dict]:
     return rows
 
 
-def load_view(bdir: Path, scores: list[dict]) -> View:
+def load_view(bdir: Build | Path, scores: list[dict]) -> View:
     """A build's per-state view with every estimate the build stores."""
     view, index = base_view(bdir, scores)
+    bdir = view.bdir
     n = len(index)
     if (bdir / "estimates").exists():
         e = store.read_table(bdir / "estimates", schema.ESTIMATES)
@@ -118,26 +125,29 @@ def rescore(view: View, stored: dict[tuple, list[dict]]) -> list[dict]:
     return out
 
 
-def base_view(bdir: Path, scores: list[dict]) -> tuple[View, dict[str, int]]:
+def base_view(bdir: Build | Path, scores: list[dict]) -> tuple[View, dict[str, int]]:
     """A build's per-state view without estimates (references, clusters, positions), and state_id -> index:
     a board fills it with the bundles' estimates only."""
-    st = store.read_table(bdir / "states", schema.STATES)
+    build = Build.of(bdir)
+    bdir = build.path
+    st = build.table("states", schema.STATES)
     index = {s: i for i, s in enumerate(st.column("state_id").to_pylist())}
     n, ref = len(index), np.full(len(index), np.nan)
-    refs = store.read_table(bdir / "references", schema.REFERENCES)
+    refs = build.table("references", schema.REFERENCES)
     n_ref = refs.column("n_ref").to_pylist()[:1]
     for sid, v in zip(*(refs.column(c).to_pylist() for c in ("state_id", "value"))):
         if sid in index:
             ref[index[sid]] = np.nan if v is None else v
     t, T = (np.array(st.column(c).to_pylist(), dtype=float) for c in ("t", "T"))
     pos = np.divide(t, T, out=np.full(n, np.nan), where=T > 0)
-    m = store.read_manifest(bdir)  # an imported hista-json build records no seed: None, not BuildConfig's 0
+    m = build.manifest  # an imported hista-json build records no seed: None, not BuildConfig's 0
     pid = np.array(st.column("problem_id").to_pylist(), dtype=object)
-    view = View(bdir, str(m.get("model", bdir.parent.parent.name)), str(m.get("domain", bdir.parent.name)),
-                str(m.get("status", "?")), scores, pid, ref, pos, pid=pid,
+    place = bdir.parent  # a manifest without model or domain: the store's <model>/<domain>/<fp> names them
+    view = View(bdir, str(m.model if m.model is not None else place.parent.name),
+                str(m.domain if m.domain is not None else place.name), str(m.status if m.status is not None else "?"),
+                scores, pid, ref, pos, pid=pid,
                 rollout=np.array(st.column("rollout_idx").to_pylist()), t=t, bdirs=[bdir], bidx=np.zeros(n, int),
-                seeds=[BuildConfig.from_manifest(m).seed if _records_seed(m) else None],
-                n_ref=int(n_ref[0]) if n_ref else 20)
+                seeds=[m.seed], n_ref=int(n_ref[0]) if n_ref else 20, builds=[build])
     view.own = _own_rewards(bdir, pid, view.rollout)
     return view, index
 
@@ -156,17 +166,11 @@ def _own_rewards(bdir: Path, pid: np.ndarray, rollout: np.ndarray) -> np.ndarray
     return own if np.isfinite(own).all() else None
 
 
-def _records_seed(manifest: dict) -> bool:
-    """Whether a manifest states its build's seed (a null or missing one, as imported builds have, is unknown)."""
-    cfg = manifest.get("config")
-    return isinstance(cfg, dict) and cfg.get("seed") is not None
-
-
-def _content(bdir: Path) -> str:
+def _content(bdir: Build | Path) -> str:
     """What a build holds: an export's content hash, else its fingerprint (copies of one build share both)."""
-    m = store.read_manifest(bdir)
-    export = m.get("export") if isinstance(m.get("export"), dict) else {}
-    return str(export.get("content_hash") or m.get("build_fp") or bdir.name)
+    build = Build.of(bdir)
+    m = build.manifest
+    return str(m.content_hash or m.build_fp or build.name)
 
 
 def pools(views: list[View], allow: Allow = Allow()) -> list[list[View]]:
@@ -175,12 +179,12 @@ def pools(views: list[View], allow: Allow = Allow()) -> list[list[View]]:
     (EvalError, one line) unless `allow` lets them through, and then every view of the group carries the note."""
     groups: dict[str, list[View]] = {}
     for v in views:
-        groups.setdefault(pool_key(v.bdir), []).append(v)
+        groups.setdefault(pool_key(v.build), []).append(v)
     for g in groups.values():  # one seed twice (a copied build, or two builds of it) is one draw counted twice
         seen: dict = {}
         for v in g:  # a build with no seed (imported from the authors' files) is one draw per fingerprint
             s = v.seeds[0]
-            key = ("seed", s) if s is not None else ("build", _content(v.bdir))
+            key = ("seed", s) if s is not None else ("build", _content(v.build))
             if key in seen:
                 what = f"both seed {s} of one config" if s is not None else f"one build ({key[1][:16]}) twice"
                 raise EvalError(f"builds {seen[key].bdir} and {v.bdir} are {what}: they cannot be pooled as "
@@ -209,7 +213,7 @@ def merge(views: list[View]) -> View:
                cat([v.ref for v in views]), cat([v.pos for v in views]),
                est=stack(lambda v: v.est), params={k: p for v in views for k, p in v.params.items()},
                pid=cat([v.pid for v in views]), rollout=cat([v.rollout for v in views]), t=cat([v.t for v in views]),
-               shift=stack(lambda v: v.shift), bdirs=[v.bdir for v in views],
+               shift=stack(lambda v: v.shift), bdirs=[v.bdir for v in views], builds=[v.build for v in views],
                bidx=np.repeat(np.arange(len(views)), n), seeds=[v.seeds[0] for v in views], n_ref=first.n_ref,
                own=None if any(v.own is None for v in views) else cat([v.own for v in views]),
                notes=list(dict.fromkeys(x for v in views for x in v.notes)))

@@ -23,9 +23,11 @@ from sveb.core.models import cache_dir
 # group_for lives with the records now (estimators build groups without the store); its old home still exports it
 from sveb.core.records import BuildData, ProblemGroup, Rollout, State, group_for  # noqa: F401
 from sveb.data_builders import DOMAINS
-from sveb.store.export import is_export, verify
+from sveb.store.export import verify
+from sveb.store.handle import Build
 from sveb.store.hub import import_build, local_name
 from sveb.store.integrity import check_structure
+from sveb.store.manifest import Manifest
 
 
 def load_rollouts(bdir: Path, problem_ids: set[str] | None = None) -> dict[str, list[dict]]:
@@ -43,34 +45,43 @@ def load_rollouts(bdir: Path, problem_ids: set[str] | None = None) -> dict[str, 
 def find_build(root: str | Path, model_slug: str | None, domain: str | None, build: str | None = None,
                console: Console | None = None) -> Path:
     """The build to evaluate: `--build` if given (a fingerprint prefix under root, a build or export folder, or
-    hub:ID), else the newest complete test-split build of the model and domain."""
+    hub:ID), else the newest complete test-split build of the model and domain. locate_build: the same as a
+    Build handle."""
+    return locate_build(root, model_slug, domain, build, console).path
+
+
+def locate_build(root: str | Path, model_slug: str | None, domain: str | None, build: str | None = None,
+                 console: Console | None = None) -> Build:
+    """find_build's build as a handle: its manifest parsed once here and handed on with it."""
     check_domain(domain)
     if build is not None and (build.startswith("hub:") or path_like(build) or "/" in build):
-        return open_build(build, root)  # a folder: its own one-line errors (missing, a file, no manifest.json)
-    builds = [b for b in store.list_builds(root) if _is_of(b, model_slug, domain)
+        return _open(build, root)  # a folder: its own one-line errors (missing, a file, no manifest.json)
+    builds = [b for b in map(Build, store.list_builds(root)) if _is_of(b, model_slug, domain)
               and (build is None or b.name.startswith(build) or _fp(b).startswith(build))]
-    done = [b for b in builds if store.complete(b)]
+    done = [b for b in builds if b.manifest.complete]
     if build is None:  # the benchmark is the test split; train builds are for critics
-        done = [b for b in done if config_of(b).split == "test"]
+        done = [b for b in done if b.manifest.config.split == "test"]
     if not done:
         what = f"model={model_slug} domain={domain}" + (f" build={build}" if build else "")
         raise EvalError(f"no complete build under {root} for {what}; run `sveb build` first (see `sveb ls builds`)"
                         + frozen_hint(domain))
     if len(done) > 1 and console is not None and build is None:
-        console.print(f"[dim]using the newest build {_shown(done[-1], root)} of {len(done)}; pass --build to choose[/]")
+        console.print(f"[dim]using the newest build {_shown(done[-1].path, root)} of {len(done)}; pass --build to "
+                      f"choose[/]")
     return done[-1]
 
 
-def _is_of(b: Path, model_slug: str | None, domain: str | None) -> bool:
+def _is_of(b: Build | Path, model_slug: str | None, domain: str | None) -> bool:
     """Whether a build listed under a root (`sveb ls builds`) is of the model and domain: by its place
     (ROOT/<model>/<domain>/<fp>, as `sveb build` stores it) or by its manifest (an export anywhere)."""
     from sveb.core.models import model_slug as slug_of
-    if (model_slug is None or b.parent.parent.name == model_slug) and (domain is None or b.parent.name == domain):
+    b = Build.of(b)
+    place = b.path.parent
+    if (model_slug is None or place.parent.name == model_slug) and (domain is None or place.name == domain):
         return True
     try:
-        m = store.read_manifest(b)
-        return ((model_slug is None or slug_of(str(m.get("model"))) == model_slug)
-                and (domain is None or m.get("domain") == domain))
+        m = b.manifest
+        return (model_slug is None or slug_of(str(m.model)) == model_slug) and (domain is None or m.domain == domain)
     except (OSError, ValueError, SvebError):
         return False
 
@@ -82,9 +93,9 @@ def _shown(b: Path, root) -> str:
         return str(b)
 
 
-def _fp(b: Path) -> str:
+def _fp(b: Build) -> str:
     try:
-        return str(store.read_manifest(b).get("build_fp") or "")
+        return str(b.manifest.build_fp or "")
     except (OSError, ValueError, SvebError):
         return ""
 
@@ -120,6 +131,10 @@ def check_root(root: str | Path) -> None:
 def open_build(spec: str, root: str | Path) -> Path:
     """A build named by a folder (a build made here, or an export: its tables checked against their hashes) or
     by hub:ID (an export published on the Hugging Face hub, imported once under ROOT/hub/)."""
+    return _open(spec, root).path
+
+
+def _open(spec: str, root: str | Path) -> Build:
     if spec.startswith("hub:"):
         bdir = Path(root) / "hub" / local_name(spec[4:]) / "build"
         if not (bdir / "manifest.json").exists():
@@ -133,24 +148,26 @@ def open_build(spec: str, root: str | Path) -> Path:
             raise EvalError(f"--build {spec}: is a file, not a build or export folder")
     if not (bdir / "manifest.json").exists():
         raise EvalError(f"--build {spec}: {bdir} holds no manifest.json (not a build or an export folder)")
-    if is_export(bdir):
-        verify(bdir)
-    elif not store.complete(bdir):
+    build = Build(bdir)
+    if build.manifest.is_export:
+        verify(build)
+    elif not build.manifest.complete:
         raise EvalError(f"--build {spec}: the build is not complete; rerun its `sveb build`")
-    check_build(bdir)
-    return bdir
+    check_build(build)
+    return build
 
 
-def check_build(bdir: Path, manifest: dict | None = None) -> dict:
+def check_build(bdir: Build | Path, manifest: dict | None = None) -> Manifest:
     """What every reader of a complete build relies on, checked before anything is scored: the manifest's labels;
     an export's tables against their hashes, or else tables written by `sveb build` here (an export whose
     `export` section was deleted is not a build made here). Returns the manifest."""
-    m = manifest if manifest is not None else store.read_manifest(bdir)
+    build = Build.of(bdir) if manifest is None else Build(bdir, Manifest.of(manifest))
+    m = build.manifest
     for key in ("model", "domain", "build_fp", "status"):
-        if not isinstance(m.get(key), str) or not m[key]:
+        if not isinstance(m.get(key), str) or not m[key]:  # the labels' own check: typed only where present
             raise EvalError(f"{bdir}/manifest.json: no {key}; not a build or an export")
-    if "export" in m:
-        return verify(bdir)
+    if m.is_export:
+        return verify(build)
     for t in store.CONTENT_TABLES:
         for path in sorted((Path(bdir) / t).glob("part-*.parquet")):
             if store.shard_fp(path) is None:
@@ -192,18 +209,21 @@ RESULTS = ("scores", "estimates", "diagnostics", "timings", "hidden", "critics")
 COPIED = ("scores", "estimates", "diagnostics", "timings")
 
 
-def results_view(bdir: Path, console: Console | None = None, create: bool = True) -> Path:
+def results_view(bdir: Build | Path, console: Console | None = None, create: bool = True,
+                 build: Build | None = None) -> Build | Path:
     """The folder a build's scores are written to: the build itself, or, when it is read-only (a frozen export on
     read-only storage), a writable mirror of it under the cache (`SVEB_CACHE`, default ~/.cache/sveb): its tables
     linked, the scores stored so far copied, keyed on the content hash and the manifest. create=False: the mirror
-    only if it already exists (a reader), else the build itself."""
+    only if it already exists (a reader), else the build itself. A Build given: a Build returned."""
     import hashlib
     import shutil
 
+    if isinstance(bdir, Build):  # a handle in, the mirror's handle out (its manifest is the build's)
+        return bdir.at(results_view(bdir.path, console, create, bdir))
     bdir = Path(bdir)
     if store.writable(bdir):
         return bdir
-    key = f"{content_hash_of(bdir)}-{hashlib.sha256((bdir / 'manifest.json').read_bytes()).hexdigest()[:8]}"
+    key = f"{content_hash_of(build or bdir)}-{hashlib.sha256((bdir / 'manifest.json').read_bytes()).hexdigest()[:8]}"
     mirror = cache_dir() / "readonly" / key / bdir.resolve().name
     if not (mirror / "manifest.json").exists():
         if not create:
@@ -221,13 +241,13 @@ def results_view(bdir: Path, console: Console | None = None, create: bool = True
     return mirror
 
 
-def content_hash_of(bdir: Path) -> str:
+def content_hash_of(bdir: Build | Path) -> str:
     """A build's content hash: an export's (its tables verified against it), else computed from the tables."""
     m = check_build(bdir)
-    return m["export"]["content_hash"] if "export" in m else store.content_hash(bdir)
+    return m.content_hash if m.is_export else store.content_hash(Path(bdir))
 
 
-def check_expected(bdirs: list[Path], expect: str | None) -> None:
+def check_expected(bdirs: list[Build] | list[Path], expect: str | None) -> None:
     """`--expect HASH`: every build scored must have this content hash (a prefix of 8 or more characters)."""
     if expect is None:
         return
@@ -241,32 +261,33 @@ def check_expected(bdirs: list[Path], expect: str | None) -> None:
             raise EvalError(f"--expect {expect}: build {b} has content hash {got}; refused (not the build you pinned)")
 
 
-def pool_key(bdir: Path) -> str:
+def pool_key(bdir: Build | Path) -> str:
     """Builds with the same key differ only in their seed (or in knobs that never change results)."""
-    m = store.read_manifest(bdir)
-    if not m.get("config"):  # no config recorded: a build pools with nothing
-        return bdir.name
+    build = Build.of(bdir)
+    m = build.manifest
+    if not m.recorded_config:  # no config recorded: a build pools with nothing
+        return build.name
     # every field but the seed, typed (a key an older version did not write takes its default, so builds of
     # different protocols never pool: sveb/sample/paper.py); the engine draws the samples (it is in the rollout
     # fingerprint): two engines' builds do not pool
-    cfg = {k: v for k, v in dataclasses.asdict(BuildConfig.from_manifest(m)).items()
+    cfg = {k: v for k, v in dataclasses.asdict(m.config).items()
            if k != "seed" and (k == "engine" or k not in NOT_IN_FP)}
-    return json.dumps([m.get("model"), m.get("domain"), cfg], sort_keys=True, default=str)
+    return json.dumps([m.model, m.domain, cfg], sort_keys=True, default=str)
 
 
-def config_of(bdir: Path) -> BuildConfig:
+def config_of(bdir: Build | Path) -> BuildConfig:
     """The build's config, typed (BuildConfig.from_manifest)."""
-    return BuildConfig.from_manifest(store.read_manifest(bdir))
+    return Build.of(bdir).manifest.config
 
 
 def find_seed_builds(root: str | Path, model_slug: str | None, domain: str | None, seeds: list[int],
                      build: str | None = None) -> list[Path]:
     """The newest complete test-split build of each seed (`--seeds`), all of one config but the seed."""
-    found = []
+    found, listed = [], [Build(b) for b in store.list_builds(root)]
     for seed in seeds:
-        done = [b for b in store.list_builds(root) if _is_of(b, model_slug, domain)
-                and (build is None or b.name.startswith(build) or _fp(b).startswith(build)) and store.complete(b)
-                and (c := config_of(b)).split == "test" and c.seed == seed]
+        done = [b.path for b in listed if _is_of(b, model_slug, domain)
+                and (build is None or b.name.startswith(build) or _fp(b).startswith(build)) and b.manifest.complete
+                and (c := b.manifest.config).split == "test" and c.seed == seed]
         if not done:
             raise EvalError(f"no complete build of seed {seed} under {root} for model={model_slug} domain={domain}; "
                             f"run `sveb build --seeds ...` first")
@@ -277,15 +298,17 @@ def find_seed_builds(root: str | Path, model_slug: str | None, domain: str | Non
     return found
 
 
-def load_build(bdir: Path, references: bool = True) -> BuildData:
+def load_build(bdir: Build | Path, references: bool = True) -> BuildData:
     """A build's tables in memory; references=False for a training build (no reference needed)."""
-    manifest = check_build(bdir)  # a frozen export: its rows must be the ones its card hashed
-    plist = store.read_table(bdir / "problems", schema.PROBLEMS).to_pylist()
+    build = Build.of(bdir)
+    bdir = build.path
+    manifest = check_build(build)  # a frozen export: its rows must be the ones its card hashed
+    plist = build.table("problems", schema.PROBLEMS).to_pylist()
     problems = {p["problem_id"]: p for p in plist}
-    states = store.read_table(bdir / "states", schema.STATES).to_pylist()
+    states = build.table("states", schema.STATES).to_pylist()
     refs, rlist = {}, None
     if references:
-        rlist = store.read_table(bdir / "references", schema.REFERENCES).to_pylist()
+        rlist = build.table("references", schema.REFERENCES).to_pylist()
         refs = {r["state_id"]: r for r in rlist}
         missing = [s["state_id"] for s in states if s["state_id"] not in refs]
         if missing:
@@ -317,8 +340,6 @@ def truncation(bdir: Path, problem_ids: set[str]) -> dict[str, float]:
     return {"rollouts": share(rolls), "references": share(conts)}
 
 
-def describe(bdir: Path) -> str:
+def describe(bdir: Build | Path) -> str:
     """The manifest's headline fields as one JSON line."""
-    m = store.read_manifest(bdir)
-    return json.dumps({k: m.get(k) for k in ("model", "domain", "build_fp", "status", "n_problems", "n_states",
-                                             "truncated")})
+    return json.dumps(Build.of(bdir).manifest.headline())

@@ -21,7 +21,9 @@ from sveb import store
 from sveb.core.errors import SvebError
 from sveb.core.models import resolve
 from sveb.store.export_card import card
+from sveb.store.handle import Build
 from sveb.store.hista_json import TOKEN_LEVEL, UNAVAILABLE
+from sveb.store.manifest import Manifest
 
 # The tables an export carries (screens: the filter's screening rollouts, where the build has them; hista_noise: an
 # imported hista-json file's noise MAEs per state, sveb.store.hista_json).
@@ -62,25 +64,24 @@ def sveb_version() -> str:
         return "unknown"
 
 
-def _table(bdir: Path, name: str) -> pa.Table:
+def _table(build: Build, name: str) -> pa.Table:
     """A table's rows as the build holds them (shard order, every column): the export changes no row."""
-    t = store.read_table(bdir / name)
-    return t.replace_schema_metadata(None)
+    return build.table(name).replace_schema_metadata(None)
 
 
 def _model_dir(model: str) -> str:
     return resolve(model)
 
 
-def export_build(bdir: Path, out: Path, model_dir: str | Path | None = None) -> Path:
+def export_build(bdir: Build | Path, out: Path, model_dir: str | Path | None = None) -> Path:
     """Write the build `bdir` as a frozen dataset folder `out` (a new folder: nothing there is overwritten).
 
     model_dir: the weights the build was sampled with (default: the build's model, resolved)."""
 
-    bdir, out = Path(bdir), Path(out)
-    manifest = store.read_manifest(bdir)
-    if not store.complete(bdir):
-        raise ExportError(f"{bdir}: the build is not complete (status {manifest.get('status')}); "
+    build, out = Build.of(bdir), Path(out)
+    bdir, manifest = build.path, build.manifest
+    if not manifest.complete:
+        raise ExportError(f"{bdir}: the build is not complete (status {manifest.status}); "
                           f"rerun its `sveb build` first")
     if out.exists() and any(out.iterdir()):
         raise ExportError(f"--out {out}: exists and is not empty; pass a new folder")
@@ -88,31 +89,31 @@ def export_build(bdir: Path, out: Path, model_dir: str | Path | None = None) -> 
     missing = [t for t in store.CONTENT_TABLES if t not in names]
     if missing:
         raise ExportError(f"{bdir}: no {missing[0]} table; not a complete build")
-    prev = manifest.get("export", {})
+    prev = manifest.export or {}
     kept = {k: v for k, v in prev.items() if k not in ("tables", "content_hash", "model_weights_sha256")}
-    if prev.get("format") == "hista-json" and model_dir is None:  # imported text: no weights sampled it here
+    if manifest.export_format == "hista-json" and model_dir is None:  # imported text: no weights sampled it here
         weights = None
     else:
-        weights = weights_hash(model_dir or _model_dir(manifest["model"]))
+        weights = weights_hash(model_dir or _model_dir(manifest.model))
     with store.staged_dir(out) as tmp:  # the folder appears whole or not at all
         tables, info = {}, {}
         for name in names:
-            t = _table(bdir, name)
+            t = _table(build, name)
             (tmp / name).mkdir()
             pq.write_table(t, store.shard_path(tmp / name, 0), compression="zstd")
             tables[name] = t
             info[name] = {"sha256": store.table_hash(tmp / name), "rows": t.num_rows}
         export = {**kept, "tables": info, "content_hash": store.content_hash(tmp), "model_weights_sha256": weights,
                   "sveb_version": sveb_version(), "source_build": bdir.name}
-        full = {**manifest, "export": export}
+        full = {**manifest.raw, "export": export}
         (tmp / "manifest.json").write_text(json.dumps(full, indent=2, sort_keys=True))
         (tmp / "README.md").write_text(card(full, tables))
     return out
 
 
-def is_export(bdir: Path) -> bool:
+def is_export(bdir: Build | Path) -> bool:
     try:
-        return "export" in store.read_manifest(Path(bdir))
+        return Build.of(bdir).manifest.is_export
     except store.StoreError:
         return False
 
@@ -126,11 +127,11 @@ _verified: dict[Path, tuple] = {}
 RACY_S = 2  # seconds: coarser than any file system's timestamp tick
 
 
-def verify(bdir: Path) -> dict:
+def verify(bdir: Build | Path) -> Manifest:
     """The export's manifest, after checking every table against its content hash; a one-line error names the
     first table that differs (edited, truncated or missing). Checked once per process while files are unchanged."""
+    manifest = Build.of(bdir).manifest
     bdir = Path(bdir).resolve()
-    manifest = store.read_manifest(bdir)
     tables = check_export_manifest(bdir, manifest)
     stamp = _stamp(bdir, tables)
     if _verified.get(bdir) == stamp:
@@ -189,18 +190,20 @@ def check_export_manifest(bdir: Path, manifest: dict) -> dict:
     return tables
 
 
-def check_weights(bdir: Path, manifest: dict, model_dir: str | Path | None = None) -> None:
+def check_weights(bdir: Build | Path, manifest: dict | None = None, model_dir: str | Path | None = None) -> None:
     """For an estimator that reads the model: its weights must be those the export was sampled with. An imported
-    hista-json build has no token ids to run a model on: refused (sveb.store.hista_json)."""
-    if manifest.get("export", {}).get("format") == "hista-json":
+    hista-json build has no token ids to run a model on: refused (sveb.store.hista_json). manifest: the build's
+    own by default."""
+    manifest = Build.of(bdir).manifest if manifest is None else Manifest.of(manifest)
+    if manifest.export_format == "hista-json":
         raise ExportError(f"{bdir}: {TOKEN_LEVEL} are {UNAVAILABLE}: it holds text only and t counts characters")
-    want = manifest.get("export", {}).get("model_weights_sha256")
+    want = manifest.weights_sha256
     if not want:
         return  # a build made here: its model is the one that sampled it
-    wdir = model_dir or _model_dir(manifest["model"])
+    wdir = model_dir or _model_dir(manifest.model)
     got = cached_weights_hash(wdir)
     if got != want:
-        raise ExportError(f"{bdir}: model {manifest['model']} at {wdir} has weights sha256 {got[:16]}, the export's "
+        raise ExportError(f"{bdir}: model {manifest.model} at {wdir} has weights sha256 {got[:16]}, the export's "
                           f"card says {want[:16]}: hidden states would not be those of the model that sampled it")
 
 

@@ -99,11 +99,22 @@ class Manifest(Mapping):
     def read(cls, bdir: Path) -> Manifest:
         return cls(read_manifest(bdir), Path(bdir) / "manifest.json")
 
+    @classmethod
+    def of(cls, manifest: Manifest | dict) -> Manifest:
+        """A Manifest as given, or one over a manifest's parsed JSON (older callers hand a dict)."""
+        return manifest if isinstance(manifest, Manifest) else cls(manifest)
+
     @functools.cached_property
     def config(self):
         """The build's config, typed (BuildConfig.from_manifest: a missing key takes its default)."""
         from sveb.core.config import BuildConfig
         return BuildConfig.from_manifest(self.raw)
+
+    @property
+    def seed(self) -> int | None:
+        """The build's seed as recorded, typed; None where none is (an imported build's null or missing seed is
+        unknown, not BuildConfig's default 0)."""
+        return None if self.recorded_config.get("seed") is None else self.config.seed
 
     @property
     def complete(self) -> bool:

@@ -7,14 +7,16 @@ import shlex
 from pathlib import Path
 
 from sveb import store
-from sveb.core.config import BuildConfig
 from sveb.core.errors import EvalError
 from sveb.core.records import BuildData
+from sveb.store.handle import Build
+from sveb.store.manifest import Manifest
 
 
 def train_build_command(manifest: dict, root: Path) -> str:
-    cfg = BuildConfig.from_manifest(manifest)
-    args = ["sveb", "build", "--split", "train", "--domain", manifest["domain"], "--model", manifest["model"],
+    manifest = Manifest.of(manifest)
+    cfg = manifest.config
+    args = ["sveb", "build", "--split", "train", "--domain", manifest.domain, "--model", manifest.model,
             "--source", cfg.source, "--rollouts", str(cfg.rollouts),
             "--max-tokens", str(cfg.sampling.max_tokens), "--root", str(root)]
     return " ".join(shlex.quote(a) for a in args)
@@ -23,8 +25,14 @@ def train_build_command(manifest: dict, root: Path) -> str:
 def find_train_build(bdir: Path, manifest: dict, spec: str = "", who: str = "ppo-1", console=None) -> Path:
     """The training build for an estimator that learns on disjoint problems: `spec` (a build dir or fp
     prefix), else the newest complete `--split train` build of the same model and domain under the
-    benchmark build's root."""
-    root = bdir.parent.parent.parent
+    benchmark build's root. train_build_of: the same from a Build to a Build."""
+    return train_build_of(Build(bdir, Manifest.of(manifest)), spec, who, console).path
+
+
+def train_build_of(build: Build, spec: str = "", who: str = "ppo-1", console=None) -> Build:
+    """find_train_build between handles: the train build returned with its manifest parsed (once)."""
+    manifest = build.manifest
+    root = build.path.parent.parent.parent
     if spec:
         if (Path(spec).expanduser() / "manifest.json").exists():
             found = [Path(spec).expanduser().resolve()]
@@ -33,26 +41,27 @@ def find_train_build(bdir: Path, manifest: dict, spec: str = "", who: str = "ppo
         if len(found) != 1:
             raise EvalError(f"{who}: train_build={spec} matches {len(found)} builds under {root}; "
                             f"pass a build directory")
-        tb = found[0]
-        m = store.read_manifest(tb)
-        if m.get("status") != "complete":
+        tb = Build(found[0])
+        m = tb.manifest
+        if not m.complete:
             raise EvalError(f"{who}: training build {tb} is not complete; rerun its `sveb build`")
-        if m.get("model") != manifest["model"] and console is not None:
-            console.print(f"[yellow]{who}: training build {tb.name} was sampled by {m.get('model')}, "
-                          f"the benchmark by {manifest['model']}[/]")
+        if m.model != manifest.model and console is not None:
+            console.print(f"[yellow]{who}: training build {tb.name} was sampled by {m.model}, "
+                          f"the benchmark by {manifest.model}[/]")
         return tb
-    found = [b for b in store.list_builds(root) if (m := store.read_manifest(b)).get("status") == "complete"
-             and m.get("model") == manifest["model"] and m.get("domain") == manifest["domain"]
-             and BuildConfig.from_manifest(m).split == "train"]
+    here = build.path.resolve()  # the benchmark build itself may be listed: its handle, not a second parse
+    listed = [build if b.resolve() == here else Build(b) for b in store.list_builds(root)]
+    found = [b for b in listed if (m := b.manifest).complete
+             and m.model == manifest.model and m.domain == manifest.domain and m.config.split == "train"]
     if not found:
         raise EvalError(f"{who} needs a training build of disjoint problems; none under {root}: "
                         f"run `{train_build_command(manifest, root)}` (or pass -P train_build=<dir>)")
     return found[-1]
 
 
-def disjoint_problems(tb: Path, data: BuildData, who: str) -> list[str]:
+def disjoint_problems(tb: Build | Path, data: BuildData, who: str) -> list[str]:
     """The training build's problem ids, refusing one that shares a problem with the benchmark build."""
-    pids = set(store.read_table(tb / "problems").column("problem_id").to_pylist())
+    pids = set(Build.of(tb).table("problems").column("problem_id").to_pylist())
     overlap = sorted(pids & set(data.problems))
     if overlap:
         raise EvalError(f"{who}: training build {tb} shares {len(overlap)} problems with the benchmark build "
