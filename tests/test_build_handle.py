@@ -29,7 +29,7 @@ def count_reads(monkeypatch) -> list[Path]:
 
 def test_manifest_typed_fields_and_mapping():
     raw = json.loads((EXPORT / "manifest.json").read_text())
-    m = Manifest.read(EXPORT)
+    m = store.load_manifest(EXPORT)
     assert (m.model, m.domain, m.build_fp, m.status) == (raw["model"], raw["domain"], raw["build_fp"], "complete")
     assert (m.n_problems, m.n_states, m.truncated) == (raw["n_problems"], raw["n_states"], raw["truncated"])
     assert m.complete and m.is_export and m.content_hash == raw["export"]["content_hash"]

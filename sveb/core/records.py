@@ -2,7 +2,7 @@
 problem's group of rollouts (`ProblemGroup`, `Rollout`) and the states to value (`State`).
 
 `sveb.store.builds` fills them from the store; `sveb.estimators.base` hands them on to estimators (plugins import them
-from there). This module imports nothing of sveb.
+from there). This module imports nothing of sveb but the typed manifest a BuildData carries (sveb.core.manifest).
 """
 
 from __future__ import annotations
@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from sveb.core.manifest import Manifest
 
 
 @dataclass(frozen=True)
@@ -128,12 +130,15 @@ class ProblemGroup:
 @dataclass
 class BuildData:
     bdir: Path
-    manifest: dict
+    manifest: Manifest  # a plain dict given (a test's, a plugin's) is typed on the way in
     problems: dict[str, dict]
     rollouts: dict[str, list[dict]]
     states: list[dict]
     references: dict[str, dict] = field(default_factory=dict)  # the evaluator's alone: estimators get public()
     extras: dict[str, tuple[float, ...]] = field(default_factory=dict)  # independent draws (MCS@k baselines)
+
+    def __post_init__(self):
+        self.manifest = Manifest.of(self.manifest)
 
     def public(self, extra_draws: bool = False) -> BuildData:
         """What an estimator receives: no reference draws or values, and the extra independent draws only with

@@ -14,7 +14,15 @@ from sveb.store.files import (
     writable,
 )
 from sveb.store.handle import Build
-from sveb.store.manifest import MANIFEST_TYPES, Manifest, complete, list_builds, read_manifest, write_manifest
+from sveb.store.manifest import (
+    MANIFEST_TYPES,
+    Manifest,
+    complete,
+    list_builds,
+    load_manifest,
+    read_manifest,
+    write_manifest,
+)
 from sveb.store.shards import (
     CONTENT_KEYS,
     CONTENT_TABLES,

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from sveb.store import manifest as manifests
 from sveb.store.files import atomic_write_bytes
 from sveb.store.manifest import Manifest
 from sveb.store.shards import read_shard, read_table, shard_done, shard_path, write_shard
@@ -38,7 +39,7 @@ class Build(os.PathLike):
     @property
     def manifest(self) -> Manifest:
         if self._manifest is None:
-            self._manifest = Manifest.read(self.path)
+            self._manifest = manifests.load_manifest(self.path)
         return self._manifest
 
     @property
