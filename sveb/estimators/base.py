@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 # The data types an estimator receives live with the read side (sveb.core.records); plugins import them from here.
+from sveb.core.manifest import Manifest
 from sveb.core.records import BuildData, HiddenFn, PrefixHidden, ProblemGroup, Rollout, State, group_for, hidden_source
 
 if TYPE_CHECKING:
@@ -41,14 +42,17 @@ __all__ = ["BuildData", "Context", "Estimator", "HiddenFn", "PrefixHidden", "Pro
 class TrainBuild:
     """The disjoint `--split train` build an estimator trains on, resolved and checked by the evaluator."""
     bdir: Path
-    manifest: dict
+    manifest: Manifest                      # typed (a plain dict given is typed on the way in)
     problems: list[str]                     # its problem ids, none of them the benchmark's (checked)
     key: str                                # its content hash: the identity a trained model is cached under
     load: Callable[[bool], BuildData] = field(repr=False, default=None)  # load(references) -> its tables
 
+    def __post_init__(self):
+        self.manifest = Manifest.of(self.manifest)
+
     @property
     def build_fp(self) -> str:
-        return self.manifest["build_fp"]
+        return self.manifest.build_fp
 
     def data(self, references: bool = False) -> BuildData:
         """Its tables in memory (references only where asked: a Monte-Carlo-labelled fit)."""

@@ -154,7 +154,7 @@ class HiddenAlign(Estimator):
         """Without a context (a test's fake build): no calibration build, as if none were found."""
         ctx = as_context(ctx)
         console, train = ctx.console, ctx.train
-        self._anchor = AnchorFinder(build.manifest["model"], self.marker)
+        self._anchor = AnchorFinder(build.manifest.model, self.marker)
         self._anchors: dict[tuple, np.ndarray] = {}
         self._anchor_at: dict[tuple, int] = {}
         self._reaches: dict[str, bool] = {}
@@ -167,7 +167,7 @@ class HiddenAlign(Estimator):
             self._source = f"train build {train.bdir.name} ({n} cuts)"
         elif self.calibration == "auto":  # the fallback changes the values: say so
             self._source = "fixed (auto: no --split train build of this model and domain)"
-            self._notes.append(f"no --split train build of {build.manifest['model']} / {build.manifest['domain']} "
+            self._notes.append(f"no --split train build of {build.manifest.model} / {build.manifest.domain} "
                                f"under the root: fixed weights, not fitted")
         if console is not None:
             for note in self._notes:

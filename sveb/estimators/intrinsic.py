@@ -63,7 +63,7 @@ class _PolicySignal(SignalEstimator):
     def load(self, build, ctx: Context) -> None:
         from sveb.estimators.lm_read import compute_dtype, load_model, resolved
         from sveb.lm.checkpoints import resident
-        path = resolved(build.manifest["model"])
+        path = resolved(build.manifest.model)
         self._key = ("intrinsic", path, compute_dtype())
         self._lm = resident(self._key, lambda: load_model(path))
         self._temperature = temperature_of(build.manifest)

@@ -83,7 +83,7 @@ class Judge(SignalEstimator):
         self._template = unescape(self.template)  # the parameter stays as given: it is the stored fingerprint
         if "{prefix}" not in self._template:
             raise UsageError("-P template: must hold {prefix} (the partial solution the judge is asked about)")
-        path = resolved(self.model or build.manifest["model"])
+        path = resolved(self.model or build.manifest.model)
         self._lm = resident(("judge", path, compute_dtype()), lambda: load_model(path))
         scripted = BuildConfig.from_manifest(build.manifest).engine == "scripted" and not self.model
         self._tok = load_tokenizer(path, scripted)

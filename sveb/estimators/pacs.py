@@ -116,7 +116,7 @@ class PACS(Estimator):
     def _scorer(self, builds: list[tuple[str, Path, dict]]) -> PacsScorer:
         """The loaded scorer; its frozen features come from the builds' shared hidden-state pass
         (sveb.lm.hidden) when the policy is the build's model, as ppo's critic's do."""
-        cfg = PacsConfig(self.policy_model or self._data.manifest["model"], self.beta, self.lr, self.epochs,
+        cfg = PacsConfig(self.policy_model or self._data.manifest.model, self.beta, self.lr, self.epochs,
                          self.batch, self.grad_accum, self.train_layers, self.seed,
                          weight=self.weight, temperature=self._temperature)
         path = resolve(cfg.model)
@@ -136,7 +136,7 @@ class PACS(Estimator):
         rows = self._train_build.data().rollouts
         seqs = [make_pseq((tfp, r["problem_id"], r["rollout_idx"]), r["problem_id"], r["prompt_token_ids"],
                           r["response_token_ids"], r["reward"]) for pid in sorted(rows) for r in rows[pid]]
-        data, bfp = self._data, self._data.manifest["build_fp"]
+        data, bfp = self._data, self._data.manifest.build_fp
         scorer = self._scorer([(tfp, tb, rows), (bfp, data.bdir, data.rollouts)])
         if self.epochs:
             scorer.fit(seqs, tb / "critics", fingerprint("pacs", self._train_build.key, pids), self._console)
@@ -168,7 +168,7 @@ class PACS(Estimator):
             raise RuntimeError(f"{self.name}: call prepare(build data) before estimate()")
         if self._scores is None:
             from dataclasses import astuple, replace
-            key = (self._data.manifest["build_fp"], self._train_build.key, tuple(self._train[1]),
+            key = (self._data.manifest.build_fp, self._train_build.key, tuple(self._train[1]),
                    astuple(replace(self, value="", final_baseline="")))  # nor on how V is made of them
             if key not in _SCORED:
                 _SCORED.clear()

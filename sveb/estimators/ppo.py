@@ -51,7 +51,7 @@ class _PPO(Estimator):
         return "clipped"  # scores stored before values were clipped are recomputed
 
     def critic_config(self, data) -> CriticConfig:
-        return CriticConfig(model=self.critic_model or data.manifest["model"], lam=self.lam, gamma=self.gamma,
+        return CriticConfig(model=self.critic_model or data.manifest.model, lam=self.lam, gamma=self.gamma,
                             lr=self.lr, epochs=self.epochs, batch=self.batch, grad_accum=self.grad_accum,
                             train_layers=self.train_layers, seed=self.seed)
 
@@ -63,7 +63,7 @@ class _PPO(Estimator):
         self._data, self._console, self._hidden = data, ctx.console, ctx.hidden
         self._values: dict[object, dict[str, float]] = {}
         self._shared = ctx.hidden.shared(-(self.train_layers + 1))
-        self._shared.add(data.manifest["build_fp"], data.bdir, data.rollouts)
+        self._shared.add(data.manifest.build_fp, data.bdir, data.rollouts)
         self._check(data, ctx)
 
     def _check(self, data, ctx: Context) -> None:
@@ -81,7 +81,7 @@ class _PPO(Estimator):
         return critic
 
     def _value_states(self, critic: Critic, states: list[dict]) -> dict[str, float]:
-        data, bfp = self._data, self._data.manifest["build_fp"]
+        data, bfp = self._data, self._data.manifest.build_fp
         rows = {(r["problem_id"], r["rollout_idx"]): r for pid in {s["problem_id"] for s in states}
                 for r in data.rollouts[pid]}
         ends: dict[tuple, bool] = {}  # (problem, rollout) -> whether a state holds its whole response (t = T)
@@ -162,7 +162,7 @@ class PPON(_PPO):
 
     def _fit(self, mode) -> dict[str, float]:
         data = self._data
-        bfp = data.manifest["build_fp"]
+        bfp = data.manifest.build_fp
         used = lambda idx: mode == "all" or idx % self.folds != mode  # noqa: E731
         seqs = [_seq(bfp, r) for pid in sorted(data.rollouts) for r in data.rollouts[pid] if used(r["rollout_idx"])]
         key = fingerprint(build_key(data.bdir), sorted(data.rollouts),

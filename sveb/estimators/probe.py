@@ -134,7 +134,7 @@ class Probe(Estimator):
         return out
 
     def _tracks(self, bdir: Path) -> Tracks:
-        return Tracks(self._ctx.hidden.states(bdir), self._data.manifest["model"], self.layer, self.window)
+        return Tracks(self._ctx.hidden.states(bdir), self._data.manifest.model, self.layer, self.window)
 
     def model(self):
         """The fitted probe: from the train build's cache, else fitted now and cached there."""
@@ -143,7 +143,7 @@ class Probe(Estimator):
         tb, pids = self._train
         tracks = self._tracks(tb)
         params = {k: v for k, v in params_of(self).items() if k != "train_build"}  # where it is: the hash
-        key = fingerprint("probe", self._trainb.key, pids, params, self._data.manifest["model"], tracks.dtype)
+        key = fingerprint("probe", self._trainb.key, pids, params, self._data.manifest.model, tracks.dtype)
         path = tb / "probes" / f"{key}.pkl"
         if path.exists():
             blob = pickle.loads(path.read_bytes())

@@ -196,7 +196,7 @@ def eval_domain(domain: str, a, names: list[str], console, name: str | None = No
         restore(Path(a.exports) / f"{domain}-train", Path(a.root))
     timing: dict[str, float] = {}
     data = load_build(bdir)
-    fp = data.manifest["build_fp"]
+    fp = data.manifest.build_fp
     have = {(r["estimator"], r["params_fp"], r["protocol"], r.get("training")) for r in stored
             if r["domain"] == domain and r["build_fp"] == fp}
     jobs = [(n, None) for n in names] + [(n, seed) for n in trained(names)
@@ -208,7 +208,7 @@ def eval_domain(domain: str, a, names: list[str], console, name: str | None = No
                       f"estimates; not run again")
     if any(entry(n).needs_hidden or entry(n).needs_training for n, _ in todo):
         check_weights(bdir, data.manifest)
-        hs = HiddenStates(bdir, data.manifest["model"])
+        hs = HiddenStates(bdir, data.manifest.model)
         seconds = hidden_pass(hs, data, console)
         if seconds is not None:
             timing["hidden pass"] = seconds

@@ -293,7 +293,7 @@ def hidden_provider(est, data: BuildData, console=None, hidden_options: dict | N
     before the clock starts (`seconds` is the estimator's own cost), and the provider estimate_all takes."""
     if not est.needs_hidden:
         return None
-    hs = HiddenStates(data.bdir, data.manifest["model"], layer=est.layer, **(hidden_options or {}))
+    hs = HiddenStates(data.bdir, data.manifest.model, layer=est.layer, **(hidden_options or {}))
     prompts = getattr(est, "needs_prompt", False)  # Hista: the prompt's states too (one short pass per problem)
     for pid in track(sorted(data.problems), description="hidden states", console=console):
         hs.ensure(pid, data.rollouts[pid])  # cached groups are not loaded twice

@@ -2,6 +2,7 @@
 
 import numpy as np
 
+from sveb.core.manifest import Manifest
 from sveb.estimators.base import ProblemGroup, Rollout
 
 
@@ -27,4 +28,4 @@ class FakeBuild:
     def __init__(self, tmp_path):
         self.bdir = tmp_path / "m" / "number" / "b"
         self.bdir.mkdir(parents=True)
-        self.manifest = {"model": str(tmp_path / "no-model"), "domain": "number"}
+        self.manifest = Manifest({"model": str(tmp_path / "no-model"), "domain": "number"})
