@@ -75,13 +75,13 @@ def machine() -> dict:
 
 def build_identity(bdir: Path) -> dict:
     """The build a bundle's estimates belong to: content hash, per-table hashes and what it is."""
-    m = store.read_manifest(bdir)
-    ex = m.get("export")
+    m = store.load_manifest(bdir)
+    ex = m.export
     tables = ({t: v["sha256"] for t, v in ex["tables"].items() if t in store.CONTENT_TABLES} if ex
               else {t: store.table_hash(bdir / t) for t in store.CONTENT_TABLES})
     return {"content_hash": ex["content_hash"] if ex else store.content_hash(bdir), "tables": tables,
-            "build_fp": m.get("build_fp", bdir.name), "model": m.get("model"), "domain": m.get("domain"),
-            "n_states": m.get("n_states")}
+            "build_fp": m.build_fp if m.build_fp is not None else bdir.name, "model": m.model, "domain": m.domain,
+            "n_states": m.n_states}
 
 
 def estimates_key(meta: dict, table: pa.Table) -> str:

@@ -92,8 +92,8 @@ def score_rows(meta: dict, values: dict, data, checked: str = "self-declared") -
         cost = (meta.get("cost") or {}).get(proto) or {}
         seconds = _reported(cost, "seconds")
         train = _reported(cost, "train_tokens")
-        ident = {"model": data.manifest.get("model"), "domain": data.manifest.get("domain"),
-                 "build_fp": data.manifest.get("build_fp"), "content_hash": meta["build"]["content_hash"],
+        ident = {"model": data.manifest.model, "domain": data.manifest.domain,
+                 "build_fp": data.manifest.build_fp, "content_hash": meta["build"]["content_hash"],
                  "build_protocol": protocol_of(data.manifest),  # sveb | paper (sveb/core/config.py; issue 31)
                  "estimator": est["name"], "params_fp": est.get("params_fp") or "",
                  "params": json.dumps(est["params"], sort_keys=True), "protocol": proto}

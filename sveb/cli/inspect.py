@@ -89,11 +89,11 @@ def ls(what: str = typer.Argument(..., help="estimators | engines | domains | mo
         out.print(f"builds under {escape(str(root))}:", soft_wrap=True)
         t = _table("build", "status", "problems", "states", "cut off")
         for b in store.list_builds(root):
-            m = store.read_manifest(b)
-            tr = m.get("truncated") or {}
+            m = store.load_manifest(b)
+            tr = m.truncated
             cut = " ".join(f"{k} {tr[k]:.1%}" for k in ("rollouts", "references") if isinstance(tr.get(k), float))
-            t.add_row(escape(str(b.relative_to(root))), str(m.get("status")), str(m.get("n_problems")),
-                      str(m.get("n_states")), cut)
+            t.add_row(escape(str(b.relative_to(root))), str(m.status), str(m.n_problems),
+                      str(m.n_states), cut)
         out.print(t)
     else:
         from sveb.core.errors import UsageError

@@ -72,7 +72,7 @@ def collapse_report(bdir: Path, out_dir: Path) -> list[Path]:
         run = runs.setdefault((r["estimator"], r["params_fp"], r["protocol"]), {"params": r["params"], "values": {}})
         run["values"][r["state_id"]] = r["value"]
     grpo = {proto: run["values"] for (est, _, proto), run in runs.items() if est == BASELINE}
-    manifest = store.read_manifest(Path(bdir))
+    manifest = store.load_manifest(Path(bdir))
     out_dir, paths, missing = Path(out_dir), [], set()
     for (est, pfp, proto), run in sorted(runs.items()):
         if est == BASELINE:
@@ -84,12 +84,12 @@ def collapse_report(bdir: Path, out_dir: Path) -> list[Path]:
         v = np.array([run["values"][i] for i in ids])
         g = np.array([grpo[proto][i] for i in ids])
         stats = {"estimator": est, "params_fp": pfp, "params": json.loads(run["params"]), "protocol": proto,
-                 "model": manifest.get("model"), "domain": manifest.get("domain"), "build_fp": manifest.get("build_fp"),
+                 "model": manifest.model, "domain": manifest.domain, "build_fp": manifest.build_fp,
                  **collapse_stats(v, g)}
         stem = f"collapse-{est}-{pfp}-{proto}"
         json_path = out_dir / f"{stem}.json"
         store.atomic_write_bytes(json_path, json.dumps(stats, indent=2).encode())
-        title = f"{est} − {BASELINE} ({proto}), {manifest.get('model')} / {manifest.get('domain')}"
+        title = f"{est} − {BASELINE} ({proto}), {manifest.model} / {manifest.domain}"
         paths += [json_path, plot_collapse({est: v - g}, out_dir / f"{stem}.png", title)]
     if not paths and missing:
         raise UsageError(f"{bdir}: no {BASELINE} estimates under protocol {', '.join(sorted(missing))}; "

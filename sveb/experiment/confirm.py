@@ -63,7 +63,7 @@ def check_dtype(dtype: str) -> None:
 def find_export(results: Path, build_fp: str) -> str:
     """An export of the build `build_fp` under `results` (Table 4's number train, wherever its folder is now), or ""."""
     for m in sorted(results.glob("**/exports/*/manifest.json")):
-        if store.read_manifest(m.parent).get("build_fp") == build_fp:
+        if store.load_manifest(m.parent).build_fp == build_fp:
             return str(m.parent)
     return ""
 
@@ -86,7 +86,7 @@ def sample(a, console, engine=None, model_dir=None) -> tuple[list[Path], Path]:
     want = stage_fps(train)["references"]
     found = a.train_export or find_export(Path(a.results), want)
     if found:
-        got = store.read_manifest(Path(found)).get("build_fp")
+        got = store.load_manifest(Path(found)).build_fp
         if got != want:
             raise UsageError(f"--train-export {found}: build {got}, but the plan's train build is {want}")
         console.print(f"train build: export {found}")
@@ -121,7 +121,7 @@ def test(bdirs: list[Path]) -> dict:
     per_seed = {}
     for b, v in zip(bdirs, views):
         one = paired(v, "held-out")[default_key(v, A, "held-out")[:2]]
-        per_seed[store.read_manifest(b)["build_fp"]] = one["delta_sq"]
+        per_seed[store.load_manifest(b).build_fp] = one["delta_sq"]
     return {"a": A, "b": B, "protocol": "held-out", "states": r["n_states"], "problems": r["n_problems"],
             "seeds": view.seeds, "trainings": r.get("trainings"), "training_seeds": r.get("training_seeds"),
             "training_sd": r.get("training_sd"), "delta_sq": r["delta_sq"], "ci": [r["delta_sq_ci_low"],
@@ -129,12 +129,12 @@ def test(bdirs: list[Path]) -> dict:
             "mde_80": power.mde(se, df), "mae": r["mae"], "mae_grpo": r["mae_grpo"], "delta_per_seed": per_seed,
             "beside": [{k: c[k] for k in ("b", "delta_sq", "delta_sq_ci_low", "delta_sq_ci_high", "p_delta")}
                        for c in compare(view, A, list(BESIDE), "held-out")],
-            "builds": [store.read_manifest(b)["build_fp"] for b in bdirs]}
+            "builds": [store.load_manifest(b).build_fp for b in bdirs]}
 
 
 def write(res: dict, out: Path, tb: Path, seconds: float) -> Path:
     out.mkdir(parents=True, exist_ok=True)
-    res = {**res, "train_build": store.read_manifest(tb)["build_fp"], "machine": describe(),
+    res = {**res, "train_build": store.load_manifest(tb).build_fp, "machine": describe(),
            "dtype": os.environ.get("SVEB_CPU_DTYPE"), "seconds": round(seconds, 1),
            "date": time.strftime("%Y-%m-%d")}
     (out / "result.json").write_text(json.dumps(res, indent=1, default=float) + "\n")

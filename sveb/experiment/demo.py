@@ -68,7 +68,7 @@ def made_by(builds: list[Path], preset: str) -> str:
     from sveb import __version__, store
     lines = [f"`sveb demo --preset {preset}`, sveb {__version__}, {time.strftime('%Y-%m-%d')}"]
     for b in builds:
-        m = store.read_manifest(b)
-        lines.append(f"build {m.get('build_fp')} ({m.get('domain')}): compute dtype {m.get('dtype') or '?'}, "
-                     f"CPU flags {m.get('cpu_flags') or '?'}")
+        m = store.load_manifest(b)
+        lines.append(f"build {m.build_fp} ({m.domain}): compute dtype {m.dtype or '?'}, "
+                     f"CPU flags {m.cpu_flags or '?'}")
     return "\n".join(lines) + "\n"

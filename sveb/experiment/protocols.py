@@ -203,7 +203,7 @@ def already_scored(s: Setting, a, names: list[str], records: list[dict]) -> bool
     exp = Path(a.exports) / s.key
     if s.scored_as or not (exp / "manifest.json").exists():
         return False
-    fp = store.read_manifest(exp)["build_fp"]
+    fp = store.load_manifest(exp).build_fp
     have = {(r["estimator"], r["params_fp"], r["protocol"]) for r in records
             if r["domain"] == s.key and r["build_fp"] == fp}
     return all((n, params_fp(make(n)), p) in have for n in names for p in PROTOCOLS)

@@ -65,7 +65,7 @@ def _ref_cells(s, export: Path, ref, groups, est) -> tuple[list[dict], dict]:
     """The authors' MCS@k rows (k of the same reference draws, exact over subsets: sveb.score.paper_rows.ref_rows,
     Holm over its four rows as over Table 4's MCS@k family) and their per-state errors."""
     base = {(BASELINE, "", p): est[p][BASELINE] for p in PROTOCOLS if BASELINE in est[p]}
-    view = View(export, store.read_manifest(export)["model"], s.domain, "complete", [], groups, ref,
+    view = View(export, store.load_manifest(export).model, s.domain, "complete", [], groups, ref,
                 np.full(len(ref), np.nan), est=base, bdirs=[export])
     rows, errs = [], {}
     for r in paper_rows.ref_rows(view, [k[2] for k in base]):
@@ -272,13 +272,13 @@ def build_rows(settings: list, exports: Path, rows: list[dict]) -> list[dict]:
         exp = exports / (s.base if s.scored_as else s.key)
         if not (exp / "manifest.json").exists():
             continue
-        m = store.read_manifest(exp)
+        m = store.load_manifest(exp)
         shared = next((r["shared_problems"] for r in rows if r["setting"] == s.key and r["estimator"] != BASELINE
                        and r["shared_problems"] != ""), "-")
-        out.append({"setting": s.key, "choice": s.label, "build": m["build_fp"] + (" (SVEB's)" if s.scored_as else ""),
-                    "problems": m.get("n_problems"), "states": m.get("n_states"),
+        out.append({"setting": s.key, "choice": s.label, "build": m.build_fp + (" (SVEB's)" if s.scored_as else ""),
+                    "problems": m.n_problems, "states": m.n_states,
                     "shared": "-" if s.key == s.base else shared,
-                    "seconds": "-" if s.scored_as else m.get("seconds")})
+                    "seconds": "-" if s.scored_as else m.seconds})
     return out
 
 

@@ -67,8 +67,8 @@ def configs(domain: str, a, source: str, seed: int | None = None) -> tuple[Build
 
 def restore(export: Path, root: Path) -> Path:
     """The export as a build under ROOT (a copy: the committed export gets no estimates or hidden states)."""
-    m = store.read_manifest(export)
-    bdir = store.build_dir(root, model_slug(m["model"]), m["domain"], m["build_fp"] + ".export")
+    m = store.load_manifest(export)
+    bdir = store.build_dir(root, model_slug(m.model), m.domain, m.build_fp + ".export")
     if not (bdir / "manifest.json").exists():
         tmp = bdir.with_name(bdir.name + ".tmp")
         shutil.rmtree(tmp, ignore_errors=True)
@@ -279,27 +279,27 @@ def cached_pass_seconds(cache: Path) -> float | None:
 def domain_row(domain: str, a, timing: dict, eval_s: float, name: str | None = None) -> dict:
     """One build's row of domains.csv: `name` is its export (default the domain's seed-0 export)."""
     exp = Path(a.exports) / (name or domain)
-    m = store.read_manifest(exp)
-    acc = m.get("candidate_accuracy") or {}
+    m = store.load_manifest(exp)
+    acc = m.candidate_accuracy
     cfg = BuildConfig.from_manifest(m)
     band = [v for v in acc.values() if cfg.min_acc <= v <= cfg.max_acc]
     rolls = store.read_table(exp / "rollouts").to_pylist()
     kept = set(store.read_table(exp / "problems").column("problem_id").to_pylist())
     rewards = [r["reward"] for r in rolls if r["problem_id"] in kept]
-    tr = m.get("truncated") or {}
-    return {"domain": domain, "seed": cfg.seed, "build": m["build_fp"], "source": shown_source(cfg.source),
-            "problems": m.get("n_problems"), "states": m.get("n_states"),
+    tr = m.truncated
+    return {"domain": domain, "seed": cfg.seed, "build": m.build_fp, "source": shown_source(cfg.source),
+            "problems": m.n_problems, "states": m.n_states,
             "accuracy": round(float(np.mean(rewards)), 4) if rewards else None,
             "band share": round(len(band) / len(acc), 4) if acc else None,
             "rollouts cut off": tr.get("rollouts"), "references cut off": tr.get("references"),
             # the builds' own records (a resumed build's manifest keeps the run that sampled it; this run's wall
             # clock would be the seconds it took to find every shard done)
-            "build s": m.get("seconds"), "train build s": _seconds(Path(a.exports) / f"{domain}-train"),
+            "build s": m.seconds, "train build s": _seconds(Path(a.exports) / f"{domain}-train"),
             "eval s": round(eval_s, 1) if eval_s else None, "export MB": round(size_mb(exp), 2)}
 
 
 def _seconds(export: Path):
-    return store.read_manifest(export).get("seconds") if (export / "manifest.json").exists() else None
+    return store.load_manifest(export).seconds if (export / "manifest.json").exists() else None
 
 
 def variants() -> list[str]:

@@ -125,7 +125,7 @@ def export_estimates(key: str, export: Path, names: list[str], records: list[dic
     """An export's state ids, references, problems and est[protocol][estimator] (NaN where none), from the
     ESTIMATES records of `key` (a domain, or a protocol study's setting) on that export's build."""
     ids, ref, groups = domain_states(export)
-    fp = store.read_manifest(export)["build_fp"]
+    fp = store.load_manifest(export).build_fp
     index = {sid: i for i, sid in enumerate(ids)}
     est: dict[str, dict[str, np.ndarray]] = {p: {} for p in PROTOCOLS}
     for r in records:
@@ -140,7 +140,7 @@ def export_trainings(key: str, export: Path, names: list[str], records: list[dic
     """The replicate trainings' per-state estimates on one export: reps[protocol][estimator][seed] (states in
     the export's order, NaN where none), for the records with a `training` seed."""
     ids = [s["state_id"] for s in store.read_table(export / "states").to_pylist()]
-    fp = store.read_manifest(export)["build_fp"]
+    fp = store.load_manifest(export).build_fp
     index = {sid: i for i, sid in enumerate(ids)}
     reps: dict = {p: {} for p in PROTOCOLS}
     for r in records:
@@ -205,7 +205,7 @@ def pooled_trainings(domain: str, exports: Path, names: list[str], records: list
 def domain_builds(exports: Path, domain: str) -> str:
     """The fingerprints of a domain's pooled builds, seed 0 first, "+"-joined: scores.csv's `builds`."""
     names = domain_exports(exports, domain) or [domain]
-    return "+".join(store.read_manifest(Path(exports) / n)["build_fp"]
+    return "+".join(store.load_manifest(Path(exports) / n).build_fp
                     for n in names if (Path(exports) / n / "manifest.json").exists())
 
 

@@ -66,7 +66,7 @@ def protocols_of(v: View) -> list[str]:
 
 def truncated_shares(bdir: Path) -> list[str]:
     """Shares of rollouts and reference draws cut off by the token budget (manifest of the build)."""
-    tr = store.read_manifest(bdir).get("truncated") or {}
+    tr = store.load_manifest(bdir).truncated
     return [f"{tr[k]:.1%}" if isinstance(tr.get(k), (int, float)) else metrics.MISSING
             for k in ("rollouts", "references")]
 

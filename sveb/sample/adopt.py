@@ -23,7 +23,7 @@ def adopt(bdir: Path, fps: dict[str, str]) -> tuple[Path, int] | None:
     best, best_tables = None, []
     for sib in sorted(p for p in bdir.parent.iterdir() if p.is_dir() and p != bdir):
         try:
-            theirs = store.read_manifest(sib).get("fingerprints")
+            theirs = store.load_manifest(sib).fingerprints
         except store.StoreError:
             continue
         if not isinstance(theirs, dict) or theirs.get("rollouts") != fps["rollouts"]:

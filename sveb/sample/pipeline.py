@@ -61,8 +61,8 @@ def _frozen(bdir: Path) -> bool:
     """A complete export (tables hashed in its manifest) sits at this build's place; its hashes are checked."""
     if not (bdir / "manifest.json").exists():
         return False
-    m = store.read_manifest(bdir)
-    if "export" not in m or m.get("status") != "complete":
+    m = store.load_manifest(bdir)
+    if not m.is_export or not m.complete:
         return False
     verify(bdir)
     return True
@@ -166,7 +166,7 @@ def check_draw(cfg: BuildConfig, root: str | Path) -> None:
 def _stage_candidates(cfg, bdir: Path, fp: str, console) -> tuple[list[dict], dict]:
     path = store.shard_path(bdir / "candidates", 0)
     if store.shard_done(path, fp):
-        return store.read_shard(path).to_pylist(), store.read_manifest(bdir).get("skipped_rows", {})
+        return store.read_shard(path).to_pylist(), store.load_manifest(bdir).skipped_rows
     problems, skipped = _draw(cfg, warn=lambda w: console.print(f"warning: {w}", style="yellow", markup=False,
                                                                 soft_wrap=True))
     if skipped:

@@ -145,7 +145,7 @@ def measured_lengths(root: str | Path, model_slug: str, domain: str) -> Lengths 
 
     from sveb import store  # pyarrow
     builds = [b for b in store.list_builds(root) if b.parent.parent.name == model_slug and b.parent.name == domain
-              and store.read_manifest(b).get("status") == "complete"]
+              and store.load_manifest(b).complete]
     if not builds:
         return None
     b = builds[-1]
