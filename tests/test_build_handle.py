@@ -90,3 +90,18 @@ def test_the_estimator_walk_parses_the_manifest_once(export):
     assert len(got["via_face"]) <= 5, sorted(got["via_face"])
     assert any(k.endswith("-> locate_build") for k in got["entries"])  # the walk did run through the store
 
+
+def test_no_string_keyed_manifest_lookups_outside_the_store():
+    """The typed Manifest is read by attribute (manifest.model, not manifest["model"]) everywhere but where a manifest
+    is parsed: store/, and BuildConfig.from_manifest (core/config.py), which types its config section
+    (tools/manifest_lookups.py: 89 lookups outside store/ before the handle)."""
+    from tools.manifest_lookups import scan
+    found = {f: hits for f, hits in scan(Path("sveb")).items() if Path(f) != Path("sveb/core/config.py")}
+    assert found == {}, found
+
+
+def test_the_lookup_scan_finds_what_it_forbids(tmp_path):
+    (tmp_path / "a.py").write_text("def f(b):\n    m = read_manifest(b)\n    return m['model'], m.get('domain')\n"
+                                   "def g(data):\n    return data.manifest['build_fp'], data.manifest.model\n")
+    from tools.manifest_lookups import scan
+    assert [line for line, _ in scan(tmp_path)[str(tmp_path / "a.py")]] == [3, 3, 5]

