@@ -35,23 +35,22 @@ def export_(
 
     `--format hista-json`: one file in the Hista/Numca authors' generated SVEB JSON, which their reuse scripts read."""
     from sveb.core.models import model_slug
-    from sveb.store.builds import find_build
+    from sveb.store.builds import locate_build
     _check_format(fmt)
-    from sveb.store import check_writable
+    from sveb.store import check_writable, load_manifest
     check_writable(out_dir, "--out", file=fmt == "hista-json")
-    bdir = find_build(root, model_slug(model), domain, build_id, console)
+    build = locate_build(root, model_slug(model), domain, build_id, console)  # its manifest parsed once, handed on
     if fmt == "hista-json":
         from sveb.store.hista_io import export_hista_json
-        path, n, recut = export_hista_json(bdir, out_dir)
+        path, n, recut = export_hista_json(build.path, out_dir)
         note = f"; {recut} prefixes cut back to a character boundary" if recut else ""
-        out.print(f"exported {bdir.name} -> {path} ({n} records, {fmt}{note})")
+        out.print(f"exported {build.name} -> {path} ({n} records, {fmt}{note})")
         return
     from sveb.store.export import export_build
-    path = export_build(bdir, out_dir, model_dir)
-    import json
-    ex = json.loads((path / "manifest.json").read_text())["export"]
+    path = export_build(build, out_dir, model_dir)
+    ex = load_manifest(path).export  # the export's own record: its tables' rows and its content hash
     rows = ", ".join(f"{t} {v['rows']}" for t, v in ex["tables"].items())
-    out.print(f"exported {bdir.name} -> {path} ({rows}; content hash {ex['content_hash']})")
+    out.print(f"exported {build.name} -> {path} ({rows}; content hash {ex['content_hash']})")
 
 
 @app.command("import")
