@@ -197,21 +197,31 @@ def manifests_of(bdirs: list, trains: list[Path] | None = None) -> list[Manifest
     """The manifests of `bdirs` and of their train builds: `trains`, else each build's sibling (a store's
     <model>/<domain> folder, or a folder of exports): the newest complete train build of its model and domain, as
     sveb.store.train_builds.find_train_build finds it under a root (which it asks when there is no sibling).
-    bdirs: folders or Build handles (whose manifests are parsed already)."""
+    bdirs: folders or Build handles (whose manifests are parsed already). Each manifest is parsed once here."""
     from sveb import store
     from sveb.core.errors import SvebError
-    from sveb.store.train_builds import find_train_build
-    tests = {Path(b).resolve(): store.Build.of(b).manifest for b in bdirs}
+    from sveb.store.train_builds import train_build_of
+    parsed = {Path(b).resolve(): store.Build.of(b).manifest for b in bdirs}
+    tests = dict(parsed)
+
+    def manifest(p: Path) -> Manifest:
+        p = p.resolve()
+        if p not in parsed:
+            parsed[p] = store.load_manifest(p)
+        return parsed[p]
     found = [Path(t).resolve() for t in trains or []]
     for b in bdirs if trains is None else []:  # as given: a linked build's siblings are the links beside it
         m = tests[Path(b).resolve()]
         sib = [s.parent for s in sorted(Path(b).parent.glob("*/manifest.json"), key=lambda x: x.stat().st_mtime)
-               if _is_train_of(tests.get(s.parent.resolve()) or store.load_manifest(s.parent), m)]
+               if _is_train_of(manifest(s.parent), m)]
         try:
-            found.append((sib[-1] if sib else find_train_build(Path(b), m)).resolve())
+            tb = store.Build(sib[-1]) if sib else train_build_of(store.Build(Path(b), m))
+            found.append(tb.path.resolve())
         except (SvebError, KeyError, OSError):
             continue  # no train build: the caption says "none"
-    return [*tests.values(), *(store.load_manifest(t) for t in dict.fromkeys(found) if t not in tests)]
+        if not sib:  # found by the store's search, its manifest parsed there
+            parsed.setdefault(found[-1], tb.manifest)
+    return [*tests.values(), *(manifest(t) for t in dict.fromkeys(found) if t not in tests)]
 
 
 def _is_train_of(m: Manifest, test: Manifest) -> bool:
