@@ -24,9 +24,9 @@ def main(argv: list[str] | None = None) -> None:
     import numpy as np
     import torch
 
+    from sveb.core.device import cpu_flags
     from sveb.core.models import resolve
     from sveb.lm.critic import Critic, CriticConfig, make_seq
-    from sveb.lm.device import cpu_flags
     path = resolve(a.model)
     rng = np.random.default_rng(0)
     flags = " ".join(sorted(f for f in cpu_flags() if f.startswith(("avx512", "amx")))) or "no avx512/amx"

@@ -33,7 +33,7 @@ from sveb.core.config import SamplingConfig, derive_seed
 from sveb.data_builders import number
 from sveb.engines import Request
 from sveb.engines.vllm import VLLMEngine
-from sveb.lm.device import pick_dtype
+from sveb.core.device import pick_dtype
 from sveb.core.models import resolve
 
 mode, seqs, max_tokens = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
@@ -80,7 +80,7 @@ def main() -> None:
     ap.add_argument("--threads", default=",".join(THREADS))
     ap.add_argument("--repeats", type=int, default=2)
     args = ap.parse_args()
-    from sveb.lm.device import cpu_flags, pick_dtype
+    from sveb.core.device import cpu_flags, pick_dtype
     flags = sorted(f for f in cpu_flags() if f.startswith(("avx512", "amx")))
     print(f"CPU flags: {' '.join(flags) or 'no avx512/amx'}; {os.cpu_count()} cores; dtype {pick_dtype('auto')}; "
           f"{args.seqs} seqs x {args.max_tokens} tokens")

@@ -135,9 +135,9 @@ def bench_synthetic(args) -> list[dict]:
 
 
 def start_engine(model: str, dtype: str, console):
+    from sveb.core.device import pick_dtype
     from sveb.core.models import resolve
     from sveb.engines.vllm import VLLMEngine
-    from sveb.lm.device import pick_dtype
     console.print(f"starting vLLM on {model} ({pick_dtype(dtype)}) for MCS@2")
     return VLLMEngine(resolve(model), seed=0, dtype=pick_dtype(dtype))
 

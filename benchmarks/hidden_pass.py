@@ -21,10 +21,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from sveb.core.device import cpu_flags  # noqa: E402
 from sveb.core.models import resolve  # noqa: E402
 from sveb.lm import hidden_pass  # noqa: E402
 from sveb.lm.critic import Critic, CriticConfig, make_seq  # noqa: E402
-from sveb.lm.device import cpu_flags  # noqa: E402
 from sveb.lm.hidden import SHARED_FULL, SHARED_RESP, HiddenStates, SharedFeatures, from_store  # noqa: E402
 from sveb.store.builds import load_build  # noqa: E402
 

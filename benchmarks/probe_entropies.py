@@ -24,8 +24,8 @@ def main(argv: list[str] | None = None) -> None:
     import numpy as np
     import torch
 
+    from sveb.core.device import cpu_flags
     from sveb.estimators.probe_features import Tracks, entropies, read_positions
-    from sveb.lm.device import cpu_flags
     from sveb.lm.hidden import HiddenStates
     from sveb.store.builds import load_build
     data = load_build(a.build)

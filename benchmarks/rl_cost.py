@@ -110,7 +110,7 @@ def main():
     ap.add_argument("--json", type=Path, help="append the results here")
     args = ap.parse_args()
     args.train_layers = args.train_layers or [0, 2, 4]
-    from sveb.lm.device import describe
+    from sveb.core.device import describe
     print(f"CPU: {describe()}")
     out = []
     for dtype in args.dtype or ["float32", "bfloat16"]:

@@ -91,10 +91,10 @@ def mcs_on_build(args) -> None:
     from pathlib import Path
 
     from sveb.core.config import BuildConfig, derive_seed
+    from sveb.core.device import pick_dtype
     from sveb.core.models import resolve
     from sveb.engines import Request
     from sveb.engines.vllm import VLLMEngine
-    from sveb.lm.device import pick_dtype
     from sveb.store.builds import load_build
     data = load_build(Path(args.build))
     sc = BuildConfig.from_manifest(data.manifest).sampling

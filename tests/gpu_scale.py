@@ -103,10 +103,10 @@ def run_size(path: str, shape: dict, rows: dict[str, list[dict]], bdir: Path, de
              batch: int = 4, cache_scale: float = 1.0, only=STEPS, out: dict | None = None) -> dict:
     """Every step of `only` on these groups; {step: row}, filled into `out` step by step (what a stop mid-size
     keeps). The builds' files go under bdir."""
+    from sveb.core.device import empty_cache
     from sveb.estimators.pacs import PacsConfig, PacsScorer, make_pseq
     from sveb.lm import critic as critic_mod
     from sveb.lm.critic import Critic, CriticConfig, make_seq
-    from sveb.lm.device import empty_cache
     from sveb.lm.hidden import HiddenStates, SharedFeatures
     tokens = sum(len(r["prompt_token_ids"]) + len(r["response_token_ids"]) for g in rows.values() for r in g)
     out, bfp = ({} if out is None else out), "scale"
@@ -245,10 +245,10 @@ def sweep(args) -> dict:
     import torch
     from gpu_smoke import SHAPES
 
-    from sveb.lm.device import device
+    from sveb.core.device import device
     dev = device()
     if dev.torch != args.device:
-        raise SystemExit(f"asked for {args.device}, sveb.lm.device decided {dev.torch}")
+        raise SystemExit(f"asked for {args.device}, sveb.core.device decided {dev.torch}")
     sizes = [int(x) for x in args.sizes.split(",")]
     shape = SHAPES[args.shape]
     meta = {"device": dev.describe(), "torch": torch.__version__, "cuda": torch.version.cuda,

@@ -86,18 +86,18 @@ def finite(arrays) -> bool:
 
 
 def run(args) -> list[dict]:
-    os.environ["SVEB_DEVICE"] = args.device  # read by sveb.lm.device: every component on this device
+    os.environ["SVEB_DEVICE"] = args.device  # read by sveb.core.device: every component on this device
     import torch
 
+    from sveb.core.device import device, empty_cache
     from sveb.estimators.pacs import PacsConfig, PacsScorer, make_pseq
     from sveb.lm.critic import Critic, CriticConfig, make_seq
-    from sveb.lm.device import device, empty_cache
     from sveb.lm.hidden import HiddenStates, SharedFeatures, from_store
     dev = device()
     print(f"device: {dev.describe()}; torch {torch.__version__} (CUDA {torch.version.cuda}); "
           f"{torch.cuda.get_device_name(0) if dev.torch == 'cuda' else 'cpu'}", flush=True)
     if dev.torch != args.device:
-        raise SystemExit(f"asked for {args.device}, sveb.lm.device decided {dev.torch}")
+        raise SystemExit(f"asked for {args.device}, sveb.core.device decided {dev.torch}")
     dtype, results = args.dtype, []
     with tempfile.TemporaryDirectory(dir=args.workdir) as tmp:
         tmp = Path(tmp)

@@ -139,9 +139,9 @@ def test_token_ids_outside_the_critic_vocab_are_an_error(tiny, tmp_path):
 @pytest.mark.parametrize("flags, want", [({"avx2", "avx512f", "avx512_bf16"}, "bfloat16"), ({"avx2", "fma"}, "float32"),
                                          ({"avx2", "amx_bf16"}, "bfloat16")])
 def test_a_cpu_critic_trains_in_bf16_only_where_the_cpu_has_it(monkeypatch, flags, want):
-    """The critic's dtype is the one the hidden pass and vLLM pick (sveb.lm.device.pick_dtype): bf16 where the
+    """The critic's dtype is the one the hidden pass and vLLM pick (sveb.core.device.pick_dtype): bf16 where the
     CPU has it natively, fp32 where bf16 would be emulated; a GPU is always bf16."""
-    from sveb.lm import device
+    from sveb.core import device
     from sveb.lm.value_model import default_dtype
     monkeypatch.setattr(device, "cpu_flags", lambda: frozenset(flags))
     monkeypatch.setattr(device, "torch_device", lambda: "cpu")

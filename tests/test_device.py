@@ -2,7 +2,7 @@
 
 import pytest
 
-from sveb.lm.device import pick_dtype
+from sveb.core.device import pick_dtype
 
 
 def test_dtype_from_cpu_flags(monkeypatch):

@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 import torch
 
-from sveb.lm import device
+from sveb.core import device
+from sveb.core.device import Device, HardwareError, decide, visible
 from sveb.lm.checkpoints import resident
 from sveb.lm.critic import Critic, CriticConfig, make_seq
-from sveb.lm.device import Device, HardwareError, decide, visible
 from tests.helpers.tiny_llama import seqs_two_problems, tiny_llama
 
 torch.set_num_threads(1)

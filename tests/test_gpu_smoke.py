@@ -10,7 +10,7 @@ from gpu_smoke import main
 @pytest.mark.parametrize("dtype", ["bfloat16"])  # the GPU dtype; float32 runs the same code with no casts
 def test_gpu_smoke_runs_on_cpu_at_a_tiny_shape(tmp_path, monkeypatch, dtype):
     monkeypatch.delenv("SVEB_DEVICE", raising=False)
-    from sveb.lm import device
+    from sveb.core import device
     device.device.cache_clear()
     out = tmp_path / "rows.json"
     try:
@@ -30,7 +30,7 @@ def test_the_scaling_sweep_writes_one_json_and_stops_before_its_budget(tmp_path,
     """`--sizes` at a tiny CPU shape: every step at each size with tokens, seconds per token, I/O bytes and the
     hidden pass's fraction of peak; a budget the second size would pass stops the sweep there, saying so."""
     monkeypatch.delenv("SVEB_DEVICE", raising=False)
-    from sveb.lm import device
+    from sveb.core import device
     device.device.cache_clear()
     out, short = tmp_path / "scale.json", tmp_path / "short.json"
     base = ["--device", "cpu", "--dtype", "float32", "--shape", "tiny", "--tokens", "64", "--workdir", str(tmp_path)]

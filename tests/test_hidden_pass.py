@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from sveb.lm import device
+from sveb.core import device
 from sveb.lm.hidden import HiddenStates, from_store
 from tests.helpers.tiny_llama import tiny_llama
 

@@ -271,3 +271,28 @@ def test_the_slow_tier_names_tests_that_exist():
         if not (here / file).exists() or f"def {test}(" not in (here / file).read_text(encoding="utf-8"):
             missing.append(name)
     assert not missing, f"tests/conftest.py names tests that do not exist: {missing}"
+
+
+def floors(g: dict[str, set[str]]) -> dict[str, int]:
+    """Each sveb package's floor: 1 for one that imports no other package, else one above the highest it imports."""
+    pkgs: dict[str, set[str]] = {}
+    for a, bs in g.items():
+        pa = a.split(".")[1] if "." in a else None
+        if pa is None:
+            continue
+        pkgs.setdefault(pa, set()).update(b.split(".")[1] for b in bs if "." in b and b.split(".")[1] != pa)
+    memo: dict[str, int] = {}
+
+    def floor(p: str) -> int:
+        if p not in memo:
+            memo[p] = 1 + max((floor(q) for q in pkgs.get(p, ()) if q in pkgs), default=0)
+        return memo[p]
+    return {p: floor(p) for p in pkgs}
+
+
+def test_the_pipeline_stands_on_eleven_floors():
+    """issue 61: the package order is the pipeline order, on 11 floors (the device and dtype rules live in core,
+    so the engines need nothing from lm)."""
+    f = floors(graph())
+    assert max(f.values()) <= 11, sorted(f.items(), key=lambda kv: kv[1])
+    assert f["sample"] < f["estimators"] < f["score"] and f["engines"] < f["sample"]

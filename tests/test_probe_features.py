@@ -6,9 +6,9 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM
 
+from sveb.core import device
 from sveb.estimators.probe_features import Track, Tracks, lm_head_weight, loo_logit, pooled, scalars, state_row
 from sveb.estimators.probe_features import read_positions as pf_read_positions
-from sveb.lm import device
 from sveb.lm.hidden import HiddenStates
 from tests.helpers.tiny_llama import rollouts, tiny_llama
 

@@ -260,7 +260,7 @@ def test_dtype_pins_a_partial_sampled_on_another_cpu(tmp_path, monkeypatch):
 
     import pytest
 
-    import sveb.lm.device as device
+    import sveb.core.device as device
     from tests.helpers.sources import write_chain_source
     monkeypatch.delenv("SVEB_CPU_DTYPE", raising=False)  # .ci/run's forced rerun: the simulated CPUs decide here
     src = write_chain_source(tmp_path / "dapo.jsonl")

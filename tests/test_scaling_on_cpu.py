@@ -16,7 +16,7 @@ import torch
 from gpu_scale import STEPS, groups, run_size
 from gpu_smoke import SHAPES, make_model
 
-from sveb.lm import device
+from sveb.core import device
 
 TIME_FACTOR, BYTES_FACTOR = 2.5, 1.3
 SMALL, TOKENS = 24, 96

@@ -84,10 +84,10 @@ def root(tmp_path_factory):
     seeds = []
     for s, t in ((0, "bfloat16"), (1, "float32")):  # --dtype auto on two machines: one pool, two dtypes
         with pytest.MonkeyPatch.context() as mp:
-            mp.setattr("sveb.lm.device.pick_dtype", lambda _, t=t: t)
+            mp.setattr("sveb.core.device.pick_dtype", lambda _, t=t: t)
             seeds.append(build(replace(cfg, seed=s), root, engine=ScriptedEngine()))
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr("sveb.lm.device.pick_dtype", lambda _: "bfloat16")
+        mp.setattr("sveb.core.device.pick_dtype", lambda _: "bfloat16")
         train = build(replace(cfg, split="train"), root, engine=ScriptedEngine())
     for bdir in seeds:
         evaluate(bdir, "grpo", {}, "held-out")

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from sveb.lm import device
+from sveb.core import device
 from sveb.lm.critic import Critic, CriticConfig, make_seq
 from sveb.lm.hidden import HiddenStates, SharedFeatures
 from tests.helpers.tiny_llama import rollouts, tiny_llama

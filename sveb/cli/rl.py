@@ -43,10 +43,10 @@ def rl(
     held-out protocol; sampling through the hf engine, whose model is the policy. Prints step, reward and held-out
     accuracy; writes OUT/log.jsonl."""
     from sveb.core import signals
+    from sveb.core.device import pick_dtype
     from sveb.evaluate import params_dict
     from sveb.experiment.rl import RLConfig, run
     from sveb.experiment.rl.policy import hf_policy, number_pools
-    from sveb.lm.device import pick_dtype
     signals.install()
     dt = pick_dtype(dtype)
     cfg = RLConfig(baseline=baseline, baseline_params=tuple(sorted(params_dict(param).items())), noise=noise,

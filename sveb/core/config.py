@@ -50,7 +50,7 @@ class BuildConfig:
     exclude: tuple[str, ...] = ()
     seed: int = 0
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
-    dtype: str = "auto"            # compute dtype; auto: from the hardware (see sveb.lm.device). Changes samples.
+    dtype: str = "auto"            # compute dtype; auto: from the hardware (see sveb.core.device). Changes samples.
     protocol: str = "sveb"         # "sveb" | "paper" (the Hista/Numca authors' protocol, sveb/sample/paper.py): in the
     #                                stage fingerprints only when "paper", so SVEB's builds keep theirs
     cut: str = ""                  # CHOICES: "" = the protocol's; set only where a build departs from it

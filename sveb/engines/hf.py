@@ -26,7 +26,7 @@ class HFEngine:
         import torch
         from transformers import AutoModelForCausalLM
 
-        from sveb.lm.device import torch_device  # per call: tests patch sveb.lm.device
+        from sveb.core.device import torch_device  # per call: tests patch sveb.core.device
         self.tokenizer = HFTokenizer(model_path)
         self.device = torch_device()
         # dtype at load time, never .to(dtype): that would also cast RoPE's inv_freq

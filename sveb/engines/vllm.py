@@ -7,13 +7,13 @@ import os
 from collections.abc import Sequence
 
 from sveb.core.config import SamplingConfig
+from sveb.core.device import gpu_share
 from sveb.engines.base import Completion, EngineError, EngineOptions, HFTokenizer, Request
-from sveb.lm.device import gpu_share
 
 
 def platform() -> str:
-    """"cpu" or "cuda": where this vLLM build runs here (sveb.lm.device decides, without initialising CUDA)."""
-    from sveb.lm.device import device  # per call: tests patch sveb.lm.device
+    """"cpu" or "cuda": where this vLLM build runs here (sveb.core.device decides, without initialising CUDA)."""
+    from sveb.core.device import device  # per call: tests patch sveb.core.device
     d = device()
     if d.vllm is None:
         raise EngineError("--engine vllm: vLLM is not installed (`make setup` installs it; or use --engine hf)")

@@ -26,7 +26,7 @@ def resolved(spec: str) -> str:
 
 
 def compute_dtype() -> str:
-    from sveb.lm.device import pick_dtype  # per call: tests patch sveb.lm.device
+    from sveb.core.device import pick_dtype  # per call: tests patch sveb.core.device
     return pick_dtype("auto")
 
 
@@ -36,7 +36,7 @@ def load_model(path: str, kind: str = "causal", trust_remote_code: bool = False)
     import torch
     import transformers as tf
 
-    from sveb.lm.device import torch_device
+    from sveb.core.device import torch_device
     cls = {"causal": tf.AutoModelForCausalLM, "token": tf.AutoModelForTokenClassification,
            "sequence": tf.AutoModelForSequenceClassification, "remote": tf.AutoModel}[kind]
     kw = {"trust_remote_code": True} if trust_remote_code or kind == "remote" else {}

@@ -35,7 +35,7 @@ def own_measurable(est: Estimator, protocol: str) -> bool:
 def compute_kind() -> str:
     """Where and in which dtype the model's passes and critics compute here ("cpu-bfloat16"): part of the stored
     scores' key of every estimator that reads the model, so a score computed in fp32 is not served as bf16's."""
-    from sveb.lm.device import pick_dtype, torch_device  # per call: tests patch sveb.lm.device
+    from sveb.core.device import pick_dtype, torch_device  # per call: tests patch sveb.core.device
     return f"{torch_device()}-{pick_dtype('auto')}"
 
 

@@ -20,12 +20,12 @@ import numpy as np
 from rich.console import Console
 
 from sveb import store
+from sveb.core.device import describe, pick_dtype
 from sveb.core.errors import UsageError
 from sveb.evaluate import evaluate
 from sveb.experiment.presets import preset_configs
 from sveb.experiment.runner import Sampler
 from sveb.experiment.table4 import restore
-from sveb.lm.device import describe, pick_dtype
 from sveb.sample.rules import stage_fps, validate
 from sveb.score import power, scoring
 from sveb.score.compare import compare, default_key

@@ -21,11 +21,11 @@ from pathlib import Path
 
 from sveb import store
 from sveb.core.config import BuildConfig, SamplingConfig
+from sveb.core.device import describe as cpu
 from sveb.engines import EngineOptions, start, uses_model
 from sveb.experiment import partial
 from sveb.experiment.runner import Sampler
 from sveb.experiment.table4 import eval_domain, export_train, exported, restore, timed_build
-from sveb.lm.device import describe as cpu
 from sveb.sample import paper
 from sveb.sample.jobs import dtype_of
 from sveb.sample.rules import locate

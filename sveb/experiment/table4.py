@@ -16,6 +16,7 @@ from rich.console import Console
 from sveb import store
 from sveb.core.config import BuildConfig, SamplingConfig
 from sveb.core.cost import BUILD_STAGES
+from sveb.core.device import describe
 from sveb.core.models import model_slug
 from sveb.estimators import entry, is_variant
 from sveb.estimators import names as registered
@@ -34,7 +35,6 @@ from sveb.experiment.table4_files import (
     write_estimates,
     write_tables,
 )
-from sveb.lm.device import describe
 from sveb.lm.hidden import HiddenStates
 from sveb.present.table4 import scoring_seconds
 from sveb.sample.jobs import dtype_of, stage_clock

@@ -1,1 +1,2 @@
-"""What runs a model outside the engines: hidden states, critics and their checkpoints, device and dtype."""
+"""What runs a model outside the engines: hidden states, critics and their checkpoints (the device and dtype
+are sveb.core.device)."""

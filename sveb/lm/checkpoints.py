@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-from sveb.lm.device import empty_cache
+from sveb.core.device import empty_cache
 from sveb.store import CONTENT_TABLES, atomic_write_bytes, content_hash
 
 

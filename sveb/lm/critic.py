@@ -102,7 +102,7 @@ class Critic:
 
     def __init__(self, cfg: CriticConfig, path: str, device: str | None = None, cache_bytes: int = CACHE_BYTES,
                  dtype: str | None = None):
-        from sveb.lm.device import torch_device  # per call: tests patch sveb.lm.device
+        from sveb.core.device import torch_device  # per call: tests patch sveb.core.device
         self.cfg, self.cache_bytes = cfg, cache_bytes
         self.device = device or torch_device()
         if self.device == "cuda" and cache_bytes == CACHE_BYTES:  # an H200 holds 10x more features than 4 GiB

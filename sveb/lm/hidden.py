@@ -22,8 +22,8 @@ import numpy as np
 from rich.progress import track
 
 from sveb.core.config import fingerprint
+from sveb.core.device import empty_cache
 from sveb.core.records import GroupHidden
-from sveb.lm.device import empty_cache
 from sveb.lm.hidden_io import GroupWriter, read_members, save, to_host
 
 if TYPE_CHECKING:
@@ -69,7 +69,7 @@ def read_group_file(path: Path, idxs=None) -> dict[int, np.ndarray]:
 class HiddenStates:
     def __init__(self, bdir: Path, model: str, layer: int = -1, batch_tokens: int = MAX_BATCH_TOKENS,
                  dtype: str = "auto"):
-        from sveb.lm.device import pick_dtype  # per call: tests patch sveb.lm.device
+        from sveb.core.device import pick_dtype  # per call: tests patch sveb.core.device
         self.bdir, self.model_spec, self.layer, self.batch_tokens = Path(bdir), model, layer, batch_tokens
         self.dtype = pick_dtype(dtype)  # bf16 where native (GPU, avx512_bf16/AMX), else fp32
         self.dir = self._resp_dir(layer)
@@ -86,8 +86,10 @@ class HiddenStates:
             import torch
             from transformers import AutoModelForCausalLM
 
+            from sveb.core.device import (
+                torch_device,  # per call: tests patch sveb.core.device, sveb.core.models.resolve
+            )
             from sveb.core.models import resolve
-            from sveb.lm.device import torch_device  # per call: tests patch sveb.lm.device, sveb.core.models.resolve
             self.device = torch_device()
             # sdpa: PyTorch's fused attention (transformers' default now; named so a default change cannot slow the
             # pass)
@@ -245,7 +247,7 @@ class SharedFeatures:
     -> {key: [len(ids), d] torch, bf16 or float32 as stored} of `layer` at every position (one extractor per build)."""
 
     def __init__(self, model: str, layer: int):
-        from sveb.lm.device import pick_dtype  # per call: tests patch sveb.lm.device
+        from sveb.core.device import pick_dtype  # per call: tests patch sveb.core.device
         self.model, self.layer = model, layer
         self.dtype = pick_dtype("auto")  # the passes' dtype: part of a critic checkpoint's fingerprint
         self.builds: dict[str, tuple[Path, dict]] = {}  # build_fp -> (dir, rollouts by pid)

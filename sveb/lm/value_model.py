@@ -68,10 +68,10 @@ class ValueModel(nn.Module):
 
 
 def default_dtype(device: str) -> str:
-    """A critic body's dtype, picked as the hidden pass's and vLLM's (sveb.lm.device.pick_dtype): bf16 on a GPU
+    """A critic body's dtype, picked as the hidden pass's and vLLM's (sveb.core.device.pick_dtype): bf16 on a GPU
     or a CPU with native bf16 (avx512_bf16, AMX: the top layers' forward and backward 1.6x faster than fp32,
     docs/timings.md), fp32 elsewhere (bf16 is emulated there). The trained weights stay fp32 (autocast)."""
-    from sveb.lm.device import pick_dtype  # per call: tests patch sveb.lm.device
+    from sveb.core.device import pick_dtype  # per call: tests patch sveb.core.device
     return "bfloat16" if device == "cuda" else pick_dtype("auto")
 
 

@@ -65,7 +65,7 @@ def timed(stage: str):
 
 def dtype_of(cfg: BuildConfig) -> str:
     """The concrete compute dtype of a build: --dtype, or from the hardware."""
-    from sveb.lm.device import pick_dtype  # per call: tests patch sveb.lm.device
+    from sveb.core.device import pick_dtype  # per call: tests patch sveb.core.device
     return pick_dtype(cfg.dtype)
 
 

@@ -19,6 +19,7 @@ from rich.console import Console
 from sveb import store
 from sveb.core import schema
 from sveb.core.config import BuildConfig, derive_seed, fingerprint
+from sveb.core.device import describe as cpu
 from sveb.core.errors import BuildError
 from sveb.core.models import canonical, check_model
 from sveb.data_builders import SourceError, domain_module
@@ -26,7 +27,6 @@ from sveb.data_builders.exclude import identity as exclusion_identity
 from sveb.data_builders.load import load_problems
 from sveb.data_builders.number import passes_milestone_filter
 from sveb.engines import Engine, uses_model
-from sveb.lm.device import describe as cpu
 from sveb.sample import cuts, jobs, paper
 from sveb.sample.adopt import adopt
 from sveb.sample.distributed import RayRunner, require_ray

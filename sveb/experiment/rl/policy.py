@@ -59,8 +59,8 @@ def vllm_policy(model: str, dtype: str, weights: str):
     import torch
     from transformers import AutoModelForCausalLM
 
+    from sveb.core.device import torch_device
     from sveb.core.models import resolve
-    from sveb.lm.device import torch_device
     path = resolve(model)
     policy = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).to(torch_device()).eval()
     return ReloadingVLLM(path, dtype, weights), policy
