@@ -512,7 +512,7 @@ def test_a_trained_estimator_is_tested_over_its_trainings(tmp_path):
     trainings (sveb.score.trainings) and its MAE the mean of the three; an untrained one gets no trainings column;
     --trainings 1 gives the default training alone, called one training."""
     from sveb.engines.scripted import ScriptedEngine
-    from sveb.experiment.table4_files import pooled_estimates, pooled_trainings, read_estimates
+    from sveb.experiment.table4_files import pooled_estimates, read_estimates
     from sveb.score.trainings import over_trainings
     number = _files(tmp_path)
     weights = tmp_path / "w"
@@ -534,8 +534,8 @@ def test_a_trained_estimator_is_tested_over_its_trainings(tmp_path):
     row = rows[(name, "held-out")]
     assert row["trainings"] == "3" and float(row["training_sd"]) > 0 and rows[("mcs-2", "held-out")]["trainings"] == ""
     a = table4.parse([*args, "--trainings", "3"])
-    ref, groups, est = pooled_estimates("number", Path(a.exports), ["grpo", name], records)
-    reps = pooled_trainings("number", Path(a.exports), ["grpo", name], records)["held-out"][name]
+    ref, groups, est, reps = pooled_estimates("number", Path(a.exports), ["grpo", name], records)
+    reps = reps["held-out"][name]
     runs = [est["held-out"][name], reps[1], reps[2]]
     assert not np.allclose(runs[0], runs[1])  # the seed moved the estimates
     base = est["held-out"]["grpo"]

@@ -121,35 +121,39 @@ def domain_states(export: Path) -> tuple[list[str], np.ndarray, np.ndarray]:
     return ids, ref, np.array([s["problem_id"] for s in states], dtype=object)
 
 
-def export_estimates(key: str, export: Path, names: list[str], records: list[dict]):
-    """An export's state ids, references, problems and est[protocol][estimator] (NaN where none), from the
-    ESTIMATES records of `key` (a domain, or a protocol study's setting) on that export's build."""
+def export_arrays(key: str, export: Path, names: list[str], records: list[dict]):
+    """An export's state ids, references, problems and arrs[(protocol, estimator, training)] (NaN where none),
+    from the ESTIMATES records of `key` (a domain, or a protocol study's setting) on that export's build;
+    `training` is None for the default settings, a replicate's training seed otherwise."""
     ids, ref, groups = domain_states(export)
     fp = store.load_manifest(export).build_fp
     index = {sid: i for i, sid in enumerate(ids)}
-    est: dict[str, dict[str, np.ndarray]] = {p: {} for p in PROTOCOLS}
+    arrs: dict[tuple, np.ndarray] = {}
     for r in records:
-        if r["domain"] == key and r["build_fp"] == fp and r["estimator"] in names and r["protocol"] in est \
-                and r["state_id"] in index and training_of(r) is None:  # replicates: export_trainings
-            arr = est[r["protocol"]].setdefault(r["estimator"], np.full(len(ids), np.nan))
+        if r["domain"] == key and r["build_fp"] == fp and r["estimator"] in names and r["protocol"] in PROTOCOLS \
+                and r["state_id"] in index:
+            t = training_of(r)
+            arr = arrs.setdefault((r["protocol"], r["estimator"], None if t is None else int(t)),
+                                  np.full(len(ids), np.nan))
             arr[index[r["state_id"]]] = np.nan if r["value"] is None else r["value"]
-    return ids, ref, groups, {p: {n: est[p][n] for n in names if n in est[p]} for p in PROTOCOLS}
+    return ids, ref, groups, arrs
 
 
-def export_trainings(key: str, export: Path, names: list[str], records: list[dict]) -> dict:
-    """The replicate trainings' per-state estimates on one export: reps[protocol][estimator][seed] (states in
-    the export's order, NaN where none), for the records with a `training` seed."""
-    ids = [s["state_id"] for s in store.read_table(export / "states").to_pylist()]
-    fp = store.load_manifest(export).build_fp
-    index = {sid: i for i, sid in enumerate(ids)}
+def split_trainings(arrs: dict[tuple, np.ndarray], names: list[str]) -> tuple[dict, dict]:
+    """est[protocol][estimator] (the default settings, in `names` order) and reps[protocol][estimator][seed] (the
+    replicate trainings, seeds ascending) from export_arrays's arrs."""
+    est = {p: {n: arrs[(p, n, None)] for n in names if (p, n, None) in arrs} for p in PROTOCOLS}
     reps: dict = {p: {} for p in PROTOCOLS}
-    for r in records:
-        if training_of(r) is not None and r["domain"] == key and r["build_fp"] == fp and r["estimator"] in names \
-                and r["protocol"] in reps and r["state_id"] in index:
-            arr = reps[r["protocol"]].setdefault(r["estimator"], {}).setdefault(
-                int(r["training"]), np.full(len(ids), np.nan))
-            arr[index[r["state_id"]]] = np.nan if r["value"] is None else r["value"]
-    return reps
+    for (p, n, t), arr in sorted(((k, v) for k, v in arrs.items() if k[2] is not None), key=lambda kv: kv[0][2]):
+        reps[p].setdefault(n, {})[t] = arr
+    return est, reps
+
+
+def export_estimates(key: str, export: Path, names: list[str], records: list[dict]):
+    """An export's state ids, references, problems and est[protocol][estimator] (the default settings; NaN where
+    none): export_arrays without the replicate trainings."""
+    ids, ref, groups, arrs = export_arrays(key, export, names, records)
+    return ids, ref, groups, split_trainings(arrs, names)[0]
 
 
 def export_name(domain: str, seed: int) -> str:
@@ -172,34 +176,16 @@ def domain_exports(exports: Path, domain: str) -> list[str]:
 
 
 def pooled_estimates(domain: str, exports: Path, names: list[str], records: list[dict]):
-    """A domain's references, problems (the clusters: a problem two seeds share is one cluster) and
-    est[protocol][estimator], over every seed's export of the domain (sveb.experiment.table4.domain_exports),
-    states in export order, NaN where an estimator has no estimate for a state (say, a seed not scored)."""
-    parts = [export_estimates(domain, exports / n, names, records) for n in domain_exports(exports, domain) or [domain]]
+    """A domain's references, problems (the clusters: a problem two seeds share is one cluster),
+    est[protocol][estimator] and reps[protocol][estimator][training seed] (split_trainings), over every seed's
+    export of the domain (domain_exports), states in export order, NaN where an estimator (or a training) has no
+    estimate for a state (say, a seed not scored)."""
+    parts = [export_arrays(domain, exports / n, names, records) for n in domain_exports(exports, domain) or [domain]]
     ref = np.concatenate([p[1] for p in parts])
     groups = np.concatenate([p[2] for p in parts])
-    est = {pr: {} for pr in PROTOCOLS}
-    for pr in PROTOCOLS:
-        for n in names:
-            if any(n in p[3][pr] for p in parts):
-                est[pr][n] = np.concatenate([p[3][pr].get(n, np.full(len(p[0]), np.nan)) for p in parts])
-    return ref, groups, est
-
-
-def pooled_trainings(domain: str, exports: Path, names: list[str], records: list[dict]) -> dict:
-    """export_trainings over every seed's export of the domain, in pooled_estimates's state order:
-    reps[protocol][estimator][seed] (NaN on a seed's states that training was not scored on)."""
-    found = domain_exports(exports, domain) or [domain]
-    sizes = [store.read_table(exports / n / "states").num_rows for n in found]
-    parts = [export_trainings(domain, exports / n, names, records) for n in found]
-    reps: dict = {pr: {} for pr in PROTOCOLS}
-    for pr in PROTOCOLS:
-        for n in names:
-            seeds = sorted({s for p in parts for s in p[pr].get(n, {})})
-            for s in seeds:
-                reps[pr].setdefault(n, {})[s] = np.concatenate(
-                    [p[pr].get(n, {}).get(s, np.full(k, np.nan)) for p, k in zip(parts, sizes)])
-    return reps
+    keys = dict.fromkeys(k for p in parts for k in p[3])
+    arrs = {k: np.concatenate([p[3].get(k, np.full(len(p[0]), np.nan)) for p in parts]) for k in keys}
+    return (ref, groups, *split_trainings(arrs, names))
 
 
 def domain_builds(exports: Path, domain: str) -> str:
@@ -218,8 +204,7 @@ def table_cells(a, domains: list[str], names: list[str], records: list[dict], pr
         if previous.exists() else {}
     rows = []
     for d in domains:
-        ref, groups, est = pooled_estimates(d, Path(a.exports), names, records)
-        reps = pooled_trainings(d, Path(a.exports), names, records)
+        ref, groups, est, reps = pooled_estimates(d, Path(a.exports), names, records)
         builds = domain_builds(Path(a.exports), d)
         got = {(r["estimator"], r["protocol"]): r
                for r in t4.cells(d, est, BASELINE, ref, groups, builds, n_ref=int(a.mc), trainings=reps)}
