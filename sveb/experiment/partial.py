@@ -79,3 +79,13 @@ def load(src: Path, root: Path) -> int:
         shutil.copy2(f, target)
         n += 1
     return n
+
+
+def take(src: Path, root: Path, dtype: str, console, label: str) -> int:
+    """Carried shards under SRC put under ROOT before a build samples (check_dtype first: a folder of another dtype
+    stops the run); says how many were taken, as `label`'s."""
+    check_dtype(src, dtype)
+    n = load(src, root)
+    if n:
+        console.print(f"{label}: {n} sampled shards taken from {src}")
+    return n

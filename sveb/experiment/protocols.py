@@ -132,9 +132,7 @@ def build_setting(s: Setting, a, sampler: Sampler, console, model_dir) -> dict |
     timing = None
     carried = Path(a.partial) / s.key if getattr(a, "partial", "") else None
     if carried is not None and not ((exp / "manifest.json").exists() and not need_train):
-        partial.check_dtype(carried, dtype_of(test))
-        if n := partial.load(carried, root):  # an earlier session's shards (--save-partial), committed
-            console.print(f"{s.key}: {n} sampled shards taken from {carried}")
+        partial.take(carried, root, dtype_of(test), console, s.key)  # an earlier session's (--save-partial)
     if not exported(exp, s.key, console):
         if s.group == "sveb" and s.key != s.base:
             share(locate(configs(Setting(s.base, s.domain, "sveb", ""), a)[0], root), locate(test, root))

@@ -142,14 +142,12 @@ def carry_in(a, key: str, cfg, console) -> None:
     carried = Path(a.partial) / key if getattr(a, "partial", "") else None
     if carried is None or (Path(a.exports) / key / "manifest.json").exists():
         return
-    partial.check_dtype(carried, dtype_of(cfg))
-    if n := partial.load(carried, Path(a.root)):
-        console.print(f"{key}: {n} sampled shards taken from {carried}")
+    partial.take(carried, Path(a.root), dtype_of(cfg), console, key)
 
 
-def save_partial(a, domains: list[str], seeds: list[int], console) -> None:
-    """`--save-partial`: what each unexported build (a seed's, a domain's train build) has sampled under ROOT,
-    copied to PARTIAL/<export name>/ to be committed, for a later session's fresh clone to resume from."""
+def unexported(a, domains: list[str], seeds: list[int]) -> dict[str, BuildConfig]:
+    """The builds a run over `domains` x `seeds` still has to sample, by export name: each seed's, and the
+    domain's train build when something trains."""
     todo = {}
     for d in domains:
         for seed in seeds:
@@ -157,9 +155,13 @@ def save_partial(a, domains: list[str], seeds: list[int], console) -> None:
             todo[export_name(d, seed)] = test
             if a.train:
                 todo[f"{d}-train"] = train
-    for key, cfg in todo.items():
-        if (Path(a.exports) / key / "manifest.json").exists():
-            continue
+    return {k: cfg for k, cfg in todo.items() if not (Path(a.exports) / k / "manifest.json").exists()}
+
+
+def save_partial(a, domains: list[str], seeds: list[int], console) -> None:
+    """`--save-partial`: what each unexported build (a seed's, a domain's train build) has sampled under ROOT,
+    copied to PARTIAL/<export name>/ to be committed, for a later session's fresh clone to resume from."""
+    for key, cfg in unexported(a, domains, seeds).items():
         bdir = locate(cfg, Path(a.root))
         saved = {"dtype": dtype_of(cfg), "cpu_flags": describe()}
         n = partial.save([bdir], Path(a.root), Path(a.partial) / key, saved) if bdir.exists() else 0
@@ -201,8 +203,7 @@ def eval_domain(domain: str, a, names: list[str], console, name: str | None = No
             if r["domain"] == domain and r["build_fp"] == fp}
     jobs = [(n, None) for n in names] + [(n, seed) for n in trained(names)
                                          for seed in replicate_seeds(n, getattr(a, "trainings", 1))]
-    todo = [(n, seed) for n, seed in jobs
-            if not all((n, _params_fp(n, seed), p, seed) in have for p in PROTOCOLS)]
+    todo = [(n, seed) for n, seed in jobs if not {(n, _params_fp(n, seed), p, seed) for p in PROTOCOLS} <= have]
     if len(todo) < len(jobs):
         console.print(f"{name or domain}: {len(jobs) - len(todo)} of {len(jobs)} estimator runs found in the stored "
                       f"estimates; not run again")
@@ -407,14 +408,10 @@ def preflight(a, domains: list[str], seeds: list[int]) -> None:
     carried shards (--partial) of another dtype, is a one-line error now, not after the domains before it have
     sampled for hours."""
     from sveb.sample.pipeline import check_draw
-    for d in domains:
-        for seed in seeds:
-            test, train = configs(d, a, a.source.get(d, "builtin"), seed)
-            for key, cfg in ((export_name(d, seed), test), *([(f"{d}-train", train)] if a.train else [])):
-                if not (Path(a.exports) / key / "manifest.json").exists():
-                    check_draw(cfg, Path(a.root))
-                    if getattr(a, "partial", ""):  # carried shards of another dtype would all be sampled anew
-                        partial.check_dtype(Path(a.partial) / key, dtype_of(cfg))
+    for key, cfg in unexported(a, domains, seeds).items():
+        check_draw(cfg, Path(a.root))
+        if getattr(a, "partial", ""):  # carried shards of another dtype would all be sampled anew
+            partial.check_dtype(Path(a.partial) / key, dtype_of(cfg))
 
 
 def _add_exports(a, domain: str) -> list[str]:
