@@ -18,6 +18,7 @@ from sveb.estimators import entry, make
 from sveb.estimators.base import Context, Estimator
 from sveb.evaluate import evaluate
 from sveb.sample.pipeline import build
+from sveb.store.train_builds import train_build_of
 
 SEEN: dict = {}
 
@@ -95,6 +96,13 @@ def test_a_training_plugin_without_a_train_build_or_with_an_overlapping_one(tmp_
     name = "test_context_on_cpu:TrainMean"
     with pytest.raises(EvalError, match=r"sveb build --split train"):
         evaluate(bdir, name, {})
+    # the message names the estimator that needs it (not a builtin's name), and a caller naming none reads neutral
+    with pytest.raises(EvalError, match=rf"^{name} needs a training build of disjoint problems"):
+        evaluate(bdir, name, {})
+    with pytest.raises(EvalError, match=r"^the estimator needs a training build"):
+        train_build_of(store.Build(bdir))
+    with pytest.raises(EvalError, match=r"^probe: train_build=zzz matches 0 builds"):
+        train_build_of(store.Build(bdir), "zzz", "probe")
     with pytest.raises(EvalError, match="shares .* problems"):  # the benchmark build itself: refused
         evaluate(bdir, name, {"train_build": str(bdir)})
 

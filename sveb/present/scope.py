@@ -215,7 +215,7 @@ def manifests_of(bdirs: list, trains: list[Path] | None = None) -> list[Manifest
         sib = [s.parent for s in sorted(Path(b).parent.glob("*/manifest.json"), key=lambda x: x.stat().st_mtime)
                if _is_train_of(manifest(s.parent), m)]
         try:
-            tb = store.Build(sib[-1]) if sib else train_build_of(store.Build(Path(b), m))
+            tb = store.Build(sib[-1]) if sib else train_build_of(store.Build(Path(b), m), who="the scope caption")
             found.append(tb.path.resolve())
         except (SvebError, KeyError, OSError):
             continue  # no train build: the caption says "none"

@@ -1,5 +1,6 @@
-"""The training build an estimator learns on (ppo-1, the probe, pacs): found by flag or under the benchmark
-build's root, and refused when it shares a problem with the benchmark build."""
+"""The training build an estimator learns on (a trained estimator: its entry's train_split): found by flag or under
+the benchmark build's root, and refused when it shares a problem with the benchmark build. `who` names the
+estimator (or the reader) that needs it, in every message."""
 
 from __future__ import annotations
 
@@ -22,14 +23,17 @@ def train_build_command(manifest: dict, root: Path) -> str:
     return " ".join(shlex.quote(a) for a in args)
 
 
-def find_train_build(bdir: Path, manifest: dict, spec: str = "", who: str = "ppo-1", console=None) -> Path:
+WHO = "the estimator"  # neutral: every caller in SVEB passes the estimator's own name
+
+
+def find_train_build(bdir: Path, manifest: dict, spec: str = "", who: str = WHO, console=None) -> Path:
     """The training build for an estimator that learns on disjoint problems: `spec` (a build dir or fp
     prefix), else the newest complete `--split train` build of the same model and domain under the
     benchmark build's root. train_build_of: the same from a Build to a Build."""
     return train_build_of(Build(bdir, Manifest.of(manifest)), spec, who, console).path
 
 
-def train_build_of(build: Build, spec: str = "", who: str = "ppo-1", console=None) -> Build:
+def train_build_of(build: Build, spec: str = "", who: str = WHO, console=None) -> Build:
     """find_train_build between handles: the train build returned with its manifest parsed (once)."""
     manifest = build.manifest
     root = build.path.parent.parent.parent
