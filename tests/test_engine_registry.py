@@ -1,6 +1,7 @@
 """The engine registry (sveb.engines.registry): builtin entries, lookups that import nothing heavy, the builtin
 engines' fingerprints as they were before the registry, and the one-line errors."""
 
+import importlib.metadata
 import subprocess
 import sys
 from importlib.metadata import EntryPoint
@@ -115,3 +116,81 @@ def test_ls_engines_lists_the_builtins_and_a_plugin(tmp_path, monkeypatch):
     assert "no model" not in rows["vllm"]
     assert "a listed toy" in rows["listed-j"] and "fingerprint {name}" in rows["listed-j"]
     assert "from plugin" in rows["listed-j"]
+
+
+MODEL_FREE = '''
+class Shifted:
+    """characters shifted by one: ids that neither a model's tokenizer nor the scripted engine's make"""
+    eos_token_id = 0
+    def encode(self, text):
+        return [ord(c) + 1 for c in text]
+    def decode(self, ids):
+        return "".join(chr(i - 1) for i in ids)
+    def encode_chat(self, messages):
+        return self.encode("".join(m["content"] for m in messages))
+
+class Free:
+    uses_model = False
+    own_tokenizer = Shifted
+    def __init__(self, options):
+        self.tokenizer = Shifted()
+    def generate(self, requests, params, desc=""):
+        return []
+
+class Modelled(Free):
+    uses_model = True   # declares a tokenizer too, but reads its model: its builds' models have their own
+'''
+
+
+def test_a_registered_model_free_engine_is_read_as_one_by_caption_judge_and_tokenizer(tmp_path, monkeypatch):
+    """The engine's declaration (uses_model = False, own_tokenizer), not its name, decides what the scope caption
+    says of its builds' model, and which tokenizer the judge and sveb.estimators.lm_read read a stand-in model
+    without a tokenizer with: a toy registered by entry point gets scripted's treatment with no edit to SVEB."""
+    from sveb.core.errors import UsageError
+    from sveb.core.manifest import Manifest
+    from sveb.estimators import make
+    from sveb.estimators.lm_read import load_tokenizer
+    from sveb.lm.checkpoints import release_resident
+    from sveb.present import scope
+    from sveb.store import Build
+    from tests.helpers.tiny_llama import tiny_llama
+    monkeypatch.setenv("SVEB_CPU_DTYPE", "float32")
+    (tmp_path / "free_j.py").write_text(MODEL_FREE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    eps = [EntryPoint("free-j", "free_j:Free", registry.GROUP), EntryPoint("modelled-j", "free_j:Modelled",
+                                                                            registry.GROUP)]
+    real = importlib.metadata.entry_points  # torch and transformers read their own groups on import
+    monkeypatch.setattr("importlib.metadata.entry_points",
+                        lambda **kw: eps if kw.get("group") == registry.GROUP else real(**kw))
+    monkeypatch.setattr(registry, "_PLUGINS", None)
+    assert registry.model_free("free-j") and registry.model_free("scripted")
+    assert not registry.model_free("modelled-j") and not registry.model_free("vllm")
+    # a name registered nowhere (a plugin not installed here, a module:Class path in a manifest) imports nothing
+    assert not registry.model_free("free_j:Free") and not registry.model_free("gone-j")
+
+    def policy(engine):
+        return scope.derive([{"model": "m", "config": {"engine": engine}}])["policy"]
+    assert policy("free-j") == "m (the engine free-j: no language model)"
+    assert policy("scripted") == "m (SVEB's scripted test engine: no language model)"  # as before the registry
+    assert policy("modelled-j") == policy("vllm") == policy("free_j:Free") == "m (Hugging Face hub)"
+
+    folder = tiny_llama(tmp_path / "llama")  # weights only: no tokenizer
+    assert type(load_tokenizer(folder, "free-j")).__name__ == "Shifted"
+    assert type(load_tokenizer(folder, "scripted")).__name__ == "CharTokenizer"
+    for engine in ("modelled-j", "vllm", ""):
+        with pytest.raises(UsageError, match=r"^model .*llama: no tokenizer could be loaded"):
+            load_tokenizer(folder, engine)
+
+    def judged(engine):
+        est = make("judge")
+        est.load(Build(tmp_path / engine, Manifest({"model": folder, "config": {"engine": engine}})), None)
+        return est
+    try:
+        est = judged("free-j")  # the policy as judge: its answer words read with the toy's ids
+        assert type(est._tok).__name__ == "Shifted"
+        assert (est._yes, est._no) == ([ord("Y") + 1, ord("y") + 1], [ord("N") + 1, ord("n") + 1])
+        assert judged("scripted")._yes == [ord("Y"), ord("y")]
+        with pytest.raises(UsageError, match="no tokenizer could be loaded"):
+            judged("modelled-j")
+    finally:
+        release_resident()

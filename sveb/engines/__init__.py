@@ -23,10 +23,12 @@ from sveb.engines.registry import (
     entry,
     fingerprint_key,
     make_engine,
+    model_free,
+    own_tokenizer,
     start,
     uses_model,
 )
 
 __all__ = ["BUILTIN", "ENGINES", "GROUP", "Completion", "Engine", "EngineEntry", "EngineError", "EngineOptions",
-           "HFTokenizer", "Request", "Tokenizer", "entry", "fingerprint_key", "make_engine", "model_context", "start",
-           "uses_model"]
+           "HFTokenizer", "Request", "Tokenizer", "entry", "fingerprint_key", "make_engine", "model_context",
+           "model_free", "own_tokenizer", "start", "uses_model"]

@@ -13,7 +13,13 @@ The contract (docs/development.md, "Add an engine"): the class implements sveb.e
   (default "{name}": the name it was asked by). It goes into the rollouts fingerprint: a build resumed with another
   engine is another build, never a mix of two engines' samples;
 - `uses_model` (default True): False for an engine that samples without the --model weights (scripted): a build
-  then neither resolves the model nor loads its tokenizer, and reads the engine's own.
+  then neither resolves the model nor loads its tokenizer, and reads the engine's own; a table's caption says its
+  builds had no language model (`model_free`);
+- `own_tokenizer` (a model-free engine's, optional): a zero-argument callable giving the tokenizer whose ids its
+  builds carry; an estimator reading such a build's stand-in model (a folder without a tokenizer) reads the ids
+  with it (`own_tokenizer(name)`; scripted: its character tokenizer).
+Readers of a finished build consult only registered engines (SVEB's and installed plugins'): a manifest naming a
+module:Class path imports nothing when it is read.
 """
 
 from __future__ import annotations
@@ -126,6 +132,25 @@ def entry(name: str) -> EngineEntry:
 
 def uses_model(name: str) -> bool:
     return bool(entry(name).uses_model)
+
+
+def model_free(name: str) -> bool:
+    """Whether the registered engine `name` samples without a language model (declares uses_model False). An
+    engine not registered here (a plugin not installed, a module:Class path) counts as one that reads its model."""
+    known = entries().get(name)
+    try:
+        return known is not None and not known.completed().uses_model
+    except EngineError:  # a registered plugin that no longer loads: read as the default
+        return False
+
+
+def own_tokenizer(name: str):
+    """The tokenizer whose ids a model-free engine's builds carry (its class's `own_tokenizer`, called); None for
+    an engine that reads its model, one not registered here, or one that declares none."""
+    if not model_free(name):
+        return None
+    make = getattr(entries()[name].load(), "own_tokenizer", None)
+    return make() if callable(make) else None
 
 
 def fingerprint_key(cfg) -> str:

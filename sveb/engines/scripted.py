@@ -85,6 +85,7 @@ class Fault:
 class ScriptedEngine:
     fingerprint = "scripted"
     uses_model = False   # characters are its tokens: no --model weights, no model tokenizer
+    own_tokenizer = CharTokenizer  # what reads the ids of its builds (a stand-in model has no tokenizer)
 
     @classmethod
     def from_options(cls, o) -> ScriptedEngine:
@@ -92,7 +93,7 @@ class ScriptedEngine:
 
     def __init__(self, n_flips: int = 8, fault: Fault | None = None, trace: str | None = None,
                  loop_probability: float = 0.0):
-        self.tokenizer = CharTokenizer()
+        self.tokenizer = self.own_tokenizer()
         self.n_flips, self.loop_probability = n_flips, loop_probability
         self.calls: list[int] = []   # number of requests per generate call (tests inspect it)
         self.fault, self.trace, self._seen = fault, trace, {}

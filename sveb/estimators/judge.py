@@ -85,8 +85,9 @@ class Judge(SignalEstimator):
             raise UsageError("-P template: must hold {prefix} (the partial solution the judge is asked about)")
         path = resolved(self.model or build.manifest.model)
         self._lm = resident(("judge", path, compute_dtype()), lambda: load_model(path))
-        scripted = BuildConfig.from_manifest(build.manifest).engine == "scripted" and not self.model
-        self._tok = load_tokenizer(path, scripted)
+        # the policy as judge: a stand-in model without a tokenizer reads the ids its model-free engine made
+        engine = "" if self.model else BuildConfig.from_manifest(build.manifest).engine
+        self._tok = load_tokenizer(path, engine)
         first = lambda w: encode(self._tok, w)[0]  # noqa: E731
         self._yes, self._no = answer_ids(first, self.yes), answer_ids(first, self.no)
         if not self._yes or not self._no or set(self._yes) & set(self._no):

