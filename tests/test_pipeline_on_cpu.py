@@ -133,9 +133,11 @@ def test_a_rerun_of_a_complete_build_keeps_its_build_time(tmp_path, small_cfg):
     bdir = build(small_cfg, tmp_path, engine=ScriptedEngine())
     m = store.read_manifest(bdir)
     store.write_manifest(bdir, {**m, "seconds": 1234.5})  # as if sampling had taken that long
+    before = (bdir / "manifest.json").read_bytes()
     again = ScriptedEngine()
     assert build(small_cfg, tmp_path, engine=again) == bdir and not again.calls
     assert store.read_manifest(bdir)["seconds"] == 1234.5
+    assert (bdir / "manifest.json").read_bytes() == before  # the previous manifest, read typed, written back as it was
 
 
 def test_reference_progress_lines_follow_the_work(tmp_path, small_cfg):

@@ -21,6 +21,7 @@ from sveb.core import schema
 from sveb.core.config import BuildConfig, derive_seed, fingerprint
 from sveb.core.device import describe as cpu
 from sveb.core.errors import BuildError
+from sveb.core.manifest import Manifest
 from sveb.core.models import canonical, check_model
 from sveb.data_builders import SourceError, domain_module
 from sveb.data_builders.exclude import identity as exclusion_identity
@@ -98,12 +99,12 @@ def build(cfg: BuildConfig, root: str | Path, engine: Engine | None = None, cons
                                   "kept problem then gets G fresh rollouts, so the group is not selected on its "
                                   "own accuracy"}}
     console.print(f"compute dtype {dtype_of(cfg)} (--dtype {cfg.dtype}; CPU flags: {cpu()})")
-    old = store.read_manifest(bdir) if (bdir / "manifest.json").exists() else {}
+    old = store.load_manifest(bdir) if (bdir / "manifest.json").exists() else Manifest({})  # typed, kept whole
     found = adopt(bdir, fps)
     if found:
         console.print(f"[dim]starting from {found[1]} shards of {found[0].name}, which shares this build's "
                       f"rollouts[/]")
-    store.write_manifest(bdir, {**old, **base, "status": "running"})
+    store.write_manifest(bdir, {**old.raw, **base, "status": "running"})
     lazy = LazyEngine(cfg, engine)
     runner = None
     t0 = time.time()
@@ -126,8 +127,8 @@ def build(cfg: BuildConfig, root: str | Path, engine: Engine | None = None, cons
     summary = {"n_candidates": len(candidates), "n_problems": len(kept), "n_states": len(states),
                "skipped_rows": skipped, "candidate_accuracy": accuracy, "seconds": round(time.time() - t0, 3),
                "truncated": truncation(bdir, {p["problem_id"] for p in kept})}
-    if old.get("status") == "complete" and "seconds" in old:  # a rerun found every shard: the build took its time then
-        summary["seconds"] = old["seconds"]
+    if old.complete and old.seconds is not None:  # a rerun found every shard: the build took its time then
+        summary["seconds"] = old.seconds
     if len(kept) < cfg.problems:
         if cfg.choice("tiers") == "paper":
             got = [accuracy[p["problem_id"]] for p in kept]
@@ -175,7 +176,7 @@ def _stage_candidates(cfg, bdir: Path, fp: str, console) -> tuple[list[dict], di
         raise SourceError(f"--source {cfg.source}: no usable {cfg.domain} problems of split {cfg.split} "
                           f"(skipped: {skipped or 'none'})")
     store.write_shard(path, pa.Table.from_pylist(problems, schema=schema.PROBLEMS), fp)
-    store.write_manifest(bdir, {**store.read_manifest(bdir), "skipped_rows": skipped})
+    store.write_manifest(bdir, {**store.load_manifest(bdir).raw, "skipped_rows": skipped})
     return problems, skipped
 
 
