@@ -105,3 +105,39 @@ def test_the_lookup_scan_finds_what_it_forbids(tmp_path):
                                    "def g(data):\n    return data.manifest['build_fp'], data.manifest.model\n")
     from tools.manifest_lookups import scan
     assert [line for line, _ in scan(tmp_path)[str(tmp_path / "a.py")]] == [3, 3, 5]
+
+
+@pytest.fixture
+def seeds(tmp_path):
+    """The committed number exports of seeds 0-2, laid out as in a clone (results/table4/exports/<name>)."""
+    root = tmp_path / "results" / "table4" / "exports"
+    for name in ("number", "number-seed1", "number-seed2"):
+        shutil.copytree(EXPORT.parent / name, root / name)
+    return root
+
+
+def test_compare_leaderboard_submit_and_board_open_each_build_once(seeds, tmp_path):
+    """`sveb compare` (one build, --seeds), `sveb leaderboard`, `sveb submit` and `sveb leaderboard add` open each
+    build once as a Build and hand it down: every build's manifest.json is parsed once per command, its scope
+    caption's sibling lookups included. Before (paths passed, manifests re-read): 2, 3, 7, 6 and 4 parses."""
+    from tools.store_trace import trace
+    allow = ["--allow-unequal-seeds", "--allow-mixed-dtype"]
+    names = ("number", "number-seed1", "number-seed2")
+    one = ["--root", str(seeds), "--domain", "number", "--build", str(seeds / "number")]
+    runs = {
+        "compare": (["compare", "-a", "grpo", "-b", "mcs-1", *one], names[:1]),
+        "compare --seeds": (["compare", "-a", "grpo", "-b", "mcs-1", "--root", str(seeds), "--domain", "number",
+                             "--seeds", "0,1,2", *allow], names),
+        "leaderboard": (["leaderboard", "--root", str(seeds), "--out", str(tmp_path / "lb.csv"), *allow], names),
+        "submit": (["submit", "-e", "grpo", *one, "--out", str(tmp_path / "bundle")], names[:1]),
+        "leaderboard add": (["leaderboard", "add", str(tmp_path / "bundle"), "--board", str(tmp_path / "board"),
+                             "--build", str(seeds / "number")], names[:1]),
+    }
+    for what, (argv, read) in runs.items():
+        got = trace(argv)
+        mine = {}
+        for (_, path), n in got["reads"].items():
+            if path.is_relative_to(tmp_path):
+                mine[path.name] = mine.get(path.name, 0) + n
+        assert mine == dict.fromkeys(read, 1), (what, mine, sorted(got["reads"]))
+    assert (tmp_path / "lb.csv").stat().st_size and (tmp_path / "board" / "scores.parquet").exists()

@@ -12,5 +12,5 @@ accept.py; the folder: folder.py; the scores table: scores.py.
 """
 
 from sveb.board.accept import add, add_all
-from sveb.board.folder import BoardError, bundles, known_builds, register
+from sveb.board.folder import BoardError, bundles, known_builds, known_handles, register
 from sveb.board.scores import rebuild, rows

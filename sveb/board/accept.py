@@ -9,11 +9,12 @@ from pathlib import Path
 from sveb.board.archive import unpack
 from sveb.board.bundle import MAX_MB, BundleError, estimates_key, read_bundle
 from sveb.board.check import identity_of, provenance_check, score_rows, validate
-from sveb.board.folder import BoardError, known_builds, read_json, stored_path, write_json
+from sveb.board.folder import BoardError, known_handles, read_json, stored_path, write_json
 from sveb.board.scores import rebuild
 from sveb.board.txn import Undo, place
 from sveb.core.errors import SvebError
-from sveb.store.builds import load_build, open_build
+from sveb.store import Build
+from sveb.store.builds import load_build, open_handle
 
 
 def _conflict(board: Path, meta: dict, protocols) -> str | None:
@@ -27,12 +28,13 @@ def _conflict(board: Path, meta: dict, protocols) -> str | None:
     return None
 
 
-def add(board: Path, bundle: Path, builds: list[Path] = (), max_mb: float | None = None) -> tuple[str, str]:
+def add(board: Path, bundle: Path, builds: list[Build] | list[Path] = (), max_mb: float | None = None
+        ) -> tuple[str, str]:
     """Validate, score and store one bundle; (key, "added" | "unchanged"). Nothing is written on refusal."""
     return add_all(board, [bundle], builds, max_mb)[0]
 
 
-def add_all(board: Path, bundles: list[Path], builds: list[Path] = (),
+def add_all(board: Path, bundles: list[Path], builds: list[Build] | list[Path] = (),
             max_mb: float | None = None) -> list[tuple[str, str]]:
     """Every bundle validated and scored first, then all written, or none: a refusal names its bundle and nothing
     is written (not the builds either). [(key, "added" | "unchanged")] in the order given."""
@@ -40,10 +42,10 @@ def add_all(board: Path, bundles: list[Path], builds: list[Path] = (),
     conf = read_json(board / "board.json", {"format": "sveb-board", "builds": {}})
     if not isinstance(conf, dict) or not isinstance(conf.get("builds"), dict):
         raise BoardError(f"{board / 'board.json'}: no builds object; restore it or start a new board")
-    for b in builds:
-        bdir = open_build(str(b), board)  # an export's tables are checked against their hashes here
-        conf["builds"][identity_of(bdir)["content_hash"]] = stored_path(Path(bdir), board)
-    known = known_builds(board, conf)
+    opened = [open_handle(b, board) for b in builds]  # an export's tables are checked against their hashes here
+    for build in opened:
+        conf["builds"][identity_of(build)["content_hash"]] = stored_path(build.path, board)
+    known = known_handles(board, conf, opened)
     out, staged = [], []
     with tempfile.TemporaryDirectory(prefix=".sveb-bundle-") as tmp:
         for i, b in enumerate(bundles):
@@ -66,7 +68,7 @@ def add_all(board: Path, bundles: list[Path], builds: list[Path] = (),
                 write_json(board / "scored" / f"{key}.json", rows)
                 place(folder, board / "bundles" / key)
             if staged:
-                rebuild(board)
+                rebuild(board, known)
         except BaseException:
             undo()
             raise

@@ -73,14 +73,15 @@ def machine() -> dict:
     return {"cpu_flags": hardware.describe(), "cpu": platform.processor() or platform.machine(), "gpu": gpu}
 
 
-def build_identity(bdir: Path) -> dict:
+def build_identity(bdir: store.Build | Path) -> dict:
     """The build a bundle's estimates belong to: content hash, per-table hashes and what it is."""
-    m = store.load_manifest(bdir)
+    build = store.Build.of(bdir)
+    m = build.manifest
     ex = m.export
     tables = ({t: v["sha256"] for t, v in ex["tables"].items() if t in store.CONTENT_TABLES} if ex
-              else {t: store.table_hash(bdir / t) for t in store.CONTENT_TABLES})
-    return {"content_hash": ex["content_hash"] if ex else store.content_hash(bdir), "tables": tables,
-            "build_fp": m.build_fp if m.build_fp is not None else bdir.name, "model": m.model, "domain": m.domain,
+              else {t: store.table_hash(build / t) for t in store.CONTENT_TABLES})
+    return {"content_hash": ex["content_hash"] if ex else store.content_hash(build.path), "tables": tables,
+            "build_fp": m.build_fp if m.build_fp is not None else build.name, "model": m.model, "domain": m.domain,
             "n_states": m.n_states}
 
 

@@ -20,16 +20,18 @@ from sveb.core.errors import SvebError
 from sveb.estimators import entry, make, registry
 from sveb.estimators.base import view_for
 from sveb.evaluate.protocols import estimate_all
+from sveb.store import Build
 
 TOL = 1e-9  # the evaluator's own tolerance on [0, 1] (float noise at the ends)
 
 _idents: dict[tuple, dict] = {}
 
 
-def identity_of(bdir: Path) -> dict:
-    key = (str(Path(bdir).resolve()), (Path(bdir) / "manifest.json").stat().st_mtime_ns)
+def identity_of(bdir: Build | Path) -> dict:
+    build = Build.of(bdir)
+    key = (str(build.path.resolve()), (build / "manifest.json").stat().st_mtime_ns)
     if key not in _idents:
-        _idents[key] = build_identity(Path(bdir))
+        _idents[key] = build_identity(build)
     return _idents[key]
 
 def validate(meta: dict, table: pa.Table, data) -> dict[str, tuple[np.ndarray, np.ndarray]]:

@@ -12,7 +12,8 @@ from sveb import store
 from sveb.board.bundle import BundleError, read_bundle
 from sveb.board.check import identity_of
 from sveb.core.errors import SvebError
-from sveb.store.builds import open_build
+from sveb.store import Build
+from sveb.store.builds import open_handle
 
 
 class BoardError(SvebError, ValueError):
@@ -36,12 +37,12 @@ def _jsonable(x):
     return str(x)
 
 
-def register(board: Path, bdirs: list[Path]) -> dict[str, Path]:
+def register(board: Path, bdirs: list[Build] | list[Path]) -> dict[str, Path]:
     """Record builds (complete builds or exports) the board scores against; their content hash is the key."""
     conf = read_json(board / "board.json", {"format": "sveb-board", "builds": {}})
     for b in bdirs:
-        bdir = open_build(str(b), board)  # an export's tables are checked against their hashes here
-        conf["builds"][identity_of(bdir)["content_hash"]] = stored_path(Path(bdir), board)
+        build = open_handle(b, board)  # an export's tables are checked against their hashes here
+        conf["builds"][identity_of(build)["content_hash"]] = stored_path(build.path, board)
     board.mkdir(parents=True, exist_ok=True)
     write_json(board / "board.json", conf)
     return known_builds(board)
@@ -56,14 +57,23 @@ def stored_path(bdir: Path, board: Path) -> str:
 
 def known_builds(board: Path, conf: dict | None = None) -> dict[str, Path]:
     """content hash -> build folder: the registered ones (board.json, or `conf`) and the exports under builds/."""
+    return {h: b.path for h, b in known_handles(board, conf).items()}
+
+
+def known_handles(board: Path, conf: dict | None = None, opened: list[Build] = ()) -> dict[str, Build]:
+    """known_builds as Build handles (each manifest parsed once, for the identity and the views); `opened`:
+    handles already open (builds just registered), used as they are."""
     conf = conf if conf is not None else read_json(board / "board.json", {"builds": {}})
     builds = conf.get("builds") if isinstance(conf, dict) else None
     if not isinstance(builds, dict):
         raise BoardError(f"{board / 'board.json'}: no builds object; restore it or start a new board")
+    have = {b.path.resolve(): b for b in opened}
     where = {h: Path(os.path.normpath(board.absolute() / p)) for h, p in builds.items() if isinstance(p, str)}
-    out = {h: b for h, b in where.items() if (b / "manifest.json").exists()}  # the board may not exist yet
+    out = {h: have.get(b.resolve()) or Build(b) for h, b in where.items()
+           if (b / "manifest.json").exists()}  # the board may not exist yet
     for m in sorted((board / "builds").glob("*/manifest.json")):
-        out.setdefault(identity_of(m.parent)["content_hash"], m.parent)
+        build = Build(m.parent)
+        out.setdefault(identity_of(build)["content_hash"], build)
     return out
 
 

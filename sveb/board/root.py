@@ -12,7 +12,6 @@ from sveb.board import add, register
 from sveb.board.check import params_args
 from sveb.board.submit import submit
 from sveb.core.errors import SvebError
-from sveb.store import complete
 
 
 def add_root(root: Path, board: Path, console: Console | None = None) -> list[str]:
@@ -21,21 +20,21 @@ def add_root(root: Path, board: Path, console: Console | None = None) -> list[st
     from sveb.score.pooling import read_scores  # scipy
     console = console or Console(stderr=True)
     lines = []
-    for bdir in store.list_builds(root):
-        if not complete(bdir) or not (bdir / "scores").exists():
+    for build in map(store.Build, store.list_builds(root)):  # one handle each: its manifest parsed once
+        if not build.manifest.complete or not (build / "scores").exists():
             continue
-        register(board, [bdir])
+        register(board, [build])
         found: dict[tuple[str, str], list[str]] = {}
-        for r in read_scores(bdir):
+        for r in read_scores(build):
             found.setdefault((r["estimator"], r["params"]), []).append(r["protocol"])
         for (name, pj), protocols in sorted(found.items()):
             with tempfile.TemporaryDirectory(prefix=".sveb-submit-") as tmp:
                 try:
-                    path = submit(bdir, name, params_args(name, pj), sorted(set(protocols)), Path(tmp) / "bundle",
+                    path = submit(build, name, params_args(name, pj), sorted(set(protocols)), Path(tmp) / "bundle",
                                   console=console)
                 except SvebError as e:  # e.g. a plugin not installed here: the rest still goes on the board
-                    lines.append(f"skipped {name} on {bdir.name}: {e}")
+                    lines.append(f"skipped {name} on {build.name}: {e}")
                     continue
                 key, status = add(board, path)
-            lines.append(f"{status}: {name} on {bdir.name} (bundle {key})")
+            lines.append(f"{status}: {name} on {build.name} (bundle {key})")
     return lines

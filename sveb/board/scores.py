@@ -9,20 +9,21 @@ import numpy as np
 import pyarrow as pa
 
 from sveb import store
-from sveb.board.folder import BoardError, bundles, known_builds, read_json
+from sveb.board.folder import BoardError, bundles, known_handles, read_json
 from sveb.board.pool import current_names, pooled_rows, write_verdicts
 from sveb.board.validate import culprit
 
 
-def rebuild(board: Path) -> list[dict]:
+def rebuild(board: Path, known: dict | None = None) -> list[dict]:
     """Every accepted bundle's rows, their statistics recomputed from the bundled estimates (today's procedure),
     with paired Δ of squared error vs grpo and Holm verdicts per (build, protocol) table, then one pooled table
-    per group of seed builds (kind "pooled"); written to scores.parquet and .csv."""
+    per group of seed builds (kind "pooled"); written to scores.parquet and .csv. `known`: the board's builds as
+    handles where the caller holds them (sveb.board.folder.known_handles)."""
     from sveb.score.pooling import base_view, rescore  # scipy
     board = Path(board)
     rows = [r for p in sorted((board / "scored").glob("*.json")) if (board / "bundles" / p.stem).is_dir()
             for r in read_json(p, [])]
-    known = known_builds(board)
+    known = known if known is not None else known_handles(board)  # each manifest parsed once: identity, view
     accepted = bundles(board)
     views = {}
     for h in sorted({r["content_hash"] for r in rows}):

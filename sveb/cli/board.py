@@ -80,16 +80,16 @@ def submit(
     from sveb.board.submit import submit as run
     from sveb.core.models import check_model, model_slug
     from sveb.evaluate import params_dict
-    from sveb.store.builds import find_build
+    from sveb.store.builds import locate_build
     model = check_model(model, weights=False)
-    bdir = find_build(root, model_slug(model), domain, build_id, console)
+    build = locate_build(root, model_slug(model), domain, build_id, console)  # opened once, passed down
     from sveb.store.builds import check_expected
-    check_expected([bdir], expect)
+    check_expected([build], expect)
     from sveb.store import check_writable
     from sveb.store.builds import results_view
     check_writable(out_dir, "--out")
-    bdir = results_view(bdir, console)  # a read-only export: its scores in a writable mirror
-    path = run(bdir, estimator, params_dict(param), list(protocol), out_dir, archive, force=force, console=console)
+    build = results_view(build, console)  # a read-only export: its scores in a writable mirror
+    path = run(build, estimator, params_dict(param), list(protocol), out_dir, archive, force=force, console=console)
     out.print(f"bundle {path}" + (f" (and {path}.{archive})" if archive else ""))
 
 

@@ -178,14 +178,14 @@ def compare(
     from sveb.score.compare import compare as run
     from sveb.score.compare import line, published_for, with_published
     from sveb.score.pooling import load_view, merge, read_scores
-    from sveb.store.builds import find_build, find_seed_builds
+    from sveb.store.builds import locate_build, locate_seed_builds
     check_protocol(protocol)
     slug = model_slug(check_model(model, weights=False))
-    if seeds is not None:
-        bdirs = find_seed_builds(root, slug, domain, parse_seeds(seeds, 0), build_id)
+    if seeds is not None:  # each build opened once: its manifest, parsed here, goes on with it
+        builds = locate_seed_builds(root, slug, domain, parse_seeds(seeds, 0), build_id)
     else:
-        bdirs = [find_build(root, slug, domain, build_id, console)]
-    views = [load_view(bd, read_scores(bd)) for bd in bdirs]
+        builds = [locate_build(root, slug, domain, build_id, console)]
+    views = [load_view(b, read_scores(b)) for b in builds]
     source = published_for(root)
     added = sorted({n for v in views for n in with_published(v, source)}) if published else []
     if added:

@@ -56,7 +56,6 @@ def eval_(
     from sveb.evaluate.protocols import check_protocol
     from sveb.present.leaderboard import print_pivot
     from sveb.sample.distributed import ray_options
-    from sveb.store import Build
     from sveb.store.builds import locate_build
     estimator = estimator or [BASELINE]
     model = check_model(model, weights=False)  # a short name finds the build made with its hub id
@@ -69,8 +68,8 @@ def eval_(
         raise UsageError("--workers: only with --ray for eval")
     opts = ray_options(ray, workers, gpus_per_worker, cpus_per_worker, 1)
     if seeds is not None:
-        from sveb.store.builds import find_seed_builds
-        builds = [Build(b) for b in find_seed_builds(root, model_slug(model), domain, parse_seeds(seeds, 0), build_id)]
+        from sveb.store.builds import locate_seed_builds
+        builds = locate_seed_builds(root, model_slug(model), domain, parse_seeds(seeds, 0), build_id)
     else:
         builds = [locate_build(root, model_slug(model), domain, build_id, console)]
     from sveb.store.builds import check_expected

@@ -62,11 +62,11 @@ def build_protocol(view) -> str:
     return protocol_of(view.build.manifest)
 
 
-def _rows_of(view, kind: str) -> list[dict]:
+def _rows_of(view, kind: str, known: dict | None = None) -> list[dict]:
     cmp = {p: paired(view, p) for p in {r["protocol"] for r in view.scores}}
     bp = build_protocol(view)
     seeds = ",".join(str(s) for s in view.seeds)
-    sc = scope.of_builds(view.builds or view.bdirs)  # not a CSV column: write_csv puts it in the sidecar
+    sc = scope.of_builds(view.builds or view.bdirs, known=known)  # not a CSV column: write_csv puts it in the sidecar
     out, cols, pair = [], columns(), metrics.paired_columns()
     for r in view.scores:
         c = cmp[r["protocol"]].get((r["estimator"], r["params_fp"]), {})
@@ -84,32 +84,34 @@ def _rows_of(view, kind: str) -> list[dict]:
 def rows(root: str | Path, builds: set | None = None, allow: Allow = Allow(), published: Path | None = None
          ) -> list[dict]:
     """Every score row under root (only the builds named in `builds` when given), pooled over seeds."""
-    return rows_of_builds([b for b in store.list_builds(root) if builds is None or b.name in builds], allow,
-                          published)
+    return rows_of_builds([store.Build(b) for b in store.list_builds(root) if builds is None or b.name in builds],
+                          allow, published)
 
 
-def rows_of_builds(bdirs: list[Path], allow: Allow = Allow(), published: Path | None = None) -> list[dict]:
+def rows_of_builds(bdirs: list[store.Build] | list[Path], allow: Allow = Allow(), published: Path | None = None
+                   ) -> list[dict]:
     """The score rows of these builds (those with scores), pooled over seeds. A table that mixes seeds of
     different problem mixes or two compute dtypes is refused unless `allow` says so (sveb.score.pool_checks);
     then its rows' `caveats` say what it mixes. `published`: a committed table of per-state estimates (Table 4's)
     whose rows of these builds join them (sveb.score.compare.published_scores)."""
     from sveb.score.compare import published_scores
-    views = []
-    for bdir in bdirs:
-        scores = read_scores(bdir) if (bdir / "scores").exists() else []
+    views, builds = [], [store.Build.of(b) for b in bdirs]  # one handle per build: its manifest parsed once
+    known = {b.path.resolve(): b for b in builds}  # ... for every reader, the scope captions' too
+    for build in builds:
+        scores = read_scores(build) if (build / "scores").exists() else []
         if scores or published is not None:
-            view = load_view(bdir, scores)
+            view = load_view(build, scores)
             if published is not None:
                 published_scores(view, published)
             views += [view] if view.scores else []
     out = []
     for group in pools(views, allow):
         if len(group) == 1:
-            out += _rows_of(group[0], "build")
+            out += _rows_of(group[0], "build", known)
         else:
-            out += _rows_of(merge(group), "pooled")
+            out += _rows_of(merge(group), "pooled", known)
             for v in group:
-                out += _rows_of(v, "seed")
+                out += _rows_of(v, "seed", known)
     return sorted(out, key=lambda r: (r["model"], r["domain"], _proto(r["protocol"]), KINDS.index(r["kind"]),
                                       r["seeds"], row_order(r["estimator"]), r["params"] or ""))
 

@@ -195,21 +195,23 @@ def line(scope: dict[str, str], width: int = 80) -> str:
     return text[:width]
 
 
-def manifests_of(bdirs: list, trains: list[Path] | None = None) -> list[Manifest]:
+def manifests_of(bdirs: list, trains: list[Path] | None = None, known: dict | None = None) -> list[Manifest]:
     """The manifests of `bdirs` and of their train builds: `trains`, else each build's sibling (a store's
     <model>/<domain> folder, or a folder of exports): the newest complete train build of its model and domain, as
     sveb.store.train_builds.find_train_build finds it under a root (which it asks when there is no sibling).
-    bdirs: folders or Build handles (whose manifests are parsed already). Each manifest is parsed once here."""
+    bdirs: folders or Build handles (whose manifests are parsed already); `known`: handles of other builds the
+    caller holds (resolved folder -> Build: a leaderboard's every build). Each manifest is parsed once here."""
     from sveb import store
     from sveb.core.errors import SvebError
     from sveb.store.train_builds import train_build_of
-    parsed = {Path(b).resolve(): store.Build.of(b).manifest for b in bdirs}
+    held = known or {}
+    parsed = {Path(b).resolve(): (held.get(Path(b).resolve()) or store.Build.of(b)).manifest for b in bdirs}
     tests = dict(parsed)
 
     def manifest(p: Path) -> Manifest:
         p = p.resolve()
         if p not in parsed:
-            parsed[p] = store.load_manifest(p)
+            parsed[p] = held[p].manifest if p in held else store.load_manifest(p)
         return parsed[p]
     found = [Path(t).resolve() for t in trains or []]
     for b in bdirs if trains is None else []:  # as given: a linked build's siblings are the links beside it
@@ -217,7 +219,8 @@ def manifests_of(bdirs: list, trains: list[Path] | None = None) -> list[Manifest
         sib = [s.parent for s in sorted(Path(b).parent.glob("*/manifest.json"), key=lambda x: x.stat().st_mtime)
                if _is_train_of(manifest(s.parent), m)]
         try:
-            tb = store.Build(sib[-1]) if sib else train_build_of(store.Build(Path(b), m), who="the scope caption")
+            tb = store.Build(sib[-1]) if sib else train_build_of(store.Build(Path(b), m), who="the scope caption",
+                                                                known=held)
             found.append(tb.path.resolve())
         except (SvebError, KeyError, OSError):
             continue  # no train build: the caption says "none"
@@ -230,5 +233,5 @@ def _is_train_of(m: Manifest, test: Manifest) -> bool:
     return m.complete and _split(m) == "train" and m.model == test.model and m.domain == test.domain
 
 
-def of_builds(bdirs: list, trains: list[Path] | None = None) -> dict[str, str]:
-    return derive(manifests_of(bdirs, trains))
+def of_builds(bdirs: list, trains: list[Path] | None = None, known: dict | None = None) -> dict[str, str]:
+    return derive(manifests_of(bdirs, trains, known))

@@ -119,7 +119,8 @@ def write_site(board: Path, out: Path) -> Path:
     if not rows:
         raise SiteError(f"--board {board}: no accepted bundles; add some with `sveb leaderboard add`")
     out.mkdir(parents=True, exist_ok=True)
-    known = boards.known_builds(board)
+    known = boards.known_handles(board)
+    held = {b.path.resolve(): b for b in known.values()}  # the scope captions read these handles' manifests
     parts = []
     for domain in sorted({r["domain"] for r in rows}):
         drows = [r for r in rows if r["domain"] == domain]
@@ -143,7 +144,7 @@ def write_site(board: Path, out: Path) -> Path:
             parts.append(_table(rs, f"{model} · {where} · {proto}" + (" (paper; sees own outcome)"
                                                                       if proto == "in-group" else "")
                                 + (" · paper's build protocol" if rs[0].get("build_protocol") == "paper" else ""),
-                                "Scope:\n" + scope.caption(scope.of_builds(bdirs)) if bdirs else ""))
+                                "Scope:\n" + scope.caption(scope.of_builds(bdirs, known=held)) if bdirs else ""))
     (out / "bundles").mkdir(exist_ok=True)
     for key in sorted({r["bundle"] for r in rows if r.get("kind") != "pooled"}):
         src = board / "bundles" / key

@@ -67,7 +67,7 @@ class View:
         return len(self.bdirs) > 1
 
 
-def read_scores(bdir: Path) -> list[dict]:
+def read_scores(bdir: Build | Path) -> list[dict]:
     """A build's score rows; rows written by an older scores version lack the newer columns (None there)."""
     rows = []
     for path in sorted((bdir / "scores").glob("part-*.parquet")):

@@ -134,6 +134,11 @@ def open_build(spec: str, root: str | Path) -> Path:
     return _open(spec, root).path
 
 
+def open_handle(spec: str | Path | Build, root: str | Path) -> Build:
+    """open_build's build as a handle; a Build given is checked as it is (its manifest, parsed once, kept)."""
+    return _checked(spec, str(spec)) if isinstance(spec, Build) else _open(str(spec), root)
+
+
 def _open(spec: str, root: str | Path) -> Build:
     if spec.startswith("hub:"):
         bdir = Path(root) / "hub" / local_name(spec[4:]) / "build"
@@ -148,7 +153,11 @@ def _open(spec: str, root: str | Path) -> Build:
             raise EvalError(f"--build {spec}: is a file, not a build or export folder")
     if not (bdir / "manifest.json").exists():
         raise EvalError(f"--build {spec}: {bdir} holds no manifest.json (not a build or an export folder)")
-    build = Build(bdir)
+    return _checked(Build(bdir), spec)
+
+
+def _checked(build: Build, spec: str) -> Build:
+    """A complete build or an export whose tables match their hashes (a one-line error naming `spec` if not)."""
     if build.manifest.is_export:
         verify(build)
     elif not build.manifest.complete:
@@ -283,9 +292,15 @@ def config_of(bdir: Build | Path) -> BuildConfig:
 def find_seed_builds(root: str | Path, model_slug: str | None, domain: str | None, seeds: list[int],
                      build: str | None = None) -> list[Path]:
     """The newest complete test-split build of each seed (`--seeds`), all of one config but the seed."""
+    return [b.path for b in locate_seed_builds(root, model_slug, domain, seeds, build)]
+
+
+def locate_seed_builds(root: str | Path, model_slug: str | None, domain: str | None, seeds: list[int],
+                       build: str | None = None) -> list[Build]:
+    """find_seed_builds' builds as handles (each manifest parsed once here and handed on)."""
     found, listed = [], [Build(b) for b in store.list_builds(root)]
     for seed in seeds:
-        done = [b.path for b in listed if _is_of(b, model_slug, domain)
+        done = [b for b in listed if _is_of(b, model_slug, domain)
                 and (build is None or b.name.startswith(build) or _fp(b).startswith(build)) and b.manifest.complete
                 and (c := b.manifest.config).split == "test" and c.seed == seed]
         if not done:

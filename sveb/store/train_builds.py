@@ -33,8 +33,10 @@ def find_train_build(bdir: Path, manifest: dict, spec: str = "", who: str = WHO,
     return train_build_of(Build(bdir, Manifest.of(manifest)), spec, who, console).path
 
 
-def train_build_of(build: Build, spec: str = "", who: str = WHO, console=None) -> Build:
-    """find_train_build between handles: the train build returned with its manifest parsed (once)."""
+def train_build_of(build: Build, spec: str = "", who: str = WHO, console=None,
+                   known: dict[Path, Build] | None = None) -> Build:
+    """find_train_build between handles: the train build returned with its manifest parsed (once). `known`:
+    handles the caller holds already (resolved folder -> Build), used instead of parsing those builds again."""
     manifest = build.manifest
     root = build.path.parent.parent.parent
     if spec:
@@ -53,8 +55,8 @@ def train_build_of(build: Build, spec: str = "", who: str = WHO, console=None) -
             console.print(f"[yellow]{who}: training build {tb.name} was sampled by {m.model}, "
                           f"the benchmark by {manifest.model}[/]")
         return tb
-    here = build.path.resolve()  # the benchmark build itself may be listed: its handle, not a second parse
-    listed = [build if b.resolve() == here else Build(b) for b in store.list_builds(root)]
+    held = {**(known or {}), build.path.resolve(): build}  # the benchmark build itself may be listed: its handle
+    listed = [held.get(b.resolve()) or Build(b) for b in store.list_builds(root)]
     found = [b for b in listed if (m := b.manifest).complete
              and m.model == manifest.model and m.domain == manifest.domain and m.config.split == "train"]
     if not found:
