@@ -10,14 +10,18 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from sveb import store
+from sveb.board.bundle import read_bundle
+from sveb.board.submit import submit
 from sveb.cli import app
 from sveb.core import schema
+from sveb.core.cost import rollout_tokens
 from sveb.core.errors import EvalError
 from sveb.engines.scripted import ScriptedEngine
 from sveb.estimators import entry, make
 from sveb.estimators.base import Context, Estimator
 from sveb.evaluate import evaluate
 from sveb.sample.pipeline import build
+from sveb.store.builds import load_rollouts
 from sveb.store.train_builds import train_build_of
 
 SEEN: dict = {}
@@ -89,6 +93,9 @@ def test_a_plugin_declares_training_and_is_handed_the_train_build(builds):
     r = CliRunner().invoke(app, ["eval", "-e", name, "--build", str(bdir), "--force"])
     assert r.exit_code == 0, r.output
     assert values(bdir, name) == v
+    # its bundle (sveb submit: the build's handle passed down) counts the train build's tokens (found from it)
+    meta, _ = read_bundle(submit(store.Build(bdir), name, {}, ["held-out"], builds[0] / "bundle"))
+    assert meta["cost"]["held-out"]["train_tokens"] == rollout_tokens(load_rollouts(tdir)) > 0
 
 
 def test_a_training_plugin_without_a_train_build_or_with_an_overlapping_one(tmp_path, small_cfg):
