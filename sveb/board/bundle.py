@@ -117,10 +117,35 @@ def write_bundle(out: Path, meta: dict, rows: list[dict], archive: str | None = 
     with store.staged_dir(out) as tmp:
         pq.write_table(table, tmp / "estimates.parquet", compression="zstd")
         (tmp / "bundle.json").write_text(json.dumps(meta, indent=2, sort_keys=True, default=_nan_none))
-    if archive:
-        fmt = "gztar" if archive == "tar.gz" else "zip"
-        shutil.make_archive(str(out), fmt, root_dir=out.parent, base_dir=out.name)
+    if archive == "tar.gz":
+        pack_tgz(out, out.with_name(out.name + ".tar.gz"))
+    elif archive:
+        shutil.make_archive(str(out), "zip", root_dir=out.parent, base_dir=out.name)
     return out
+
+
+def pack_tgz(src: Path, path: Path) -> Path:
+    """`src` as `path` (.tar.gz, members under src's name) with the same bytes every time: members sorted, times,
+    owners and modes fixed, no gzip time stamp, so a regenerated site or archive is identical to the committed one."""
+    import gzip
+    import io
+    import tarfile
+
+    def tidy(info: tarfile.TarInfo) -> tarfile.TarInfo:
+        info.mtime, info.uid, info.gid, info.uname, info.gname = 0, 0, 0, "", ""
+        info.mode = 0o755 if info.isdir() else 0o644
+        return info
+
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tf:
+        tf.add(src, arcname=src.name, recursive=False, filter=tidy)
+        for p in sorted(src.rglob("*")):
+            tf.add(p, arcname=f"{src.name}/{p.relative_to(src).as_posix()}", recursive=False, filter=tidy)
+    packed = io.BytesIO()
+    with gzip.GzipFile(fileobj=packed, mode="wb", mtime=0, filename="") as gz:
+        gz.write(buf.getvalue())
+    store.atomic_write_bytes(path, packed.getvalue())
+    return path
 
 
 def _nan_none(x):

@@ -77,9 +77,17 @@ def _write_table(board: Path, rows: list[dict]) -> None:
 
 
 def rows(board: Path) -> list[dict]:
-    """The board's scores table (recomputed when missing)."""
+    """The board's scores table (recomputed when missing). A table written before seed pools is recomputed only
+    when every build it scores is at hand: without them the recomputation loses the paired columns, so the stored
+    rows are read as they are (kind "build") and the board's files stay as they were (a committed board read in a
+    fresh clone)."""
     import pyarrow.parquet as pq
-    path = Path(board) / "scores.parquet"
-    if not path.exists() or "kind" not in pq.read_schema(path).names:  # missing, or written before seed pools
-        return rebuild(board) if (Path(board) / "scored").exists() else []
+    board = Path(board)
+    path = board / "scores.parquet"
+    if path.exists() and "kind" not in pq.read_schema(path).names:  # written before seed pools
+        stored = pq.read_table(path).to_pylist()
+        if {r.get("content_hash") for r in stored} - set(known_handles(board)):
+            return [{**r, "kind": "build"} for r in stored]
+    if not path.exists() or "kind" not in pq.read_schema(path).names:
+        return rebuild(board) if (board / "scored").exists() else []
     return pq.read_table(path).to_pylist()

@@ -12,6 +12,7 @@ import shutil
 from pathlib import Path
 
 from sveb import board as boards
+from sveb.board.bundle import pack_tgz
 from sveb.core import metrics
 from sveb.core.errors import SvebError
 from sveb.estimators import rank
@@ -149,7 +150,7 @@ def write_site(board: Path, out: Path) -> Path:
     for key in sorted({r["bundle"] for r in rows if r.get("kind") != "pooled"}):
         src = board / "bundles" / key
         if src.is_dir() and not (out / "bundles" / f"{key}.tar.gz").exists():
-            shutil.make_archive(str(out / "bundles" / key), "gztar", root_dir=src.parent, base_dir=key)
+            pack_tgz(src, out / "bundles" / f"{key}.tar.gz")
     shutil.copy2(board / "scores.csv", out / "scores.csv")
     page = (f"<!doctype html><html lang=en><meta charset=utf-8><title>SVEB leaderboard</title><style>{CSS}</style>"
             f"<h1>SVEB leaderboard</h1><p>Every score here was recomputed from the submitted per-state estimates and "
