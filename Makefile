@@ -62,7 +62,8 @@ powered: model
 
 # Table 4 on the stratified seeds (issue 56): five domains x seeds 0,1,2 (50 problems x 4 states each), every
 # estimator (trained ones 3 times), both protocols, fp32 pinned -> results/table4-next/ (results/table4/ is the
-# earlier table until this one is complete). A day on 2 cores; resumable export by export; before a session ends,
+# earlier table until this one is complete). A day on 2 cores; domain by domain (each scored once its builds are
+# exported), resumable export by export and estimator by estimator; before a session ends,
 # `make table4 ARGS=--save-partial` copies the unexported builds' shards to results/table4-next/partial/ to commit.
 # The main estimators first, then the signals of issue 58 (own Holm families: they move no main verdict); prm is
 # left out (no process reward model offline).

@@ -690,3 +690,33 @@ def test_estimates_are_kept_per_estimator_and_a_fresh_clone_runs_only_what_is_mi
     assert len(TRAINED_ON) == 2
     rows = {(r["estimator"], r["protocol"]): r for r in csv.DictReader(open(tmp_path / "out" / "scores.csv"))}
     assert rows[(seeded, "held-out")]["trainings"] == "3"
+
+
+def test_a_run_cut_off_in_a_later_domain_has_scored_the_domains_before_it(tmp_path):
+    """Domain by domain: each domain is scored as soon as its builds are exported, so a session that ends while
+    a later domain samples leaves the earlier domains' estimates stored (not hours of builds with nothing scored)."""
+    import pyarrow.parquet as pq
+
+    from sveb.engines.scripted import ScriptedEngine
+    from tests.helpers.engines import StopsAfter
+    number = _files(tmp_path)
+    weights = tmp_path / "w"
+    weights.mkdir()
+    (weights / "model.safetensors").write_bytes(b"w")
+
+    def args(name, domains):
+        w = tmp_path / name
+        return ["--domains", domains, "--source", f"number={number}", "--estimators", "grpo,mcs-2", "--no-train",
+                "--root", str(w / "root"), "--exports", str(w / "exports"), "--out", str(w / "out"),
+                "--problems", "3", "--states", "2", "--rollouts", "8", "--mc", "10", "--mc-extra", "4",
+                "--oversample", "2", "--max-tokens", "200", "--min-novel-numbers", "0", "--max-acc", "0.9",
+                "--dtype", "float32"]
+    first = ScriptedEngine()
+    table4.main(args("count", "number"), engine=first, model_dir=weights)
+    with pytest.raises(KeyboardInterrupt):  # the session ends at the second domain's first sampling call
+        table4.main(args("cut", "number,general"), engine=StopsAfter(len(first.calls)), model_dir=weights)
+    out = tmp_path / "cut"
+    assert (out / "exports" / "number").exists() and not (out / "exports" / "general").exists()
+    stored = pq.read_table(out / "out" / "estimates.parquet").to_pylist()
+    assert {(r["domain"], r["estimator"], r["protocol"]) for r in stored} == {
+        ("number", e, p) for e in ("grpo", "mcs-2") for p in ("held-out", "in-group")}

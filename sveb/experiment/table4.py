@@ -377,16 +377,15 @@ def _run(a, engine=None, model_dir=None) -> Path:
         save_partial(a, domains, seeds, console)
         return out
     preflight(a, domains, seeds)
-    sampler = Sampler(a.engine, engine)  # one engine for every domain
-    for d in domains:
+    sampler = Sampler(a.engine, engine)  # started for a build with sampling left, closed before the scoring
+    records = read_estimates(est_path) if est_path.exists() else []
+    for d in domains:  # domain by domain: a run cut off by a session's end leaves whole domains scored
         for seed in seeds:
             built = build_domain(d, a, sampler, console, model_dir, seed)
             if built is not None:
                 timings[export_name(d, seed)] = built
                 timing_path.write_text(json.dumps(timings, indent=1))
-    sampler.close()
-    records = read_estimates(est_path) if est_path.exists() else []
-    for d in domains:
+        sampler.close()
         for seed in seeds:
             name = export_name(d, seed)
 
