@@ -136,14 +136,12 @@ def pack_tgz(src: Path, path: Path) -> Path:
         info.mode = 0o755 if info.isdir() else 0o644
         return info
 
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tf:
+    packed = io.BytesIO()
+    with gzip.GzipFile(fileobj=packed, mode="wb", mtime=0, filename="") as gz, \
+            tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tf:
         tf.add(src, arcname=src.name, recursive=False, filter=tidy)
         for p in sorted(src.rglob("*")):
             tf.add(p, arcname=f"{src.name}/{p.relative_to(src).as_posix()}", recursive=False, filter=tidy)
-    packed = io.BytesIO()
-    with gzip.GzipFile(fileobj=packed, mode="wb", mtime=0, filename="") as gz:
-        gz.write(buf.getvalue())
     store.atomic_write_bytes(path, packed.getvalue())
     return path
 

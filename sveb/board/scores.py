@@ -76,18 +76,20 @@ def _write_table(board: Path, rows: list[dict]) -> None:
     store.atomic_write_bytes(board / "scores.csv", s.getvalue().encode())
 
 
-def rows(board: Path) -> list[dict]:
+def rows(board: Path, known: dict | None = None) -> list[dict]:
     """The board's scores table (recomputed when missing). A table written before seed pools is recomputed only
     when every build it scores is at hand: without them the recomputation loses the paired columns, so the stored
     rows are read as they are (kind "build") and the board's files stay as they were (a committed board read in a
-    fresh clone)."""
+    fresh clone). `known`: the board's builds as handles where the caller holds them (known_handles)."""
     import pyarrow.parquet as pq
     board = Path(board)
     path = board / "scores.parquet"
-    if path.exists() and "kind" not in pq.read_schema(path).names:  # written before seed pools
-        stored = pq.read_table(path).to_pylist()
-        if {r.get("content_hash") for r in stored} - set(known_handles(board)):
+    if path.exists():
+        table = pq.read_table(path)
+        if "kind" in table.column_names:
+            return table.to_pylist()
+        known = known if known is not None else known_handles(board)  # written before seed pools
+        stored = table.to_pylist()
+        if {r.get("content_hash") for r in stored} - set(known):
             return [{**r, "kind": "build"} for r in stored]
-    if not path.exists() or "kind" not in pq.read_schema(path).names:
-        return rebuild(board) if (board / "scored").exists() else []
-    return pq.read_table(path).to_pylist()
+    return rebuild(board, known) if (board / "scored").exists() else []

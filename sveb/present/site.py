@@ -116,11 +116,11 @@ def write_site(board: Path, out: Path) -> Path:
     """index.html, one cost plot per domain and every bundle as a .tar.gz, in the folder `out`."""
     from sveb.present.cost_plot import cost_plot, mcs_curve  # matplotlib, scipy
     board, out = Path(board), Path(out)
-    rows = [{**r, "estimator": current_name(r["estimator"], r.get("params"))} for r in boards.rows(board)]
+    known = boards.known_handles(board)  # each build's manifest parsed once, for the rows and the captions
+    rows = [{**r, "estimator": current_name(r["estimator"], r.get("params"))} for r in boards.rows(board, known)]
     if not rows:
         raise SiteError(f"--board {board}: no accepted bundles; add some with `sveb leaderboard add`")
     out.mkdir(parents=True, exist_ok=True)
-    known = boards.known_handles(board)
     held = {b.path.resolve(): b for b in known.values()}  # the scope captions read these handles' manifests
     parts = []
     for domain in sorted({r["domain"] for r in rows}):
