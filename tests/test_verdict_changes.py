@@ -43,5 +43,14 @@ def test_only_moved_verdicts_are_listed_and_missing_rows_apart(tmp_path):
     assert {k[0] for k, _, _ in moved_all} == {"number", "math"}
 
 
+def test_a_missing_file_or_a_foreign_csv_is_one_line(tmp_path):
+    import pytest
+    with pytest.raises(SystemExit, match="nope.csv: cannot read"):
+        load(tmp_path / "nope.csv")
+    (tmp_path / "other.csv").write_text("a,b\n1,2\n")
+    with pytest.raises(SystemExit, match="other.csv: not a Table 4 scores.csv .no column domain"):
+        load(tmp_path / "other.csv")
+
+
 def verdict_pair(a: dict, b: dict) -> tuple[str, str]:
     return a["verdict"], b["verdict"]

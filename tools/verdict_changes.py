@@ -15,8 +15,20 @@ from pathlib import Path
 Key = tuple[str, str, str]
 
 
+NEEDED = ("domain", "estimator", "protocol", "verdict")
+
+
 def load(path: Path) -> dict[Key, dict]:
-    return {(r["domain"], r["estimator"], r["protocol"]): r for r in csv.DictReader(open(path, encoding="utf-8"))}
+    """A scores.csv by (domain, estimator, protocol); a missing file or column is a one-line SystemExit."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            rows = list(csv.DictReader(f))
+    except OSError as e:
+        raise SystemExit(f"{path}: cannot read ({e.strerror})") from None
+    missing = [c for c in NEEDED if rows and c not in rows[0]]
+    if missing:
+        raise SystemExit(f"{path}: not a Table 4 scores.csv (no column {', '.join(missing)})")
+    return {(r["domain"], r["estimator"], r["protocol"]): r for r in rows}
 
 
 def verdict(row: dict) -> str:
