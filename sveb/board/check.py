@@ -18,7 +18,7 @@ from sveb.core.config import protocol_of
 from sveb.core.cost import cost_figures
 from sveb.core.errors import SvebError
 from sveb.estimators import entry, make, registry
-from sveb.estimators.base import view_for
+from sveb.estimators.base import as_context, call_prepare, view_for
 from sveb.evaluate.protocols import estimate_all
 from sveb.store import Build
 
@@ -132,6 +132,7 @@ def provenance_check(meta: dict, values: dict, data) -> str:
     try:
         mine = make(e.name, params_args(e.name, json.dumps(est["params"])))
         public = view_for(mine, data)  # what `sveb eval` hands it: blind unless reference-scale
+        call_prepare(mine, public, as_context(None))  # as `sveb eval` does: mcs-eb-k fits its prior over the build here
         for proto, (v, _) in values.items():
             got = estimate_all(mine, public, proto, progress=False)[0]
             if not np.allclose(got, v, rtol=0, atol=1e-9):
