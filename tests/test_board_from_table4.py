@@ -100,8 +100,9 @@ def _run(capsys, *args):
 def test_every_reading_is_one_bundle_scored_as_computed_from_the_table(table4, capsys):
     home, rows = table4
     lb = home.parent / "board"
-    rc, out, err = _run(capsys, home, "--out", lb)
+    rc, out, err = _run(capsys, home, "--out", lb, "--site", home.parent / "site")
     assert rc == 0, err
+    assert "mcs-eb-1" in (home.parent / "site" / "index.html").read_text()
     metas = [json.loads(p.read_text()) for p in sorted((lb / "bundles").glob("*/bundle.json"))]
     want = {(r["build_fp"], r["estimator"], r["params_fp"], r["training"]) for r in rows}
     got = [(m["build"]["build_fp"], m["estimator"]["name"], m["estimator"]["params_fp"], m["source"]["training"])

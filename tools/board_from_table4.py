@@ -1,8 +1,10 @@
 """A leaderboard board made from a Table 4 folder's stored per-state estimates and its frozen builds, without
 running any estimator again (issue 56: every board and site from the same estimates as the table):
 
-    python tools/board_from_table4.py results/table4-next --out results/board-next [--domains number,math]
-    sveb leaderboard html --board results/board-next --out results/site-next
+    python tools/board_from_table4.py results/table4-next --out results/board-next [--site results/site-next]
+        [--domains number,math]
+
+(`--site S` then writes the static site, as `sveb leaderboard html --board BOARD --out S` does.)
 
 TABLE4/estimates.parquet holds one row per (domain, build_fp, state, estimator, params_fp, protocol, training);
 TABLE4/exports/<domain>[-seedN|-train]/ the builds (found by their manifest's build_fp). Each reading, i.e.
@@ -291,19 +293,28 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, required=True, help="the board folder (created, or extended)")
     p.add_argument("--exports", type=Path, help="the export folders (default: TABLE4/exports)")
     p.add_argument("--domains", help="comma-separated domains to take (default: every domain in the estimates)")
+    p.add_argument("--site", type=Path, help="also write the board's static site here (`sveb leaderboard html`)")
     a = p.parse_args(argv)
     domains = [d.strip() for d in a.domains.split(",") if d.strip()] if a.domains else None
     try:
+        if a.site:  # refused before any work, as `sveb leaderboard html` refuses it
+            from sveb.store import check_own_out, check_writable
+            check_own_out(a.site, "leaderboard html", "SVEB leaderboard")
+            check_writable(a.site, "--site")
         s = make_board(a.table4, a.out, a.exports, domains)
+        print(f"{a.out}: {s['bundles']} bundles from {s['builds']} builds ({s['added']} added, {s['unchanged']} "
+              f"unchanged) in {s['seconds_taken']:.0f} s; seconds from timing.json for {s['seconds']} "
+              f"(bundle, protocol) pairs, null for {s['no seconds']} (their figure includes prepare())")
+        if s["absolute"]:  # a build outside the board's parent folder: a clone elsewhere cannot find it
+            print(f"note: board.json names {len(s['absolute'])} builds by absolute path (not beside the board): "
+                  f"{', '.join(s['absolute'])}")
+        if a.site:
+            from sveb.present.site import write_site
+            t0 = time.perf_counter()
+            print(f"site: {write_site(a.out, a.site)} ({time.perf_counter() - t0:.0f} s)")
     except SvebError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
-    print(f"{a.out}: {s['bundles']} bundles from {s['builds']} builds ({s['added']} added, {s['unchanged']} "
-          f"unchanged) in {s['seconds_taken']:.0f} s; seconds from timing.json for {s['seconds']} "
-          f"(bundle, protocol) pairs, null for {s['no seconds']} (their figure includes prepare())")
-    if s["absolute"]:  # a build outside the board's parent folder: a clone elsewhere cannot find it
-        print(f"note: board.json names {len(s['absolute'])} builds by absolute path (not beside the board): "
-              f"{', '.join(s['absolute'])}")
     return 0
 
 
