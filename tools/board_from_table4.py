@@ -30,12 +30,14 @@ Where each bundle.json field comes from:
 - machine.cpu_flags: TABLE4/table4.md's "CPU flags:" line (cpu and gpu null: not recorded);
 - sveb_version: the version installed here (the table records none); created, wall_seconds: null (not known);
 - cost.<protocol>.seconds: TABLE4/timing.json[<export>]["eval NAME[ seed N] (<protocol>)"], which Table 4
-  records as the estimate seconds plus prepare() seconds (benchmarks' eval_seconds); it is the estimator's own
+  records as the estimate seconds plus prepare() seconds (sveb.experiment.table4.eval_seconds); it is the own
   seconds only for an estimator whose class keeps Estimator.prepare (nothing is prepared), so only those get it;
   every other (training, fitting, loading a model in prepare) gets seconds and prepare_seconds null, with the
   summed figure kept in source.timing (not read by the board);
 - cost.<protocol>.train_tokens: forward tokens of the training data as `sveb submit` counts them (a train-split
   estimator: the domain's `-train` export's rollouts; ppo-n: the build's own), null for untrained estimators;
+- cost.<protocol>'s other figures (extra and forward tokens per state): sveb.core.cost.cost_figures on the build,
+  as `sveb submit` writes them (the board recomputes them itself);
 - source: where the bundle came from (the Table 4 folder as given, the row's provenance, training, timing key).
 """
 
