@@ -113,14 +113,21 @@ def test_every_reading_is_one_bundle_scored_as_computed_from_the_table(table4, c
     scored = [r for r in board.rows(lb) if r["kind"] == "build"]
     assert len(scored) == len({(r["build_fp"], r["estimator"], r["params_fp"], r["training"], r["protocol"])
                                for r in rows})  # one board row per (reading, protocol)
+    pooled = 0
     for r in scored:  # the board's MAE is the one computed directly from the table and the build's references
         ex = home / "exports" / ("number" if r["build_fp"] == store.read_manifest(home / "exports" / "number")[
             "build_fp"] else "number-seed1")
         ref = {x["state_id"]: x["value"] for x in store.read_table(ex / "references", schema.REFERENCES).to_pylist()}
-        mine = [x for x in rows if (x["build_fp"], x["estimator"], x["params_fp"], x["protocol"]) ==
-                (r["build_fp"], r["estimator"], r["params_fp"], r["protocol"])]
-        assert len(mine) == len(ref)
-        assert r["mae"] == pytest.approx(np.mean([abs(x["value"] - ref[x["state_id"]]) for x in mine]), abs=1e-12)
+        same = [x for x in rows if (x["build_fp"], x["estimator"], x["protocol"]) ==
+                (r["build_fp"], r["estimator"], r["protocol"])]
+        # a default row tested over its trainings: the mean of every training's MAE (Table 4's), else its own
+        runs = {x["params_fp"] for x in same} if (r["trainings"] or 0) > 1 else {r["params_fp"]}
+        mine = [[x for x in same if x["params_fp"] == p] for p in runs]
+        pooled += len(mine) > 1
+        assert all(len(m) == len(ref) for m in mine)
+        assert r["mae"] == pytest.approx(np.mean([np.mean([abs(x["value"] - ref[x["state_id"]]) for x in m])
+                                                  for m in mine]), abs=1e-12)
+    assert pooled == 2 * 2  # probe's default rows (builds x protocols): the mean over its two trainings
     check = {r["estimator"]: r["provenance_check"] for r in scored}
     assert check == {"grpo": "verified", "mcs-eb-1": "verified", "probe": "self-declared"}  # the board's rerun
     assert {r["kind"] for r in board.rows(lb)} == {"build", "pooled"}  # the two seeds pool
@@ -152,10 +159,12 @@ def test_replicate_trainings_stay_apart(table4, capsys):
                                                                schema.REFERENCES).to_pylist()}
     sids = [x["state_id"] for x in rows if x["estimator"] == "probe" and x["training"] is None
             and x["protocol"] == "held-out" and x["build_fp"] == seeds[0]["build_fp"]]
-    assert seeds[0]["mae"] == pytest.approx(np.mean([abs(v - ref[s]) for v, s in zip(default, sids)]))
-    assert seeds[0]["mae"] != pytest.approx(seeds[1]["mae"])
+    alone = np.mean([abs(v - ref[s]) for v, s in zip(default, sids)])
+    assert seeds[0]["mae"] != pytest.approx(alone)  # not the default training's alone: the mean over both, as
+    assert seeds[0]["mae"] == pytest.approx((alone + seeds[1]["mae"]) / 2)  # its test (and Table 4's MAE)
     assert seeds[0]["trainings"] == 2 and seeds[0]["params_fp"] == _pfp("probe")  # its test is over both trainings
     assert seeds[1]["params_fp"] == _pfp("probe", 1)
+    assert (seeds[1]["replicate_of"], seeds[1]["training_seed"], seeds[1]["verdict"]) == ("probe", 1, "replicate")
 
 
 def test_the_board_reads_after_the_folder_moves(table4, capsys, tmp_path):

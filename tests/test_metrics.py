@@ -18,7 +18,7 @@ LEADERBOARD = ["model", "domain", "estimator", "params", "protocol", "kind", "se
                "n_problems", "mae", "mae_ci_low", "mae_ci_high", "k_eq", "k_eq_ci_low", "k_eq_ci_high", "delta_sq",
                "delta_sq_ci_low", "delta_sq_ci_high",
                "p_delta", "p_holm", "delta_sq_holm_low", "delta_sq_holm_high", "verdict", "family", "trainings",
-               "training_sd", "bias",
+               "training_sd", "training_seeds", "mae_training_sd", "replicate_of", "training_seed", "bias",
                "bias_ci_low", "bias_ci_high", "calib_slope", "concordance", "sign_agreement", "sign_pairs",
                # issue 57: the metrics neighbouring benchmarks read
                "spearman", "spearman_raw", "spearman_within", "spearman_within_raw", "kendall", "kendall_within",
@@ -28,7 +28,8 @@ LEADERBOARD = ["model", "domain", "estimator", "params", "protocol", "kind", "se
                "seconds", "build_fp", "params_fp", "build_protocol", "caveats"]
 PAIRED = ["model", "domain", "build_fp", "kind", "seeds", "protocol", "estimator", "params", "n_states",
           "n_problems", "mae", "mae_grpo", "delta_sq", "delta_sq_ci_low", "delta_sq_ci_high", "p_delta", "p_holm",
-          "delta_sq_holm_low", "delta_sq_holm_high", "verdict", "family", "trainings", "training_sd"]
+          "delta_sq_holm_low", "delta_sq_holm_high", "verdict", "family", "trainings", "training_sd",
+          "training_seeds", "mae_training_sd", "replicate_of", "training_seed"]
 SITE = [("estimator", "estimator", True), ("mae", "MAE ± 95% CI", False),
         ("k_eq", "worth k rollouts [95% CI]", False), ("delta_sq", "Δ sq err vs grpo [95% CI]", False),
         ("p_holm", "p (Holm)", False),

@@ -45,8 +45,21 @@ def test_spread_is_mean_and_sample_sd_over_training_seeds():
     assert r["training_seeds"] == "0,1,2" and r["n"] == 3
     assert r["mae_mean"] == pytest.approx(0.12) and r["mae_sd"] == pytest.approx(np.std([0.1, 0.12, 0.14], ddof=1))
     assert r["delta_sq_mean"] == pytest.approx(0.0) and r["delta_sq_sd"] == pytest.approx(0.01)
-    assert r["verdicts"] == "better,no difference,no difference"
+    assert r["verdict"] == "–"  # no test over these trainings among the rows: no verdict (a replicate's is none)
     assert replicates.cells(out)[0][4] == "0.120 ± 0.020"
+
+
+def test_spread_of_a_default_row_tested_over_its_trainings_is_that_rows_numbers():
+    """Its MAE and Δ are already the means over trainings (sveb.score.pooling): the spread row takes them and their
+    sds, and the verdict of the test over trainings, never a replicate's own verdict."""
+    d = default_params("probe")
+    rows = [{**_row("probe", d, 0.12, 0.0, verdict="better"), "trainings": 3, "training_seeds": "0,1,2",
+             "mae_training_sd": 0.02, "training_sd": 0.01},
+            {**_row("probe", _pj("probe", seed=1), 0.12, 0.0, verdict="replicate"), "replicate_of": "probe"},
+            {**_row("probe", _pj("probe", seed=2), 0.14, 0.01, verdict="replicate"), "replicate_of": "probe"}]
+    r, = spread(rows, {"probe": d})
+    assert (r["training_seeds"], r["n"], r["verdict"]) == ("0,1,2", 3, "better")
+    assert (r["mae_mean"], r["mae_sd"], r["delta_sq_mean"], r["delta_sq_sd"]) == (0.12, 0.02, 0.0, 0.01)
 
 
 def test_replicates_and_ablations_are_tested_alone():
@@ -74,9 +87,18 @@ def test_replicates_and_ablations_are_tested_alone():
     # ... and the replicates never join its family: its Holm p is that p times the declared family's size
     assert alone == pytest.approx(min(1.0, family_size("main") * alone_p))
     assert r0["p_holm"] == pytest.approx(min(1.0, family_size("main") * r0["p_delta"]))
-    for k in range(1, 6):  # each replicate is tested alone (sveb.estimators.families): its Holm p is its p
-        r = out[("probe", f"p{k}")]
+    for k in range(1, 6):  # each replicate is tested alone (sveb.estimators.families): its Holm p is its p,
+        r = out[("probe", f"p{k}")]  # and its verdict is no verdict of the estimator
         assert r["family"] == "alone" and r["p_holm"] == r["p_delta"]
+        assert (r["verdict"], r["replicate_of"], r["training_seed"]) == ("replicate", "probe", k)
+    # the default row's MAE is the mean over its six trainings, its CI the test over trainings of the errors
+    err = np.stack([np.abs(view.est[("probe", f"p{k}", "held-out")] - ref) for k in range(6)])
+    want = over_trainings(err, problem)
+    assert r0["mae"] == pytest.approx(np.mean([e.mean() for e in err]))
+    assert (r0["mae_ci_low"], r0["mae_ci_high"]) == pytest.approx((want["delta_sq_ci_low"], want["delta_sq_ci_high"]))
+    assert r0["mae_training_sd"] == pytest.approx(np.std(err.mean(1), ddof=1)) and r0["replicate_of"] is None
+    assert pooling.over_trainings_row(r0) == {c: r0[c] for c in ("mae", "mae_ci_low", "mae_ci_high")}
+    assert pooling.over_trainings_row(first) == {}  # one training: the row's own MAE stands
     view.est[("probe", "abl", "held-out")] = base + rng.normal(0, 0.01, n)  # an ablation is tested alone too
     view.params[("probe", "abl")] = _pj("probe", pca=8)
     out = pooling.paired(view, "held-out")

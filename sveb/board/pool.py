@@ -23,8 +23,9 @@ def clean(x):
 
 def write_verdicts(view, rows: list[dict]) -> None:
     """Paired Δ vs the baseline (the registry's role "baseline": grpo) and Holm verdicts (pooling.paired: the
-    leaderboard's own families) into `rows`."""
-    from sveb.score.pooling import paired  # scipy
+    leaderboard's own families) into `rows`; a trained estimator's default row tested over its trainings shows
+    the mean over them of MAE and its CI (pooling.over_trainings_row), its replicates the verdict "replicate"."""
+    from sveb.score.pooling import over_trainings_row, paired  # scipy
     for proto in PROTOCOLS:
         cmp = paired(view, proto)
         for r in rows:
@@ -32,6 +33,7 @@ def write_verdicts(view, rows: list[dict]) -> None:
                 c = cmp.get((r["estimator"], r["params_fp"]), {})
                 r.update({k: clean(c.get(k)) for k in metrics.paired_columns() if k != "verdict"},
                          verdict=c.get("verdict") or ("baseline" if r["estimator"] == BASELINE else "n/a"))
+                r.update({k: clean(x) for k, x in over_trainings_row(c).items()})
 
 
 def current_names(rows: list[dict]) -> list[dict]:

@@ -82,6 +82,14 @@ METRICS: tuple[Metric, ...] = (
     # a trained estimator's test rests on this many trainings (1: no training spread in it; sveb.score.trainings)
     Metric("trainings", "trainings", style="int", kind="paired", views=_v(LB, PR)),
     Metric("training_sd", "training sd", decimals=4, kind="paired", views=_v(LB, PR)),
+    # a default row tested over trainings: its training seeds, and the sd over them of the per-training MAE (its
+    # MAE and CI are then the mean over trainings: sveb.score.pooling.over_trainings_row)
+    Metric("training_seeds", "training seeds", style="text", kind="paired", views=_v(LB, PR)),
+    Metric("mae_training_sd", "MAE training sd", decimals=4, kind="paired", views=_v(LB, PR)),
+    # a training-seed replicate (sveb.score.replicates): the estimator it replicates and its training seed; its
+    # verdict is "replicate" (tested alone, unadjusted p: not a verdict of the estimator)
+    Metric("replicate_of", "replicate of", style="text", kind="paired", views=_v(LB, PR)),
+    Metric("training_seed", "training seed", style="int", kind="paired", views=_v(LB, PR)),
     Metric("extra_tokens_per_state", "extra tok", "extra tokens/state", style="tokens", direction="lower",
            kind="cost", views=_v(ST), sort_decimals=3),
     Metric("forward_tokens_per_state", "fwd tok", "forward tokens/state", style="tokens", direction="lower",

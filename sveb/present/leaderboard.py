@@ -3,7 +3,11 @@
 One row per model x domain x estimator x params x protocol x build. Builds that differ only in their seed are
 pooled: each seed's row (kind `seed`) and one row over all of them (kind `pooled`, clusters = (build, problem));
 a build without siblings has one row (kind `build`). Every row carries its paired Δ of squared error against grpo
-(same states), the CI, the cluster-robust p, the Holm-adjusted p over its table and the verdict.
+(same states), the CI, the cluster-robust p, the Holm-adjusted p over its table and the verdict. A trained
+estimator's default row tested over its trainings (`trainings` > 1) shows the mean over them of MAE and its CI
+(sveb.score.pooling.over_trainings_row, as Table 4 does) and is named "NAME (mean of N trainings)" in the terminal;
+its training-seed replicates are named "NAME (training seed K)", carry `replicate_of` and `training_seed`, and
+their verdict is "replicate" (tested alone: not a verdict of the estimator).
 """
 
 from __future__ import annotations
@@ -25,8 +29,8 @@ from sveb.present import scope
 from sveb.score import replicates
 from sveb.score.paper_rows import is_ref_row, ref_rows
 from sveb.score.pool_checks import Allow
-from sveb.score.pooling import load_view, merge, paired, pools, read_scores
-from sveb.score.replicates import default_params
+from sveb.score.pooling import load_view, merge, over_trainings_row, paired, pools, read_scores
+from sveb.score.replicates import SEED, default_params
 
 HEAD = ["model", "domain", "estimator", "params", "protocol", "kind", "seeds", "n_builds"]
 # build_protocol: sveb | paper (sveb.core.config.protocol_of): never pooled together
@@ -74,6 +78,7 @@ def _rows_of(view, kind: str, known: dict | None = None) -> list[dict]:
         row.update({k: c.get(k) for k in pair}, kind=kind, n_builds=r.get("n_builds", 1), seeds=seeds,
                    build_protocol=bp, caveats=" | ".join(view.notes), scope=sc,
                    estimator=current_name(r["estimator"], r.get("params")))  # an old name: today's
+        row.update(over_trainings_row(c))  # tested over its trainings: its MAE the mean over them, as its test
         out.append(row)
     if bp == "paper":  # the authors' MCS@k rows: k of the same reference draws, exact over subsets
         out += [{**{col: r.get(col) for col in cols}, "kind": kind, "seeds": seeds, "build_protocol": bp,
@@ -143,7 +148,8 @@ def _default_params(name: str) -> dict | None:
 
 def labels(params: dict[tuple[str, str], str]) -> dict[tuple[str, str], str]:
     """(estimator, params_fp) -> display name, from the params JSON of each; parameters are shown only
-    where they differ from the default (or, when the default is unknown, where settings differ)."""
+    where they differ from the default (or, when the default is unknown, where settings differ); a training-seed
+    replicate (the default's settings but its `seed`) is "NAME (training seed K)"."""
     by_name: dict[str, dict[tuple[str, str], dict]] = {}  # today's name (current_name) -> settings
     for (name, pfp), pj in params.items():
         try:
@@ -157,6 +163,9 @@ def labels(params: dict[tuple[str, str], str]) -> dict[tuple[str, str], str]:
         varying = {k for p in sets.values() for k in p if len({json.dumps(q.get(k)) for q in sets.values()}) > 1}
         for key, p in sets.items():
             shown = {k: x for k, x in p.items() if (default.get(k) != x if default is not None else k in varying)}
+            if default and SEED in default and set(shown) == {SEED}:
+                out[key] = f"{name} (training seed {shown[SEED]})"
+                continue
             out[key] = name + (" (" + ", ".join(f"{k}={x}" for k, x in sorted(shown.items())) + ")"
                                if shown else "")
     for key, lab in list(out.items()):  # distinct settings must never share a name
@@ -169,9 +178,21 @@ def labels(params: dict[tuple[str, str], str]) -> dict[tuple[str, str], str]:
 def _caveats(rs: list[dict]) -> str:
     """What the table mixes, let through by a flag (sveb.score.pool_checks), and the trained estimators whose
     verdict rests on one training (no training spread in its test: sveb.score.trainings)."""
-    one = sorted({r["estimator"] for r in rs if r.get("trainings") == 1})
+    one = sorted({r["estimator"] for r in rs if r.get("trainings") == 1 and not r.get("replicate_of")})
     return "".join(f"\n{c}" for c in dict.fromkeys(x for r in rs for x in (r.get("caveats") or "").split(" | ") if x)) \
-        + (f"\none training: {', '.join(one)} (its test has no training spread)" if one else "")
+        + (f"\none training: {', '.join(one)} (its test has no training spread)" if one else "") + _trainings_note(rs)
+
+
+def _trainings_note(rs: list[dict]) -> str:
+    """Caption lines for a table with trained estimators tested over their trainings, or with replicates."""
+    note = ""
+    if any((r.get("trainings") or 0) > 1 for r in rs):
+        note += ("\nmean of N trainings: MAE [CI], Δ and the verdict are over the estimator's N training seeds "
+                 "(the test over trainings, docs/statistics.md); other metrics are its default training's")
+    if any(r.get("replicate_of") for r in rs):
+        note += ("\ntraining seed K: a replicate training, tested alone (p unadjusted); its verdict says "
+                 "'replicate', not better or worse: the estimator's is its default row's")
+    return note
 
 
 def _holm_ci(r: dict) -> str:
@@ -234,7 +255,7 @@ def print_pivot(rows_: list[dict], console: Console, wide: bool = False) -> None
                    + ("; own: own-outcome share" if own else "") + _caveats(rs))
         headers = ["estimator", "MAE", *(["k_eq"] if keq else []), f"Δ sq err vs {BASELINE}", "p", "verdict",
                    *(["own"] if own else []), *(["Holm CI", "family"] if wide else [])]
-        cells = [[names[(r["estimator"], r["params_fp"])], metrics.fmt_ci(r, "mae", wide), *([_keq(r)] if keq else []),
+        cells = [[_label(names, r), metrics.fmt_ci(r, "mae", wide), *([_keq(r)] if keq else []),
                   metrics.fmt_ci(r, "delta_sq", wide), _p(r.get("p_holm")), _verdict(r.get("verdict"), wide),
                   *([metrics.fmt(r.get("own_share"), "own_share")] if own else []),
                   *([_holm_ci(r), r.get("family") or ""] if wide else [])] for r in rs]
@@ -262,6 +283,12 @@ def print_pivot(rows_: list[dict], console: Console, wide: bool = False) -> None
         if rs[0].get("kind") == "pooled":
             _print_seeds(rows_, rs, names, console)
     _print_spread(rows_, console)
+
+
+def _label(names: dict, r: dict) -> str:
+    """A row's name in the MAE table: a default row tested over N trainings is "NAME (mean of N trainings)"."""
+    name = names[(r["estimator"], r["params_fp"])]
+    return name if r.get("replicate_of") else replicates.label(name, r)
 
 
 def metric_tables(title: str, caption: str, rs: list[dict], names: dict, more: list, console: Console) -> None:
@@ -297,10 +324,11 @@ def _print_spread(rows_: list[dict], console: Console) -> None:
     found = replicates.of_rows(rows_)
     if not found:
         return
-    t = _table("Training seeds: spread of trained estimators", "sd over training seeds (ddof 1); each replicate "
-               "is tested alone (not in the declared families)", ["estimator", "protocol", "seeds", "MAE", "Δ sq err"])
+    t = _table("Training seeds: spread of trained estimators", "mean ± sd over training seeds (ddof 1); verdict: "
+               "the test over trainings (each replicate alone is not a verdict of the estimator)",
+               ["estimator", "protocol", "seeds", "MAE", "Δ sq err", "verdict"])
     for r, c in zip(found, replicates.cells(found)):
-        t.add_row(f"{c[2]} · {r['domain']}", c[1], c[3], c[4], c[5])
+        t.add_row(f"{c[2]} · {r['domain']}", c[1], c[3], c[4], c[5], _verdict(c[6], False))
     console.print(t)
 
 

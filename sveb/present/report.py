@@ -50,6 +50,12 @@ NOTE = ("Cells: MAE against the MC reference ± half-width of the 95% problem-cl
         "no state-value estimator), not the papers' own estimators.")
 
 
+TRAININGS_NOTE = ("NAME (mean of N trainings): a trained estimator scored at N training seeds (`-P seed=K`); its "
+                  "MAE ± CI is the mean over them with the between-training spread in the CI, and its paired test "
+                  "the test over trainings (docs/statistics.md, Over trainings), as Table 4's; the other metrics' "
+                  "tables show its default training. NAME (training seed K): one replicate training alone, "
+                  "tested alone (unadjusted p), its verdict `replicate`.")
+
 ARROW = {"lower": " ↓", "higher": " ↑"}  # which side of a metric is better
 
 
@@ -79,11 +85,15 @@ def _table(views: list[View], protocol: str, labels: dict) -> dict:
     hit = {(v.fp, r["estimator"], r["params_fp"]): r for v in views for r in v.scores if r["protocol"] == protocol}
     keys = sorted({k[1:] for k in hit}, key=lambda k: _order(k, labels))
     main = [k for k in keys if not _is_scale(k[0])]
+
+    def mae_label(k: tuple) -> str:  # a default row tested over its trainings: "(mean of N trainings)"
+        n = max((hit[(v.fp, *k)].get("trainings") or 0 for v in views if (v.fp, *k) in hit), default=0)
+        return replicates.label(labels.get(k, k[0]), {"trainings": n})
     best = {}
     for v in views:
         maes = [(hit[(v.fp, *k)]["mae"], i) for i, k in enumerate(main) if ok(hit.get((v.fp, *k), {}).get("mae"))]
         best[v.fp] = min(maes)[1] if maes else None
-    rows = [(labels.get(k, k[0]), [cell(hit.get((v.fp, *k))) for v in views], [best[v.fp] == i for v in views],
+    rows = [(mae_label(k), [cell(hit.get((v.fp, *k))) for v in views], [best[v.fp] == i for v in views],
              "est") for i, k in enumerate(main)]
     floors = [next((r.get("oracle_floor") for (fp, *_), r in hit.items() if fp == v.fp), None) for v in views]
     noise = [next((r.get("ref_noise") for (fp, *_), r in hit.items() if fp == v.fp), None) for v in views]
@@ -183,6 +193,11 @@ def write_report(root: Path, out: Path, all_settings: bool = False, by: tuple = 
             w.writerows(spread)
     # paired tests before hiding ablation settings: the Holm family is every setting, as in leaderboard.csv
     cmp = {(v.fp, p): pooling.paired(v, p) for v in views + seed_views for p in protocols_of(v)}
+    for v in views:  # a default row tested over its trainings: MAE and its CI the mean over them (Table 4's)
+        for r in v.scores:
+            c = cmp.get((v.fp, r["protocol"]), {}).get((r["estimator"], r["params_fp"]), {})
+            r.update(pooling.over_trainings_row(c), trainings=c.get("trainings"))
+    trained = any((r.get("trainings") or 0) > 1 or r.get("replicate_of") for c in cmp.values() for r in c.values())
     labels = _labels(views)
     if not all_settings:
         drop_variants(views + seed_views, labels)
@@ -203,7 +218,7 @@ def write_report(root: Path, out: Path, all_settings: bool = False, by: tuple = 
             caveats = [f"Caveat: {c}\n" for c in dict.fromkeys(c for v in cols for c in v.notes)]
             sc = scope.caption(scope.of_builds([b for v in cols for b in v.bdirs])).splitlines()
             md += [f"## MAE: {t['title']}\n", md_table(["estimator", *t["header"]], cells), f"\n{NOTE}\n", *caveats,
-                   "Scope:\n", *(f"- {x}" for x in sc), ""]
+                   *([f"{TRAININGS_NOTE}\n"] if trained else []), "Scope:\n", *(f"- {x}" for x in sc), ""]
             own_rows = [[lab, *cs] for lab, cs in t["own"]]
             md += [f"Own-outcome share ({proto}): mean |Δ estimate| when the state's own final reward flips "
                    f"(0 by construction under held-out; {metrics.MISSING}: a critic trained on that rollout).\n",
@@ -214,6 +229,7 @@ def write_report(root: Path, out: Path, all_settings: bool = False, by: tuple = 
                      html_table(["estimator", *t["header"]], [[lab, *cs] for lab, cs, _, _ in t["rows"]],
                                  [k for *_, k in t["rows"]], [bs for _, _, bs, _ in t["rows"]]),
                      f"<p class='note'>{html.escape(NOTE)}</p>",
+                     *([f"<p class='note'>{html.escape(TRAININGS_NOTE)}</p>"] if trained else []),
                      *(f"<p class='note'>{html.escape(c)}</p>" for c in caveats),
                      "<p class='note'>Scope:<br>" + "<br>".join(html.escape(x) for x in sc) + "</p>",
                      f"<p>Own-outcome share ({html.escape(proto)}): mean |Δ estimate| when the state's own final "
@@ -263,7 +279,8 @@ def write_report(root: Path, out: Path, all_settings: bool = False, by: tuple = 
              "declared family (main: the builtin estimators at their defaults; scale: MCS@k; variant: SVEB's earlier "
              "readings; each family corrected for all its declared members; any other setting is tested alone); "
              "verdict: Holm p < 0.05 and the sign of Δ, the same as the Holm-adjusted interval excluding 0.")
-    prow = [[*(r[c] for c in ("model", "domain", "protocol", "estimator")), str(r["n_states"]),
+    prow = [[*(r[c] for c in ("model", "domain", "protocol")),
+             r["estimator"] if r.get("replicate_of") else replicates.label(r["estimator"], r), str(r["n_states"]),
              *(metrics.fmt(r[c], c) for c in ("mae", "mae_grpo")),
              metrics.fmt_ci(r, "delta_sq", interval=True, signed=False),  # unsigned here, as it always was
              *(metrics.fmt(r[c], c) for c in ("p_delta", "p_holm", "verdict"))]

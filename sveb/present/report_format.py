@@ -45,7 +45,8 @@ def img(png: Path) -> str:
 
 
 SPREAD_NOTE = ("A trained estimator scored again with `-P seed=K`: mean ± sd (ddof 1) over its training seeds of "
-               "MAE and of the paired Δ; the verdicts per seed in seed order (each replicate tested alone).")
+               "MAE and of the paired Δ, and the verdict of its test over trainings (each replicate alone is "
+               "tested alone and gives no verdict of the estimator).")
 
 
 def spread_md(spread: list[dict]) -> list[str]:

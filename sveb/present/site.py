@@ -18,6 +18,7 @@ from sveb.core.errors import SvebError
 from sveb.estimators import rank
 from sveb.estimators.families import current_name
 from sveb.present import scope
+from sveb.score import replicates
 from sveb.store.builds import load_build
 
 CSS = """body{font:14px/1.4 system-ui,sans-serif;margin:1.5em;color:#222}h2{margin-top:1.6em}
@@ -63,7 +64,10 @@ def _cell(r: dict, key: str) -> tuple[str, str, str]:
     if key == "estimator":
         params = json.loads(r.get("params") or "{}")
         shown = ", ".join(f"{k}={x}" for k, x in sorted(params.items()))
-        return e(str(v)), f"{e(str(v))}<br><span class='dim params'>{e(shown)}</span>" if shown else e(str(v)), "l"
+        name = replicates.label(str(v), r)  # "(mean of N trainings)", "(training seed K)"
+        what = _trainings_line(r)
+        more = "<br>".join(f"<span class='dim params'>{e(x)}</span>" for x in (what, shown) if x)
+        return e(name), f"{e(name)}<br>{more}" if more else e(name), "l"
     if key == "provenance":
         who = f"{r.get('provenance')}: {r.get('distribution') or r.get('target') or '?'} {r.get('version') or ''}"
         if r.get("provenance_check") != "verified":  # what the board could not reproduce is the submitter's word
@@ -77,9 +81,27 @@ def _cell(r: dict, key: str) -> tuple[str, str, str]:
     m = metrics.metric(key)  # a metric: shown as the table says (Δ with its interval, MAE ± half-width)
     if m.style == "text":
         shown = metrics.fmt(v, m)
-        return e(shown), e(shown), str(v) if key == "verdict" and v in ("better", "worse") else ""
+        return e(shown), e(shown), (str(v) if v in ("better", "worse") else "dim" if v == replicates.REPLICATE
+                                    else "") if key == "verdict" else ""
     key = "Infinity" if v == float("inf") else metrics.fmt(v, "", m.sort_decimals)  # k_eq unbounded sorts first
     return key, metrics.cell(r, m, interval=m.interval), ""
+
+
+def _trainings_line(r: dict) -> str:
+    """What a trained estimator's row rests on: the mean over its trainings, or one replicate training alone."""
+    if r.get("replicate_of"):
+        return (f"replicate of {r['replicate_of']}: training seed {r.get('training_seed')} alone "
+                f"(p unadjusted; no verdict of the estimator)")
+    if (r.get("trainings") or 0) > 1:
+        return (f"MAE, Δ, p, verdict: mean of {r['trainings']} trainings (seeds {r.get('training_seeds')}); "
+                f"other columns: the default training")
+    return ""
+
+
+TRAININGS_NOTE = ("“mean of N trainings”: a trained estimator scored at N training seeds; its MAE [CI] and Δ are "
+                  "means over them, and its p and verdict the test over trainings (the between-training spread "
+                  "in the SE), as Table 4's. “training seed K”: one of those trainings alone, a replicate: its p "
+                  "is unadjusted and its verdict column says replicate. The plot shows the mean.")
 
 
 def _table(rows: list[dict], title: str, scope_text: str = "") -> str:
@@ -97,6 +119,7 @@ def _table(rows: list[dict], title: str, scope_text: str = "") -> str:
     cap = (f"{r0.get('n_states')} states, {r0.get('n_problems')} problems; oracle floor {_f(r0.get('oracle_floor'))}, "
            f"reference noise {_f(r0.get('ref_noise'))}. Δ sq err: paired vs grpo on the same states, &lt; 0 better; "
            f"p: cluster-robust t-test, Holm-adjusted over this table. Click a header to sort."
+           + (f"<br>{e(TRAININGS_NOTE)}" if any(_trainings_line(r) for r in rows) else "")
            + "".join(f"<br>{e(x)}" for x in scope_text.splitlines()))
     return (f"<h3>{e(title)}</h3><table><caption>{cap}</caption><thead><tr>{head}</tr></thead>"
             f"<tbody>{''.join(body)}</tbody></table>")
@@ -125,7 +148,8 @@ def write_site(board: Path, out: Path) -> Path:
     parts = []
     for domain in sorted({r["domain"] for r in rows}):
         drows = [r for r in rows if r["domain"] == domain]
-        per_build = [r for r in drows if r.get("kind") != "pooled"]  # a pooled row repeats its builds' points
+        # a pooled row repeats its builds' points; a replicate training is inside its estimator's mean
+        per_build = [r for r in drows if r.get("kind") != "pooled" and not r.get("replicate_of")]
         curves = {h: mcs_curve(load_build(known[h])) for h in {r["content_hash"] for r in per_build} if h in known}
         png = cost_plot(per_build, curves, f"{domain}: accuracy vs cost", out / f"cost-{domain}.png")
         keq = cost_plot(per_build, curves, f"{domain}: worth k rollouts vs cost", out / f"keq-{domain}.png",

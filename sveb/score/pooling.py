@@ -21,7 +21,7 @@ from sveb.estimators import BASELINE
 from sveb.estimators.families import ALONE, family_of, family_size
 from sveb.score import scoring, trainings
 from sveb.score.pool_checks import Allow, check
-from sveb.score.replicates import default_params, seed_of
+from sveb.score.replicates import REPLICATE, default_params, seed_of
 from sveb.score.rows import score_row
 from sveb.store import Build
 from sveb.store.builds import pool_key
@@ -235,7 +235,9 @@ def paired(v: View, protocol: str) -> dict[tuple[str, str], dict]:
     """(estimator, params_fp) -> paired Δ of squared error against the baseline on the same states, its
     CR1 t-interval and p, the Holm-adjusted p and interval, the verdict and the family. Holm families are
     declared (sveb.estimators.families): main, scale, variant, each corrected for its declared size; any other
-    setting (a non-default, a training-seed replicate, a plugin) is tested alone."""
+    setting (a non-default, a training-seed replicate, a plugin) is tested alone. A training-seed replicate's
+    verdict is REPLICATE ("replicate"): its p is its own, unadjusted, and says nothing of the estimator, whose
+    default row is tested over its trainings (`_trainings`)."""
     base = sorted(k for k in v.est if k[0] == BASELINE and k[2] == protocol)
     if not base:
         return {}
@@ -248,7 +250,8 @@ def paired(v: View, protocol: str) -> dict[tuple[str, str], dict]:
                       "mae": float(np.abs(v.est[k][ok] - v.ref[ok]).mean()) if ok.any() else float("nan"),
                       "mae_grpo": float(np.abs(b[ok] - v.ref[ok]).mean()) if ok.any() else float("nan"),
                       "family": family(k[:2], v.params.get(k[:2])), "trainings": None,
-                      "training_sd": float("nan")}
+                      "training_sd": float("nan"), "training_seeds": None, "mae_training_sd": float("nan"),
+                      "replicate_of": None, "training_seed": None}
     _trainings(v, protocol, b, out)
     groups: dict[str, list] = {}
     for k, r in out.items():  # each row alone is a family of its own
@@ -261,15 +264,31 @@ def paired(v: View, protocol: str) -> dict[tuple[str, str], dict]:
             r["verdict"] = scoring.verdict(r["delta_sq"], p)
             r["delta_sq_holm_low"], r["delta_sq_holm_high"] = scoring.holm_interval(
                 r["delta_sq"], r["delta_sq_se"], r["df"], r["p_delta"], r["p_holm"])
+    for r in out.values():  # tested alone, as a spread: not a verdict of the estimator
+        if r["replicate_of"] is not None:
+            r["verdict"] = REPLICATE
     return out
+
+
+OVER_TRAININGS = ("mae", "mae_ci_low", "mae_ci_high")
+
+
+def over_trainings_row(c: dict) -> dict:
+    """The columns a score row shows from its paired result `c` instead of its own when `paired` tested it over
+    its trainings (trainings > 1): MAE and its 95% CI, of the mean over the trainings (Table 4's MAE); {} for a
+    row tested on one training. Every other metric of the row stays the default training's."""
+    return {k: c[k] for k in OVER_TRAININGS} if (c.get("trainings") or 0) > 1 else {}
 
 
 def _trainings(v: View, protocol: str, b: np.ndarray, out: dict) -> None:
     """A trained estimator (one whose default settings have a training `seed`) scored with several training seeds
     on these states: its default row's test becomes the test over trainings (sveb.score.trainings: the mean Δ over
-    trainings, its SE with the between-training variance), on the states every training scored. Every row of a
-    trained estimator says how many trainings its test rests on (`trainings`: 1 = one training, no spread in it);
-    other estimators have none."""
+    trainings, its SE with the between-training variance), on the states every training scored, and its MAE the
+    mean over trainings of each training's MAE there, with the CI of the same test over trainings applied to the
+    absolute errors (sveb.score.trainings.over_trainings: the between-training spread in its SE; `mae_training_sd`
+    the sd of the per-training MAEs). Every row of a trained estimator says how many trainings its test rests on
+    (`trainings`: 1 = one training, no spread in it); a replicate (a non-default seed) names the estimator it
+    replicates (`replicate_of`) and its `training_seed`; other estimators have none."""
     by_name: dict[str, dict] = {}
     for k in out:
         d = default_params(k[0])
@@ -278,9 +297,12 @@ def _trainings(v: View, protocol: str, b: np.ndarray, out: dict) -> None:
         if seed is not None:
             by_name.setdefault(k[0], {})[seed] = k
     for name, by_seed in by_name.items():
-        for k in by_seed.values():
+        first = seed_of(default_params(name), default_params(name))
+        for seed, k in by_seed.items():
             out[k]["trainings"] = 1
-        default = by_seed.get(seed_of(default_params(name), default_params(name)))
+            if seed != first:
+                out[k].update(replicate_of=name, training_seed=seed)
+        default = by_seed.get(first)
         if default is None or len(by_seed) < 2:
             continue
         seeds = sorted(by_seed, key=str)
@@ -288,9 +310,11 @@ def _trainings(v: View, protocol: str, b: np.ndarray, out: dict) -> None:
         ok = np.isfinite(b) & np.isfinite(v.ref) & np.logical_and.reduce([np.isfinite(a) for a in arrs])
         d = np.stack([(a[ok] - v.ref[ok]) ** 2 - (b[ok] - v.ref[ok]) ** 2 for a in arrs])
         res = trainings.over_trainings(d, v.problem[ok])
+        acc = trainings.over_trainings(np.stack([np.abs(a[ok] - v.ref[ok]) for a in arrs]), v.problem[ok])
         out[default].update({c: res[c] for c in ("delta_sq", "delta_sq_ci_low", "delta_sq_ci_high", "p_delta",
                                                  "delta_sq_se", "df", "trainings", "training_sd")},
                             n_states=int(ok.sum()), n_problems=len(set(v.problem[ok])),
-                            mae=float(np.mean([np.abs(a[ok] - v.ref[ok]).mean() for a in arrs])),
+                            mae=acc["delta_sq"], mae_ci_low=acc["delta_sq_ci_low"],
+                            mae_ci_high=acc["delta_sq_ci_high"], mae_training_sd=acc["training_sd"],
                             mae_grpo=float(np.abs(b[ok] - v.ref[ok]).mean()),
                             training_seeds=",".join(map(str, seeds)))

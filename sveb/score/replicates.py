@@ -3,7 +3,9 @@
 A trained estimator (ppo-1, ppo-n, pacs, probe, ...) scored again with `-P seed=K` differs from its default row
 only in the seed of its training. Such replicate rows say how much a result moves with the training draw
 (mean ± sd of MAE and of the paired Δ over the seeds); they are not new estimators, so each is tested alone
-(family `alone`, unadjusted) and never enters, or weakens, the headline families.
+(family `alone`, unadjusted), never enters, or weakens, the headline families, and its verdict reads REPLICATE
+rather than better / worse / no difference: the estimator's verdict is its default row's, tested over its
+trainings (sveb.score.pooling), whose MAE is then the mean over them.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from sveb.estimators import make, params_json
 from sveb.estimators.families import defaults
 
 SEED = "seed"
+REPLICATE = "replicate"  # the verdict column of a replicate row: tested alone, not a verdict of the estimator
 _defaults: dict[str, str | None] = {}
 
 
@@ -63,10 +66,22 @@ def training_seed(params_json, default_json) -> int | None:
     return None if seed is None or seed == _params(default_json)[SEED] else seed
 
 
+def label(name: str, r: dict) -> str:
+    """How a table names a trained estimator's row: "NAME (training seed K)" for a replicate, "NAME (mean of N
+    trainings)" for a default row tested over N trainings (its MAE, Δ and verdict), else NAME."""
+    if r.get("replicate_of"):
+        return f"{name} (training seed {r.get('training_seed')})"
+    n = r.get("trainings")
+    return f"{name} (mean of {n} trainings)" if isinstance(n, (int, float)) and n > 1 else name
+
+
 def spread(rows: list[dict], defaults: dict[str, str | None]) -> list[dict]:
     """One row per (model, domain, protocol, pool, estimator) with at least two training seeds scored: the
-    seeds, and mean ± sd (ddof=1) of MAE and of the paired Δ of squared error over them. `defaults`:
-    estimator -> its default params JSON (None: unknown here, so no replicates are recognised)."""
+    seeds, mean ± sd (ddof=1) of MAE and of the paired Δ of squared error over them, and the verdict of the test
+    over trainings. Where the default row was tested over its trainings (sveb.score.pooling: `trainings` > 1) the
+    row is its numbers: MAE and Δ the means over trainings on the states all of them scored, `mae_training_sd`
+    and `training_sd` their sds; else each seed's row's own MAE and Δ, and no verdict (none tests them together).
+    `defaults`: estimator -> its default params JSON (None: unknown here, so no replicates are recognised)."""
     groups: dict[tuple, dict] = {}
     for r in rows:
         if r.get("kind", "build") not in ("build", "pooled"):
@@ -83,17 +98,29 @@ def spread(rows: list[dict], defaults: dict[str, str | None]) -> list[dict]:
         seeds = sorted(by_seed, key=str)
         row = {"model": model, "domain": domain, "protocol": protocol, "build_fp": fp, "estimator": name,
                "training_seeds": ",".join(map(str, seeds)), "n": len(seeds)}
-        for col in ("mae", "delta_sq"):
-            x = np.array([by_seed[s].get(col) if by_seed[s].get(col) is not None else np.nan for s in seeds], float)
-            x = x[np.isfinite(x)]
-            row[f"{col}_mean"] = float(x.mean()) if len(x) else float("nan")
-            row[f"{col}_sd"] = float(x.std(ddof=1)) if len(x) > 1 else float("nan")
-        row["verdicts"] = ",".join(str(by_seed[s].get("verdict") or "–") for s in seeds)
+        first = by_seed.get(_params(defaults.get(name)).get(SEED))
+        if first is not None and (first.get("trainings") or 0) > 1:  # its numbers over trainings
+            row.update(training_seeds=first.get("training_seeds") or row["training_seeds"], n=first["trainings"],
+                       verdict=first.get("verdict") or metrics.MISSING)
+            for col, sd in (("mae", "mae_training_sd"), ("delta_sq", "training_sd")):
+                row[f"{col}_mean"], row[f"{col}_sd"] = (_num(first.get(c)) for c in (col, sd))
+        else:
+            for col in ("mae", "delta_sq"):
+                x = np.array([_num(by_seed[s].get(col)) for s in seeds], float)
+                x = x[np.isfinite(x)]
+                row[f"{col}_mean"] = float(x.mean()) if len(x) else float("nan")
+                row[f"{col}_sd"] = float(x.std(ddof=1)) if len(x) > 1 else float("nan")
+            row["verdict"] = metrics.MISSING
         out.append(row)
     return out
 
 
-HEADER = ["domain", "protocol", "estimator", "training seeds", "MAE mean ± sd", "Δ sq err mean ± sd", "verdicts"]
+def _num(x) -> float:
+    return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) else float("nan")
+
+
+HEADER = ["domain", "protocol", "estimator", "training seeds", "MAE mean ± sd", "Δ sq err mean ± sd",
+          "verdict over trainings"]
 
 
 def _pm(m: float, s: float, name: str) -> str:
@@ -105,7 +132,7 @@ def _pm(m: float, s: float, name: str) -> str:
 def cells(spread_rows: list[dict]) -> list[list[str]]:
     """The spread rows as table cells (HEADER's columns)."""
     return [[r["domain"], r["protocol"], r["estimator"], r["training_seeds"], _pm(r["mae_mean"], r["mae_sd"], "mae"),
-             _pm(r["delta_sq_mean"], r["delta_sq_sd"], "delta_sq"), r["verdicts"]] for r in spread_rows]
+             _pm(r["delta_sq_mean"], r["delta_sq_sd"], "delta_sq"), r["verdict"]] for r in spread_rows]
 
 
 def of_rows(rows: list[dict]) -> list[dict]:
