@@ -1,7 +1,9 @@
 """tools/board_from_table4.py on a tiny Table 4 folder made here (two scripted builds of two seeds, exported; real
 grpo and mcs-eb-1 estimates, synthetic probe ones with a replicate training): one bundle per reading, the board's
 MAE equal to the one computed from estimates.parquet and the references, replicate trainings kept apart, the
-board readable after the folder moves, and bad input refused in one line."""
+board readable after the folder moves, and bad input refused in one line. With probe at three trainings: every
+table a user sees (the board, its site, `sveb leaderboard`, `sveb report`) shows its default row as Table 4 does,
+the mean over trainings, says so, and marks the replicates, whose verdict is none of the estimator's."""
 
 import json
 import shutil
@@ -62,7 +64,10 @@ def _pfp(name: str, training=None) -> str:
 def table4(exports, tmp_path):
     """A Table 4 folder: estimates.parquet (grpo, mcs-eb-1, probe and probe's training 1 on both builds, both
     protocols), exports/, timing.json, table4.md."""
-    home = tmp_path / "results" / "t4"
+    return _table4(exports, tmp_path / "results" / "t4", (None, 1))
+
+
+def _table4(exports, home, probe_trainings):
     for name, ex in exports.items():
         shutil.copytree(ex, home / "exports" / name)
     rng = np.random.default_rng(0)
@@ -71,7 +76,7 @@ def table4(exports, tmp_path):
         m = store.read_manifest(ex)
         sids = [s["state_id"] for s in store.read_table(ex / "states").to_pylist()]
         for proto in ("held-out", "in-group"):
-            for est, training in (("grpo", None), ("mcs-eb-1", None), ("probe", None), ("probe", 1)):
+            for est, training in (("grpo", None), ("mcs-eb-1", None), *(("probe", t) for t in probe_trainings)):
                 vals = (_values(est, ex, proto) if est != "probe" else rng.uniform(0, 1, len(sids)))
                 how = f"sveb eval {est} {_pfp(est, training)}" + (f" --param seed={training}" if training else "")
                 rows += [{"domain": "number", "build_fp": m["build_fp"], "state_id": s, "estimator": est,
@@ -215,3 +220,111 @@ def test_bad_input_is_one_line_naming_the_file_and_row(table4, capsys, tmp_path)
     _one_line(capsys, home, "--out", lb, fragments=(f"estimates.parquet: row {first}", "ffffffffffff",
                                                       "defaults changed"))
     assert not lb.exists()  # nothing written on refusal
+
+
+@pytest.fixture
+def three(exports, tmp_path):
+    """The Table 4 folder with probe at three trainings (seeds 0, 1, 2)."""
+    return _table4(exports, tmp_path / "results" / "t4", (None, 1, 2))
+
+
+def _refs(home) -> dict[str, dict[str, float]]:
+    """build_fp -> {state_id: reference} of the folder's exports."""
+    return {store.read_manifest(ex)["build_fp"]: {x["state_id"]: x["value"] for x in
+                                                  store.read_table(ex / "references", schema.REFERENCES).to_pylist()}
+            for ex in sorted((home / "exports").iterdir())}
+
+
+def _maes(rows, refs, fps, protocol) -> list[float]:
+    """probe's MAE per training on the states of the builds `fps`, straight from the table and the references."""
+    out = []
+    for t in (None, 1, 2):
+        err = [abs(x["value"] - refs[x["build_fp"]][x["state_id"]]) for x in rows if x["estimator"] == "probe"
+               and x["training"] == t and x["protocol"] == protocol and x["build_fp"] in fps]
+        assert len(err) == sum(len(refs[f]) for f in fps)
+        out.append(float(np.mean(err)))
+    return out
+
+
+def test_three_trainings_on_the_board_and_site_show_the_mean_and_mark_the_replicates(three, capsys):
+    home, rows = three
+    lb, site = home.parent / "board", home.parent / "site"
+    assert _run(capsys, home, "--out", lb, "--site", site)[0] == 0
+    refs = _refs(home)
+    probe = [r for r in board.rows(lb) if r["estimator"] == "probe"]
+    defaults = [r for r in probe if r["params_fp"] == _pfp("probe")]
+    assert len(defaults) == (2 + 1) * 2  # each build and their pool, both protocols
+    for r in defaults:  # Table 4's MAE: the mean over trainings of each training's MAE, and its test over them
+        maes = _maes(rows, refs, r["build_fp"].split("+"), r["protocol"])
+        assert r["mae"] == pytest.approx(np.mean(maes), abs=1e-12)
+        assert r["mae_ci_low"] < r["mae"] < r["mae_ci_high"]
+        assert r["mae_training_sd"] == pytest.approx(np.std(maes, ddof=1), abs=1e-12)
+        assert (r["trainings"], r["training_seeds"], r["replicate_of"]) == (3, "0,1,2", None)
+        assert r["verdict"] in ("better", "worse", "no difference")
+    reps = [r for r in probe if r["params_fp"] != _pfp("probe")]
+    assert len(reps) == 2 * 3 * 2  # two replicates, in each build and the pool, both protocols
+    for r in reps:  # marked, and their verdict is none of the estimator's (tested alone: p unadjusted)
+        assert (r["replicate_of"], r["training_seed"]) == ("probe", json.loads(r["params"])["seed"])
+        assert r["training_seed"] in (1, 2) and r["verdict"] == "replicate" and r["p_holm"] == r["p_delta"]
+    header = (lb / "scores.csv").read_text().splitlines()[0].split(",")
+    assert {"trainings", "training_seeds", "replicate_of", "training_seed"} <= set(header)
+    page = (site / "index.html").read_text()
+    assert "probe (mean of 3 trainings)" in page and "mean of 3 trainings (seeds 0,1,2)" in page
+    assert "probe (training seed 1)" in page and "probe (training seed 2)" in page and ">replicate<" in page
+
+
+def _scored_root(home, rows, root):
+    """The folder's exports under `root`, each holding the table's readings as `sveb eval` stores them."""
+    from sveb.estimators import make, params_json
+    from sveb.evaluate.run import _write_scores
+    from sveb.store.builds import load_build
+    where = {}
+    for ex in sorted((home / "exports").iterdir()):
+        shutil.copytree(ex, root / ex.name)
+        where[store.read_manifest(ex)["build_fp"]] = store.Build(root / ex.name)
+    readings = {}
+    for x in rows:
+        readings.setdefault((x["build_fp"], x["estimator"], x["params_fp"], x["protocol"], x["training"]), []).append(x)
+    for (fp, name, pfp, proto, t), xs in readings.items():
+        b = where[fp]
+        problem = {s["state_id"]: s["problem_id"] for s in store.read_table(b.path / "states").to_pylist()}
+        pj = params_json(make(name, {} if t is None else {"seed": str(t)}))
+        est = [{"state_id": x["state_id"], "problem_id": problem[x["state_id"]], "estimator": name,
+                "params_fp": pfp, "params": pj, "protocol": proto, "value": x["value"], "own_shift": float("nan")}
+               for x in xs]
+        key = f"{name}-{pfp}-{proto}"
+        b.store("estimates", key, pa.Table.from_pylist(est, schema=schema.ESTIMATES), "test")
+        _write_scores(b, key, "test", {k: est[0][k] for k in ("estimator", "params_fp", "params", "protocol")}, est,
+                      load_build(b), float("nan"))
+    return root
+
+
+def test_three_trainings_in_the_leaderboard_and_report_show_the_mean_and_mark_the_replicates(three, tmp_path):
+    from rich.console import Console
+
+    from sveb.present import leaderboard
+    home, rows = three
+    root = _scored_root(home, rows, tmp_path / "root")
+    refs = _refs(home)
+    r = cli("leaderboard", "--root", root, "--out", tmp_path / "lb.csv", "--no-published")
+    assert r.exit_code == 0, r.output
+    import csv
+    got = [x for x in csv.DictReader(open(tmp_path / "lb.csv", encoding="utf-8")) if x["estimator"] == "probe"
+           and x["kind"] == "pooled" and x["protocol"] == "held-out"]
+    default, = (x for x in got if x["params_fp"] == _pfp("probe"))
+    maes = _maes(rows, refs, list(refs), "held-out")
+    assert float(default["mae"]) == pytest.approx(np.mean(maes), abs=1e-4)  # the CSV's 4 decimals
+    assert (default["trainings"], default["training_seeds"], default["replicate_of"]) == ("3", "0,1,2", "")
+    assert sorted((x["replicate_of"], x["training_seed"], x["verdict"]) for x in got if x is not default) == \
+        [("probe", "1", "replicate"), ("probe", "2", "replicate")]
+    console = Console(width=200, record=True)
+    leaderboard.print_pivot(leaderboard.rows(root), console)
+    text = console.export_text()
+    assert "probe (mean of 3 trainings)" in text and "probe (training seed 2)" in text and "replicate" in text
+    assert "mean of N trainings: MAE [CI], Δ and the verdict are over" in text
+    r = cli("report", "--root", root, "--out", tmp_path / "report")
+    assert r.exit_code == 0, r.output
+    md = (tmp_path / "report" / "table.md").read_text()
+    line = next(x for x in md.splitlines() if x.startswith("| probe (mean of 3 trainings) |"))
+    assert f"| {np.mean(maes):.3f} ± " in line  # the pooled column: the mean over trainings
+    assert "NAME (mean of N trainings)" in md
