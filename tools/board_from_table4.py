@@ -15,8 +15,9 @@ prints `unchanged` for the rest). The board recomputes every score from the bund
 
 A trained estimator's replicate trainings (training = N) are bundles of their own with params `seed` = N, as
 `sveb eval NAME -P seed=N` names them (their params_fp is that run's): the board scores them as separate rows
-(tested alone), its default row's paired test becomes the test over the trainings (sveb.score.pooling), and its
-MAE stays the default training's. They never replace or mix into the default training's bundle.
+(tested alone, verdict "replicate"), its default row's paired test becomes the test over the trainings and its
+MAE the mean over them, as Table 4's (sveb.score.pooling). They never replace or mix into the default training's
+bundle.
 
 Where each bundle.json field comes from:
 - estimator.name: estimates.parquet's estimator, under today's name (table4_files.current_name: the provenance's
