@@ -544,6 +544,9 @@ def test_a_trained_estimator_is_tested_over_its_trainings(tmp_path):
     assert float(row["p"]) == pytest.approx(want["p_delta"], rel=1e-6)
     assert float(row["delta_sq"]) == pytest.approx(want["delta_sq"], rel=1e-6, abs=1e-12)
     assert float(row["mae"]) == pytest.approx(np.mean([np.abs(x - ref).mean() for x in runs]), abs=1e-6)
+    acc = over_trainings(np.stack([np.abs(x - ref) for x in runs]), groups)  # its CI carries the spread too
+    assert (float(row["mae_ci_low"]), float(row["mae_ci_high"])) == pytest.approx(
+        (acc["delta_sq_ci_low"], acc["delta_sq_ci_high"]), rel=1e-6)
     check_scores(out / "scores.csv")
     md = (out / "table4.md").read_text()
     assert f"Over trainings: {name} (3)" in md and "One training" not in md

@@ -295,7 +295,8 @@ def one_training(rows: list[dict]) -> list[str]:
     if many:
         shown = ", ".join(f"{n} ({k})" for n, k in dict(many).items())
         out += [f"Over trainings: {shown} trainings (training seeds on one train build); each such cell's test is "
-                "of the mean Δ over its trainings, with the between-training spread in its SE (columns trainings, "
+                "of the mean Δ over its trainings and its MAE the mean over them, each with the between-training "
+                "spread in its SE and CI (columns trainings, "
                 "training_sd in scores.csv; docs/statistics.md, \"Over trainings\").", ""]
     if one:
         out += [f"One training: {', '.join(one)} (their verdicts carry no between-training spread; "
