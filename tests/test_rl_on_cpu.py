@@ -234,3 +234,41 @@ def test_an_engine_with_a_copy_of_the_policy_is_refreshed_after_each_update_and_
     again, eng2 = tiny_llama(), Refreshing()
     run(dataclasses.replace(CFG, steps=3), tmp_path, eng2, again, problems(6), problems(2, 20))
     assert len(eng2.refreshed) == 2 and torch.equal(eng2.refreshed[0], eng.refreshed[1])  # the checkpoint, then step 3
+
+
+def test_each_evaluation_logs_every_problems_outcome_with_common_seeds_across_runs(tmp_path):
+    """held_out: {problem_id: reward} at step 0 and at every evaluation, its mean the logged accuracy; the samples'
+    seeds do not depend on the run's seed (common random numbers between runs)."""
+    import json
+    train, held = problems(6), problems(4, offset=20)
+    rows = run(dataclasses.replace(CFG, steps=2), tmp_path / "a", ScriptedEngine(), tiny_llama(), train, held)
+    evals = [r for r in rows if "held_out_acc" in r]
+    assert [r["step"] for r in evals] == [0, 2]
+    for r in evals:
+        assert list(r["held_out"]) == [p["problem_id"] for p in held]
+        assert set(r["held_out"].values()) <= {0.0, 1.0}
+        assert r["held_out_acc"] == pytest.approx(np.mean(list(r["held_out"].values())))
+    assert 0 < evals[0]["held_out_acc"] < 1  # the scripted engine answers some right, some wrong
+    on_disk = [json.loads(line) for line in (tmp_path / "a" / "log.jsonl").read_text().splitlines()]
+    assert [r.get("held_out") for r in on_disk] == [r.get("held_out") for r in rows]
+    other = run(dataclasses.replace(CFG, steps=1, seed=6), tmp_path / "b", ScriptedEngine(), tiny_llama(), train, held)
+    assert other[0]["held_out"] == rows[0]["held_out"]
+
+
+def test_resume_after_a_step_without_an_evaluation_is_bit_identical_and_old_logs_load(tmp_path):
+    import json
+    cfg = dataclasses.replace(CFG, eval_every=3)
+    train, held = problems(6), problems(4, offset=20)
+    full = run(cfg, tmp_path / "full", ScriptedEngine(), tiny_llama(), train, held)
+    run(cfg, tmp_path / "part", ScriptedEngine(), tiny_llama(), train, held, stop_after=1)  # step 1: no evaluation
+    resumed = run(cfg, tmp_path / "part", ScriptedEngine(), tiny_llama(), train, held)
+    strip = lambda rows: [{k: v for k, v in r.items() if k != "seconds"} for r in rows]  # noqa: E731
+    assert strip(full) == strip(resumed) and "held_out" in resumed[-1] and "held_out" in resumed[0]
+    # a log written before per-problem outcomes were logged (no held_out) still loads and resumes
+    log = tmp_path / "old" / "log.jsonl"
+    run(cfg, tmp_path / "old", ScriptedEngine(), tiny_llama(), train, held, stop_after=1)
+    log.write_text("".join(json.dumps({k: v for k, v in json.loads(line).items() if k != "held_out"}) + "\n"
+                           for line in log.read_text().splitlines()))
+    rows = run(cfg, tmp_path / "old", ScriptedEngine(), tiny_llama(), train, held)
+    assert "held_out" not in rows[0] and rows[-1]["held_out"] == full[-1]["held_out"]
+    assert strip(rows)[1:] == strip(full)[1:]

@@ -143,15 +143,37 @@ def advantages(engine: Engine, cfg: RLConfig, step: int, groups: list[ProblemGro
     return out
 
 
-def held_out_accuracy(engine: Engine, cfg: RLConfig, pool: Sequence[dict]) -> float:
-    """Mean reward of one sample per eval problem; the same seeds at every evaluation (common random numbers)."""
+# The held-out samples' seeds do not depend on the run's seed: every evaluation of every run (any baseline, any
+# seed) draws problem p's sample from the same seed, so two runs' outcomes on p differ only by their policies
+# (common random numbers, results/validity/plan.md). Equal to rl_seed(cfg, "eval", pid) of a seed-0 run.
+EVAL_SEED = 0
+
+
+def held_out_outcomes(engine: Engine, cfg: RLConfig, pool: Sequence[dict]) -> dict[str, float]:
+    """{problem_id: reward} of one sample per eval problem; the same seeds at every evaluation and in every run."""
     probs = list(pool)[:cfg.eval_problems]
     if not probs:
-        return float("nan")
+        return {}
+    ids = [p["problem_id"] for p in probs]
+    if len(set(ids)) < len(ids):
+        raise ValueError("held-out problems with the same problem_id: their outcomes could not be told apart")
     params = SamplingConfig(temperature=cfg.temperature, max_tokens=cfg.max_tokens)
-    outs = engine.generate([Request(prompt_ids(engine, p), rl_seed(cfg, "eval", p["problem_id"])) for p in probs],
-                           params, desc="held-out accuracy")
-    return float(np.mean([reward(engine.tokenizer.decode(o.token_ids), p) for o, p in zip(outs, probs)]))
+    outs = engine.generate([Request(prompt_ids(engine, p), derive_seed(EVAL_SEED, "rl", "eval", p["problem_id"]))
+                            for p in probs], params, desc="held-out accuracy")
+    return {p["problem_id"]: float(reward(engine.tokenizer.decode(o.token_ids), p)) for o, p in zip(outs, probs)}
+
+
+def held_out_accuracy(engine: Engine, cfg: RLConfig, pool: Sequence[dict]) -> float:
+    """Mean reward of one sample per eval problem (held_out_outcomes); NaN without eval problems."""
+    got = held_out_outcomes(engine, cfg, pool)
+    return float(np.mean(list(got.values()))) if got else float("nan")
+
+
+def evaluation(engine: Engine, cfg: RLConfig, pool: Sequence[dict]) -> dict:
+    """A log row's evaluation fields: held_out_acc (the mean) and held_out ({problem_id: reward}, what the
+    validity analysis pairs by problem; logs written before it have only the mean)."""
+    got = held_out_outcomes(engine, cfg, pool)
+    return {"held_out_acc": float(np.mean(list(got.values()))) if got else float("nan"), "held_out": got}
 
 
 def run(cfg: RLConfig, out: Path, engine: Engine, model, train: Sequence[dict], held_out: Sequence[dict],
@@ -176,7 +198,8 @@ def run(cfg: RLConfig, out: Path, engine: Engine, model, train: Sequence[dict], 
     rows = checkpoint.read_log(out, start)
     last = min(cfg.steps, stop_after) if stop_after else cfg.steps
     console = console or Console(stderr=True)
-    acc = rows[-1]["held_out_acc"] if rows else float("nan")
+    # the newest evaluation's accuracy: a resume after a step without one (eval_every > 1) reads back further
+    acc = next((r["held_out_acc"] for r in reversed(rows) if "held_out_acc" in r), float("nan"))
     with Progress(TextColumn("rl {task.fields[baseline]}"), BarColumn(), MofNCompleteColumn(),
                   TextColumn("reward {task.fields[reward]:.3f}  held-out acc {task.fields[acc]:.3f}"),
                   TimeElapsedColumn(), console=console) as bar:
@@ -184,8 +207,9 @@ def run(cfg: RLConfig, out: Path, engine: Engine, model, train: Sequence[dict], 
                             acc=acc)
         if not rows:
             with torch.no_grad():
-                acc = held_out_accuracy(engine, cfg, held_out)
-            rows.append({"step": 0, "held_out_acc": acc})
+                row0 = {"step": 0, **evaluation(engine, cfg, held_out)}
+            rows.append(row0)
+            acc = row0["held_out_acc"]
             bar.update(task, acc=acc)
         for step in range(start + 1, last + 1):
             t0 = time.time()
@@ -207,7 +231,8 @@ def run(cfg: RLConfig, out: Path, engine: Engine, model, train: Sequence[dict], 
             t4 = time.time()
             if step % cfg.eval_every == 0 or step == cfg.steps:
                 with torch.no_grad():
-                    row["held_out_acc"] = acc = held_out_accuracy(engine, cfg, held_out)
+                    row.update(evaluation(engine, cfg, held_out))
+                acc = row["held_out_acc"]
                 row["seconds"]["eval"] = round(time.time() - t4, 2)
             rows.append(row)
             if step % cfg.checkpoint_every == 0 or step == last:
