@@ -292,6 +292,7 @@ event("end")
 '''
 
 
+@pytest.mark.slow  # subprocesses / the real loop: `make test` runs it, `make test-unit` not
 def test_run_screens_the_rate_then_runs_two_at_a_time_in_order_and_resumes(tmp_path, monkeypatch):
     fake = tmp_path / "fake_sveb.py"
     fake.write_text(FAKE)
@@ -341,6 +342,7 @@ def test_run_screens_the_rate_then_runs_two_at_a_time_in_order_and_resumes(tmp_p
     assert V.main(args, plan=plan, say=said.append) == 1 and "another `run`" in said[0]
 
 
+@pytest.mark.slow  # subprocesses / the real loop: `make test` runs it, `make test-unit` not
 def test_a_pilot_command_through_the_real_cli_and_loop_feeds_the_analysis(tmp_path, monkeypatch):
     """Two of the plan's commands (steps and sizes shrunk) through `sveb rl` itself, on the scripted engine and a
     tiny random Llama: the logs they write are what analyze reads; a rerun of a finished run adds nothing."""
