@@ -41,8 +41,8 @@ def test_the_plans_numbers_are_the_plan_mds():
     assert "(3 rates x 5 grpo steps)" in t and PLAN.lr_steps == 5
     assert "**Steps**: 12 per run" in t and PLAN.steps == 12
     assert "**Seeds**: 2 per baseline (0 and 1)" in t and PLAN.seeds == (0, 1)
-    assert "train pool 512 of the train split" in t and "held-out set 128 of the test split" in t
-    assert (PLAN.train_pool, PLAN.eval_problems) == (512, 128)
+    assert "held-out set 128 of the test split" in t and "Every command above therefore reads `--train-pool 371`" in t
+    assert (PLAN.train_pool, PLAN.eval_problems) == (371, 128)  # Amendment 2
     assert "**Step**: 8 problems x G = 8 rollouts, 200-token budget, temperature 0.7" in t
     assert (PLAN.problems, PLAN.rollouts, PLAN.max_tokens, PLAN.temperature) == (8, 8, 200, 0.7)
     assert "two runs at a time on the 2 cores, one torch thread each (`OMP_NUM_THREADS=1`)" in t
@@ -76,7 +76,8 @@ def test_dry_run_prints_the_screen_and_the_plans_eight_commands(tmp_path):
     for s in (0, 1):
         for b, flag in (("mcs-4", "mcs-4"), ("grpo", "grpo"), ("mcs-1", "mcs-1"), ("noisy", "grpo --noise 0.3")):
             want.append(template.replace("B [--noise 0.3]", flag).replace("--seed S", f"--seed {s}")
-                        .replace("runs/B-sS", f"runs/{b}-s{s}"))
+                        .replace("runs/B-sS", f"runs/{b}-s{s}")
+                        .replace("--train-pool 512", "--train-pool 371"))  # Amendment 2
     assert lines[3:] == want
     pilot = want[1].replace("--lr LR --out results/validity/runs/grpo-s0", "")
     for line, lr in zip(lines[:3], ("1e-05", "3e-05", "0.0001")):
