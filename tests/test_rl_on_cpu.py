@@ -8,9 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 import torch
-from transformers import LlamaConfig, LlamaForCausalLM
 
-from sveb.data_builders import make_problem
 from sveb.engines.scripted import ScriptedEngine
 from sveb.estimators.base import Estimator
 from sveb.experiment.rl import RLConfig, run
@@ -19,21 +17,9 @@ from sveb.experiment.rl.baselines import Baseline
 from sveb.experiment.rl.loop import advantages, cut_states, rl_seed, rollouts
 from sveb.lm.policy_update import PolicyUpdate, Sample, grad_spread, response_logprobs, trainable_names
 from sveb.rewards import reward
+from tests.helpers.rl import problems, tiny_llama
 
 torch.set_num_threads(1)
-
-
-def tiny_llama(layers=2, vocab=256):
-    torch.manual_seed(0)
-    cfg = LlamaConfig(vocab_size=vocab, hidden_size=32, intermediate_size=64, num_hidden_layers=layers,
-                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=1024,
-                      tie_word_embeddings=True)
-    return LlamaForCausalLM(cfg).float().eval()
-
-
-def problems(n, offset=0):
-    return [make_problem("number", "test", f"What is {a} + {a + 1}?", str(2 * a + 1), "math")
-            for a in range(1 + offset, 1 + offset + n)]
 
 
 CFG = RLConfig(baseline="grpo", steps=3, seed=5, problems=3, rollouts=4, cuts=2, max_tokens=60, lr=1e-2,

@@ -352,7 +352,7 @@ def test_a_pilot_command_through_the_real_cli_and_loop_feeds_the_analysis(tmp_pa
 
     import sveb.experiment.rl.policy as policy
     from sveb.cli import app
-    from tests.test_rl_on_cpu import problems, tiny_llama
+    from tests.helpers.rl import problems, tiny_llama
     torch.set_num_threads(1)
     monkeypatch.setattr(policy, "hf_policy", lambda model, dtype, batch_size: (
         __import__("sveb.engines.scripted", fromlist=["ScriptedEngine"]).ScriptedEngine(), tiny_llama()))
