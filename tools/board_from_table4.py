@@ -47,7 +47,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import re
 import sys
 import tempfile
 import time
@@ -122,18 +121,14 @@ def estimate_rows(key: tuple, rows: list[tuple[int, dict]], states: list[str], w
     return out
 
 
-def timing_key(name: str, training: int | None, protocol: str) -> str:
-    """The stage name Table 4's timing.json records an evaluation under (benchmarks' eval_domain)."""
-    return f"eval {name} ({protocol})" if training is None else f"eval {name} seed {training} ({protocol})"
-
-
 def reported_cost(timing: dict, export: str, name: str, training: int | None, protocols: list[str],
                   prepares: bool) -> tuple[dict, dict]:
     """(cost figures the bundle reports per protocol, what timing.json said): seconds only where the recorded
     figure is the estimator's own seconds (it does not prepare); never a guess."""
+    from sveb.experiment.table4_files import eval_stage
     cost, said = {}, {}
     for p in protocols:
-        k = timing_key(name, training, p)
+        k = eval_stage(name, training, p)  # the stage Table 4's timing.json records it under
         x = (timing.get(export) or {}).get(k)
         ok = isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x >= 0
         said[p] = {"key": f"{export}: {k}", "seconds_incl_prepare": float(x) if ok else None}
@@ -195,8 +190,10 @@ def train_tokens(e, bdir: Path, exports: Path, domain: str) -> tuple[int | None,
 
 
 def machine_of(md: Path) -> dict:
-    found = re.search(r"CPU flags: ([^.\n]*)", md.read_text()) if md.exists() else None
-    return {"cpu_flags": found.group(1).strip() if found else None, "cpu": None, "gpu": None}
+    from sveb.experiment.table4_files import recorded_machine
+    line = recorded_machine(md)  # Table 4's own reading of its CPU-flags line
+    flags = line.removeprefix("CPU flags: ").strip()
+    return {"cpu_flags": None if flags == "not recorded" else flags, "cpu": None, "gpu": None}
 
 
 # ---- I/O at the edges ----------------------------------------------------------------------------------------------

@@ -25,6 +25,7 @@ from sveb.experiment import partial
 from sveb.experiment.runner import Sampler, estimator_list, evaluate_all, needs_train
 from sveb.experiment.table4_files import (
     domain_exports,
+    eval_stage,
     export_name,
     merge_estimates,
     read_estimates,
@@ -221,7 +222,7 @@ def eval_domain(domain: str, a, names: list[str], console, name: str | None = No
         params, label = ({}, None) if seed is None else ({"seed": str(seed)}, f"training seed {seed}")
         rows = []
         for row, wall in evaluate_all(bdir, [n], console, label, params):
-            stage = f"eval {n} ({row['protocol']})" if seed is None else f"eval {n} seed {seed} ({row['protocol']})"
+            stage = eval_stage(n, seed, row["protocol"])
             timing[stage] = eval_seconds(bdir, row, wall)
             rows.append(row)
         est_rows = store.read_table(bdir / "estimates").to_pylist()

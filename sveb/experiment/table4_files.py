@@ -100,6 +100,11 @@ def merge_estimates(old: list[dict], new: list[dict]) -> list[dict]:
     return [r for r in old if cell(r) not in cells] + list(new)
 
 
+def eval_stage(name: str, seed: int | None, protocol: str) -> str:
+    """The stage an estimator's evaluation is timed under in timing.json (a replicate training: with its seed)."""
+    return f"eval {name} ({protocol})" if seed is None else f"eval {name} seed {seed} ({protocol})"
+
+
 def recorded_machine(md: Path) -> str:
     """The CPU flags line of the run whose timings the tables show (a rescore measures nothing itself)."""
     found = re.search(r"CPU flags: [^.\n]*", md.read_text()) if md.exists() else None

@@ -85,10 +85,10 @@ def cells(domain: str, est: dict[str, dict[str, np.ndarray]], base: str, ref: np
     fingerprints ("+"-joined), stored with every row. `trainings`: trainings[protocol][estimator][seed], a
     trained estimator's replicate trainings (verdicts): its MAE is then the mean over its trainings (the default
     one and the replicates, on the states all of them scored) with the CI of the test over trainings applied to
-    the absolute errors (sveb.score.trainings.over_trainings); k_eq and Spearman stay the default training's."""
+    the absolute errors (sveb.score.trainings.mae_over_trainings); k_eq and Spearman stay the default training's."""
     from sveb.score.ranks import rank_metrics
     from sveb.score.rollout_eq import k_eq
-    from sveb.score.trainings import over_trainings
+    from sveb.score.trainings import mae_over_trainings
     ref = np.asarray(ref, float)
     groups = np.asarray(groups, dtype=object)
     rows = []
@@ -105,7 +105,7 @@ def cells(domain: str, est: dict[str, dict[str, np.ndarray]], base: str, ref: np
                 both = ok & np.logical_and.reduce([np.isfinite(a) for a in runs])
                 # the CI of the test over trainings (its SE carries their spread), as the Δ beside it and the
                 # leaderboard's row (sveb.score.pooling._trainings): a per-state CI would under-cover
-                acc = over_trainings(np.stack([np.abs(a[both] - ref[both]) for a in runs]), groups[both])
+                acc = mae_over_trainings([a[both] for a in runs], ref[both], groups[both])
                 mae, lo, hi = acc["delta_sq"], acc["delta_sq_ci_low"], acc["delta_sq_ci_high"]
             row = {"domain": domain, "estimator": name, "protocol": protocol, "n_states": int(ok.sum()),
                    "mae": mae, "mae_ci_low": lo, "mae_ci_high": hi, **k_eq(arr[ok], ref[ok], n_ref, groups[ok]),

@@ -310,7 +310,7 @@ def _trainings(v: View, protocol: str, b: np.ndarray, out: dict) -> None:
         ok = np.isfinite(b) & np.isfinite(v.ref) & np.logical_and.reduce([np.isfinite(a) for a in arrs])
         d = np.stack([(a[ok] - v.ref[ok]) ** 2 - (b[ok] - v.ref[ok]) ** 2 for a in arrs])
         res = trainings.over_trainings(d, v.problem[ok])
-        acc = trainings.over_trainings(np.stack([np.abs(a[ok] - v.ref[ok]) for a in arrs]), v.problem[ok])
+        acc = trainings.mae_over_trainings([a[ok] for a in arrs], v.ref[ok], v.problem[ok])
         out[default].update({c: res[c] for c in ("delta_sq", "delta_sq_ci_low", "delta_sq_ci_high", "p_delta",
                                                  "delta_sq_se", "df", "trainings", "training_sd")},
                             n_states=int(ok.sum()), n_problems=len(set(v.problem[ok])),

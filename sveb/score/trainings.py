@@ -87,6 +87,14 @@ def over_trainings(d, groups=None, level: float = 0.95) -> dict:
             "df": float(df), "trainings": int(r), "training_sd": sd, "var_shared": v_a, "var_training": v_b}
 
 
+def mae_over_trainings(runs, ref, groups=None, level: float = 0.95) -> dict:
+    """The MAE of R trainings' estimates `runs` (R arrays on the same states as `ref`) as the mean over trainings,
+    with this module's test applied to the absolute errors: its CI carries the between-training spread, as the Δ
+    beside it (`delta_sq` is then the MAE, `training_sd` the sd of the per-training MAEs)."""
+    ref = np.asarray(ref, float)
+    return over_trainings(np.stack([np.abs(np.asarray(a, float) - ref) for a in runs]), groups, level)
+
+
 def naive(d, groups=None) -> dict:
     """The test that ignores the training spread: the CR1 test of the per-state mean over trainings (what pooling
     the trainings' states as if they were one estimator's would give). For comparison only."""

@@ -165,8 +165,7 @@ def held_out_outcomes(engine: Engine, cfg: RLConfig, pool: Sequence[dict]) -> di
 
 def held_out_accuracy(engine: Engine, cfg: RLConfig, pool: Sequence[dict]) -> float:
     """Mean reward of one sample per eval problem (held_out_outcomes); NaN without eval problems."""
-    got = held_out_outcomes(engine, cfg, pool)
-    return float(np.mean(list(got.values()))) if got else float("nan")
+    return evaluation(engine, cfg, pool)["held_out_acc"]
 
 
 def evaluation(engine: Engine, cfg: RLConfig, pool: Sequence[dict]) -> dict:
