@@ -164,7 +164,7 @@ def labels(params: dict[tuple[str, str], str]) -> dict[tuple[str, str], str]:
         for key, p in sets.items():
             shown = {k: x for k, x in p.items() if (default.get(k) != x if default is not None else k in varying)}
             if default and SEED in default and set(shown) == {SEED}:
-                out[key] = f"{name} (training seed {shown[SEED]})"
+                out[key] = replicates.label(name, {"replicate_of": name, "training_seed": shown[SEED]})
                 continue
             out[key] = name + (" (" + ", ".join(f"{k}={x}" for k, x in sorted(shown.items())) + ")"
                                if shown else "")
