@@ -185,14 +185,7 @@ def _caveats(rs: list[dict]) -> str:
 
 def _trainings_note(rs: list[dict]) -> str:
     """Caption lines for a table with trained estimators tested over their trainings, or with replicates."""
-    note = ""
-    if any((r.get("trainings") or 0) > 1 for r in rs):
-        note += ("\nmean of N trainings: MAE [CI], Δ and the verdict are over the estimator's N training seeds "
-                 "(the test over trainings, docs/statistics.md); other metrics are its default training's")
-    if any(r.get("replicate_of") for r in rs):
-        note += ("\ntraining seed K: a replicate training, tested alone (p unadjusted); its verdict says "
-                 "'replicate', not better or worse: the estimator's is its default row's")
-    return note
+    return "".join(f"\n{x}" for x in replicates.notes(rs))
 
 
 def _holm_ci(r: dict) -> str:

@@ -50,12 +50,6 @@ NOTE = ("Cells: MAE against the MC reference ± half-width of the 95% problem-cl
         "no state-value estimator), not the papers' own estimators.")
 
 
-TRAININGS_NOTE = ("NAME (mean of N trainings): a trained estimator scored at N training seeds (`-P seed=K`); its "
-                  "MAE ± CI is the mean over them with the between-training spread in the CI, and its paired test "
-                  "the test over trainings (docs/statistics.md, Over trainings), as Table 4's; the other metrics' "
-                  "tables show its default training. NAME (training seed K): one replicate training alone, "
-                  "tested alone (unadjusted p), its verdict `replicate`.")
-
 ARROW = {"lower": " ↓", "higher": " ↑"}  # which side of a metric is better
 
 
@@ -197,7 +191,7 @@ def write_report(root: Path, out: Path, all_settings: bool = False, by: tuple = 
         for r in v.scores:
             c = cmp.get((v.fp, r["protocol"]), {}).get((r["estimator"], r["params_fp"]), {})
             r.update(pooling.over_trainings_row(c), trainings=c.get("trainings"))
-    trained = any((r.get("trainings") or 0) > 1 or r.get("replicate_of") for c in cmp.values() for r in c.values())
+    trained = replicates.notes([r for c in cmp.values() for r in c.values()])  # the caption's trainings lines
     labels = _labels(views)
     if not all_settings:
         drop_variants(views + seed_views, labels)
@@ -218,7 +212,7 @@ def write_report(root: Path, out: Path, all_settings: bool = False, by: tuple = 
             caveats = [f"Caveat: {c}\n" for c in dict.fromkeys(c for v in cols for c in v.notes)]
             sc = scope.caption(scope.of_builds([b for v in cols for b in v.bdirs])).splitlines()
             md += [f"## MAE: {t['title']}\n", md_table(["estimator", *t["header"]], cells), f"\n{NOTE}\n", *caveats,
-                   *([f"{TRAININGS_NOTE}\n"] if trained else []), "Scope:\n", *(f"- {x}" for x in sc), ""]
+                   *(f"{x}\n" for x in trained), "Scope:\n", *(f"- {x}" for x in sc), ""]
             own_rows = [[lab, *cs] for lab, cs in t["own"]]
             md += [f"Own-outcome share ({proto}): mean |Δ estimate| when the state's own final reward flips "
                    f"(0 by construction under held-out; {metrics.MISSING}: a critic trained on that rollout).\n",
@@ -229,7 +223,7 @@ def write_report(root: Path, out: Path, all_settings: bool = False, by: tuple = 
                      html_table(["estimator", *t["header"]], [[lab, *cs] for lab, cs, _, _ in t["rows"]],
                                  [k for *_, k in t["rows"]], [bs for _, _, bs, _ in t["rows"]]),
                      f"<p class='note'>{html.escape(NOTE)}</p>",
-                     *([f"<p class='note'>{html.escape(TRAININGS_NOTE)}</p>"] if trained else []),
+                     *(f"<p class='note'>{html.escape(x)}</p>" for x in trained),
                      *(f"<p class='note'>{html.escape(c)}</p>" for c in caveats),
                      "<p class='note'>Scope:<br>" + "<br>".join(html.escape(x) for x in sc) + "</p>",
                      f"<p>Own-outcome share ({html.escape(proto)}): mean |Δ estimate| when the state's own final "

@@ -98,12 +98,6 @@ def _trainings_line(r: dict) -> str:
     return ""
 
 
-TRAININGS_NOTE = ("“mean of N trainings”: a trained estimator scored at N training seeds; its MAE [CI] and Δ are "
-                  "means over them, and its p and verdict the test over trainings (the between-training spread "
-                  "in the SE), as Table 4's. “training seed K”: one of those trainings alone, a replicate: its p "
-                  "is unadjusted and its verdict column says replicate. The plot shows the mean.")
-
-
 def _table(rows: list[dict], title: str, scope_text: str = "") -> str:
     e = html.escape
     cols = columns()
@@ -119,7 +113,7 @@ def _table(rows: list[dict], title: str, scope_text: str = "") -> str:
     cap = (f"{r0.get('n_states')} states, {r0.get('n_problems')} problems; oracle floor {_f(r0.get('oracle_floor'))}, "
            f"reference noise {_f(r0.get('ref_noise'))}. Δ sq err: paired vs grpo on the same states, &lt; 0 better; "
            f"p: cluster-robust t-test, Holm-adjusted over this table. Click a header to sort."
-           + (f"<br>{e(TRAININGS_NOTE)}" if any(_trainings_line(r) for r in rows) else "")
+           + "".join(f"<br>{e(x)}" for x in replicates.notes(rows))
            + "".join(f"<br>{e(x)}" for x in scope_text.splitlines()))
     return (f"<h3>{e(title)}</h3><table><caption>{cap}</caption><thead><tr>{head}</tr></thead>"
             f"<tbody>{''.join(body)}</tbody></table>")

@@ -75,6 +75,21 @@ def label(name: str, r: dict) -> str:
     return f"{name} (mean of {n} trainings)" if isinstance(n, (int, float)) and n > 1 else name
 
 
+MEAN_NOTE = ("NAME (mean of N trainings): a trained estimator scored at N training seeds (`-P seed=K`); its MAE "
+             "[CI], Δ, p and verdict are the test over those trainings, the between-training spread in its SE "
+             "(docs/statistics.md, Over trainings), as in Table 4; its other metrics are the default training's.")
+REPLICATE_NOTE = ("NAME (training seed K): one of those trainings alone, a replicate, tested alone (p unadjusted); "
+                  "its verdict says replicate, not better or worse: the estimator's verdict is its default row's.")
+
+
+def notes(rows: list[dict]) -> list[str]:
+    """The caption lines every surface (terminal, report, site) prints under a table with trained estimators
+    tested over their trainings, or with replicate rows: one wording, kept here with `label`."""
+    out = [MEAN_NOTE] if any(isinstance(r.get("trainings"), (int, float)) and r["trainings"] > 1
+                             and not r.get("replicate_of") for r in rows) else []
+    return out + ([REPLICATE_NOTE] if any(r.get("replicate_of") for r in rows) else [])
+
+
 def spread(rows: list[dict], defaults: dict[str, str | None]) -> list[dict]:
     """One row per (model, domain, protocol, pool, estimator) with at least two training seeds scored: the
     seeds, mean ± sd (ddof=1) of MAE and of the paired Δ of squared error over them, and the verdict of the test
