@@ -66,6 +66,7 @@ def test_human_units():
     assert human(2.5e9, "B") == "2.50 GB" and human(1.23e12, "B") == "1.23 TB" and human(999) == "999"
     assert human(None) == "?"
     assert (duration(90), duration(3 * 3600), duration(3 * 86400)) == ("2 min", "3.0 h", "3.0 days")
+    assert duration(21.4) == "21 s"  # under a minute: seconds, not "0 min"
 
 
 def test_lengths_measured_from_a_build(scripted_build):
@@ -102,6 +103,38 @@ def test_cli_plan_table_and_errors(tmp_path):
     assert r.exit_code == 1 and "--domains nope" in r.output
     r = CliRunner().invoke(app, ["plan", "--model", "not a model", "--root", str(tmp_path)])
     assert r.exit_code == 1 and "not a builtin alias" in r.output
+
+
+def test_scoring_a_build_with_a_scorer_by_hand():
+    """One forward pass per state over question + prefix (t = response - remaining), 2 x parameters FLOPs a token,
+    at FORWARD_SPEEDUP x the assumed (or given) decoding speed, spread over the GPUs."""
+    from sveb.sample.plan import scoring_work
+    w = scoring_work(S, {"number": L, "math": L}, {"params_b": 0.49}, tok_per_s=None)
+    assert w["tokens"] == {"number": 20 * (20 + 35), "math": 1100} and w["total_tokens"] == 2200
+    assert w["flops"] == pytest.approx(2 * 0.49e9 * 2200)
+    assert w["time_s"] == pytest.approx(2200 / (20000 * 5 * 2)) and w["rate"] == "assumed"
+    w = scoring_work(S, {"number": L}, {"params_b": 7.62}, tok_per_s=50)
+    assert w["time_s"] == pytest.approx(1100 / (50 * 5 * 2)) and w["rate"] == "given"
+    w = scoring_work(S, {"number": L}, None, tok_per_s=None)
+    assert (w["flops"], w["time_s"], w["rate"]) == (None, None, "unknown") and w["total_tokens"] == 1100
+
+
+def test_cli_plan_prices_a_process_reward_model(tmp_path):
+    """`--scorer` with a PRM of docs/estimators.md's table: its shape from SVEB's table (no hub here), the tokens
+    and time of scoring every planned state; an unknown scorer says what is missing rather than guessing."""
+    args = ["plan", "--domains", "number", "--problems", "3000", "--root", str(tmp_path)]
+    r = CliRunner().invoke(app, [*args, "--scorer", "trl-lib/Qwen2-0.5B-Reward-Math-Sheperd", "--scorer", "a/b"],
+                           env={"COLUMNS": "300"})
+    assert r.exit_code == 0, r.output
+    line = next(x for x in r.output.splitlines() if x.startswith("scorer trl-lib/"))
+    assert "0.49B parameters (SVEB's table of process reward models)" in line
+    assert "2.07M tokens" in line and "21 s on 1 GPU(s) at 100,000 tokens/s (assumed)" in line  # 6,000 x 345
+    assert "scorer a/b: parameters unknown" in r.output and "time unknown" in r.output
+    j = json.loads(CliRunner().invoke(app, [*args, "--json", "--scorer", "Qwen/Qwen2.5-Math-PRM-7B"]).output)
+    w = j["scorers"]["Qwen/Qwen2.5-Math-PRM-7B"]
+    assert w["total_tokens"] == 6000 * (120 + 225) and w["flops"] == pytest.approx(2 * 7.62e9 * w["total_tokens"])
+    r = CliRunner().invoke(app, ["ls", "models"], env={"COLUMNS": "300"})
+    assert "Math-PRM" not in r.output  # scorers are not policies
 
 
 def test_a_measured_gpu_sweep_replaces_the_assumed_forward_speed(tmp_path):

@@ -116,10 +116,13 @@ def plan(
     gpus: int = typer.Option(1, help="GPUs working in parallel."),
     tok_per_s: float | None = typer.Option(None, help="Generated tokens/s of one GPU (default: an assumption "
                                               "by model size)."),
+    scorer: list[str] = typer.Option([], "--scorer", help="Also price scoring every state with this model (a "
+                                     "process reward model for `prm`, a judge for `judge`): a hub id or directory; "
+                                     "repeat for several."),
     json_out: bool = typer.Option(False, "--json", help="Print the plan as JSON."),
 ):
     """The work, storage and time a build (and its hidden states) will take, before running it, and the `sveb build`
-    command that makes it."""
+    command that makes it; with --scorer, what scoring its states with a PRM or judge adds."""
     import json as _json
 
     from sveb.core.errors import UsageError
@@ -133,6 +136,7 @@ def plan(
         make_plan,
         measured_gpu_rates,  # a GPU sweep's JSON under results/gpu/, if any
         measured_lengths,
+        scoring_work,
     )
     spec = check_model(model, weights=False)
     names = list(DOMAINS) if domains == "all" else domains.replace(",", " ").split()
@@ -147,7 +151,8 @@ def plan(
         raise UsageError(f"--tok-per-s {tok_per_s:g}: must be a positive number of tokens per second")
     lengths = {d: measured_lengths(root, model_slug(spec), d) or assumed_lengths(d, max_tokens) for d in names}
     p = {"model_spec": spec, **make_plan(s, lengths, architecture(spec), tok_per_s, measured_gpu_rates()),
-         "build_commands": {d: build_command(model, d, s) for d in names}}
+         "build_commands": {d: build_command(model, d, s) for d in names},
+         "scorers": {m: scoring_work(s, lengths, architecture(m), tok_per_s) for m in scorer}}
     if json_out:
         print(_json.dumps(p, indent=2))
     else:

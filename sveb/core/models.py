@@ -51,6 +51,17 @@ KNOWN = {
     "meta-llama/Llama-3.2-3B-Instruct": (3072, 28, 3.21),
     "HuggingFaceTB/SmolLM2-135M-Instruct": (576, 30, 0.135),
 }
+
+# Process reward models that `prm` reads (docs/estimators.md): not policies, so not in `sveb ls models`; only
+# `architecture` (for `sveb plan --scorer`) looks them up. (hidden size, layers, billions of parameters) of the
+# base model each was fine-tuned from (Qwen2-0.5B, Qwen2.5-Math-1.5B, Qwen2.5-Math-7B, Mistral-7B-v0.1); a
+# scoring head adds a negligible share.
+SCORERS = {
+    "trl-lib/Qwen2-0.5B-Reward-Math-Sheperd": (896, 24, 0.49),
+    "Skywork/Skywork-o1-Open-PRM-Qwen-2.5-1.5B": (1536, 28, 1.54),
+    "Qwen/Qwen2.5-Math-PRM-7B": (3584, 28, 7.62),
+    "peiyi9979/math-shepherd-mistral-7b-prm": (4096, 32, 7.24),
+}
 HUB_FILES = ["*.json", "*.safetensors", "*.model", "*.txt", "*.jinja"]
 
 
@@ -186,6 +197,10 @@ def architecture(model: str) -> dict | None:
     if hub_id in KNOWN:
         h, n, p = KNOWN[hub_id]
         return {"hidden_size": h, "layers": n, "params_b": p, "source": "SVEB's table of known models"}
+    scorer = next((k for k in SCORERS if k.lower() == hub_id.lower()), None)
+    if scorer and not (config and config.exists()):  # a PRM of docs/estimators.md, not cached: its base shape
+        h, n, p = SCORERS[scorer]
+        return {"hidden_size": h, "layers": n, "params_b": p, "source": "SVEB's table of process reward models"}
     if config is None or not config.exists():
         return None
     cfg = json.loads(config.read_text())

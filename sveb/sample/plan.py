@@ -106,6 +106,20 @@ def domain_work(s: Settings, L: Lengths, hidden_size: int | None) -> dict:
     }
 
 
+def scoring_work(s: Settings, lengths: dict[str, Lengths], arch: dict | None, tok_per_s: float | None) -> dict:
+    """What scoring every state with a model read as a scorer (a PRM for `prm`, a judge for `judge`) costs: one
+    forward pass per state over its question and prefix (the format's few added tokens not counted), about
+    2 x parameters FLOPs a token, at FORWARD_SPEEDUP x the scorer's assumed decoding speed (or `tok_per_s`)."""
+    tokens = {d: s.problems * s.states_per_problem * (L.prompt + L.response - L.remaining) for d, L in lengths.items()}
+    total = sum(tokens.values())
+    params = arch.get("params_b") if arch else None
+    rate = tok_per_s or (assumed_tok_per_s(params) if params else None)
+    return {"model": arch, "tokens": tokens, "total_tokens": total,
+            "flops": 2 * params * 1e9 * total if params else None,
+            "time_s": total / (rate * FORWARD_SPEEDUP * s.gpus) if rate else None,
+            "tok_per_s": rate, "rate": "given" if tok_per_s else "assumed" if rate else "unknown"}
+
+
 def make_plan(s: Settings, lengths: dict[str, Lengths], arch: dict | None, tok_per_s: float | None,
               measured: dict | None = None) -> dict:
     """The whole plan: one row per domain, the totals, and the time on s.gpus GPUs. `measured`
@@ -177,7 +191,7 @@ def duration(seconds: float) -> str:
         return f"{seconds / 86400:.1f} days"
     if seconds >= 2 * 3600:
         return f"{seconds / 3600:.1f} h"
-    return f"{seconds / 60:.0f} min"
+    return f"{seconds / 60:.0f} min" if seconds >= 60 else f"{seconds:.0f} s"
 
 
 # Settings field -> `sveb build` flag; a flag is spelled only where the plan departs from the build's default

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sveb.sample.plan import duration
+from sveb.sample.plan import duration, human
 
 
 def short(n: float | None, unit: str = "") -> str:
@@ -74,3 +74,12 @@ def print_plan(p: dict, out) -> None:
         out.print(f"time on {s['gpus']} GPU(s): generation {duration(tm['generation_s'])} + hidden states "
                   f"{duration(tm['hidden_s'])} = [bold]{duration(tm['total_s'])}[/] (shards spread evenly; "
                   f"model loading, rewards and critic training not counted)")
+    for name, w in (p.get("scorers") or {}).items():
+        m = w["model"]
+        shape = (f"{m['params_b']:.3g}B parameters ({m['source']})" if m and m.get("params_b")
+                 else "parameters unknown (not in the tables, not cached): pass --tok-per-s for a time")
+        when = (f"{duration(w['time_s'])} on {s['gpus']} GPU(s) at {w['tok_per_s'] * p['forward_speedup']:,.0f} "
+                f"tokens/s ({w['rate']})" if w["time_s"] is not None else "time unknown")
+        out.print(f"scorer {name}: {shape}; one forward pass per state over question + prefix: "
+                  f"{short(w['total_tokens'])} tokens, {human(w['flops'], 'FLOP')}, "
+                  f"{when}", soft_wrap=False)
