@@ -723,3 +723,35 @@ def test_a_run_cut_off_in_a_later_domain_has_scored_the_domains_before_it(tmp_pa
     stored = pq.read_table(out / "out" / "estimates.parquet").to_pylist()
     assert {(r["domain"], r["estimator"], r["protocol"]) for r in stored} == {
         ("number", e, p) for e in ("grpo", "mcs-2") for p in ("held-out", "in-group")}
+
+
+def test_a_later_domains_run_keeps_the_earlier_domains_column(tmp_path):
+    """Table 4 is regenerated one domain per run (`make table4 ARGS="--domains D"`): the tables a run writes show
+    its own domain and every domain already scored into the same estimates with its exports, not only its own."""
+    import csv
+
+    from sveb.engines.scripted import ScriptedEngine
+    files = {"number": _files(tmp_path), "math": tmp_path / "math.jsonl"}
+    files["math"].write_text("\n".join(json.dumps({"problem": f"What is {a} + {b}?", "answer": str(a + b),
+                                                    "solution": f"\\boxed{{{a + b}}}"})
+                                        for a in range(1, 10) for b in range(1, 10)))
+    weights = tmp_path / "w"
+    weights.mkdir()
+    (weights / "model.safetensors").write_bytes(b"w")
+
+    def args(domain):
+        return ["--domains", domain, "--source", f"{domain}={files[domain]}", "--estimators", "grpo,mcs-2", "--no-train",
+                "--root", str(tmp_path / "root"), "--exports", str(tmp_path / "exports"), "--out", str(tmp_path / "out"),
+                "--problems", "3", "--states", "2", "--rollouts", "8", "--mc", "10", "--mc-extra", "4",
+                "--oversample", "2", "--max-tokens", "200", "--min-novel-numbers", "0", "--max-acc", "0.9",
+                "--dtype", "float32"]
+    table4.main(args("number"), engine=ScriptedEngine(), model_dir=weights)
+    before = (tmp_path / "out" / "scores.csv").read_text()
+    table4.main(args("math"), engine=ScriptedEngine(), model_dir=weights)
+    rows = list(csv.DictReader(open(tmp_path / "out" / "scores.csv")))
+    assert {r["domain"] for r in rows} == {"number", "math"}
+    kept = [r for r in rows if r["domain"] == "number"]
+    assert kept == [r for r in csv.DictReader(before.splitlines())]  # number's rows as its own run wrote them
+    assert [r["domain"] for r in csv.DictReader(open(tmp_path / "out" / "domains.csv"))] == ["number", "math"]
+    md = (tmp_path / "out" / "table4.md").read_text()
+    assert "| estimator | number | math |" in md

@@ -399,8 +399,18 @@ def _run(a, engine=None, model_dir=None) -> Path:
                 timing_path.write_text(json.dumps(timings, indent=1))
                 write_estimates(out / "estimates.parquet", records)
             eval_domain(d, a, names, console, name, stored=records, save=save)
-    tables(a, out, domains, names, records, timings, f"CPU flags: {describe()}", console)
+    tables(a, out, table_domains(a, domains, records), names, records, timings, f"CPU flags: {describe()}", console)
     return out
+
+
+def table_domains(a, run: list[str], records: list[dict]) -> list[str]:
+    """The domains a sampling run's tables show: its own, and every other domain already scored into the same
+    estimates with exports under --exports (domain by domain, a later run must not drop an earlier one's column);
+    in the benchmark's domain order, unknown names after it."""
+    from sveb.data_builders import DOMAINS
+    have = {r["domain"] for r in records}
+    keep = set(run) | {d for d in have if domain_exports(Path(a.exports), d)}
+    return [d for d in DOMAINS if d in keep] + [d for d in run if d not in DOMAINS]
 
 
 def preflight(a, domains: list[str], seeds: list[int]) -> None:
