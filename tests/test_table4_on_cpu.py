@@ -740,8 +740,9 @@ def test_a_later_domains_run_keeps_the_earlier_domains_column(tmp_path):
     (weights / "model.safetensors").write_bytes(b"w")
 
     def args(domain):
-        return ["--domains", domain, "--source", f"{domain}={files[domain]}", "--estimators", "grpo,mcs-2", "--no-train",
-                "--root", str(tmp_path / "root"), "--exports", str(tmp_path / "exports"), "--out", str(tmp_path / "out"),
+        return ["--domains", domain, "--source", f"{domain}={files[domain]}", "--estimators", "grpo,mcs-2",
+                "--no-train", "--root", str(tmp_path / "root"), "--exports", str(tmp_path / "exports"),
+                "--out", str(tmp_path / "out"),
                 "--problems", "3", "--states", "2", "--rollouts", "8", "--mc", "10", "--mc-extra", "4",
                 "--oversample", "2", "--max-tokens", "200", "--min-novel-numbers", "0", "--max-acc", "0.9",
                 "--dtype", "float32"]
