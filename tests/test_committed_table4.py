@@ -139,3 +139,33 @@ def test_untrained_cells_recomputed_independently(domain):
             assert a == pytest.approx(float(m["p_holm"]), rel=1e-9), (proto, fam, m["estimator"])
             want = "no difference" if a >= 0.05 else "better" if float(m["delta_sq"]) < 0 else "worse"
             assert m["verdict"] == want, (proto, fam, m["estimator"])
+
+
+def test_the_makefiles_table4_configs_are_the_committed_exports():
+    """`make table4` resumes domain by domain across sessions and machines: the config it computes today for each
+    committed export (the Makefile's flags) must still give that export's fingerprint, or a later domain would be
+    sampled under another config than the earlier ones. Builtin-source domains only: a file source's config holds
+    the file's path on the machine that sampled it."""
+    import importlib.util
+    import re
+
+    from sveb.experiment.table4 import configs
+    from sveb.sample.rules import stage_fps
+    from sveb.store import load_manifest
+    spec = importlib.util.spec_from_file_location("table4_bench", ROOT / "benchmarks" / "table4.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    make = (ROOT / "Makefile").read_text().replace("\\\n", " ")
+    flags = re.search(r"^T4_NEXT = (.*)$", make, re.M).group(1).replace("$(T4_ESTIMATORS)", "grpo").split()
+    a = bench.parse(flags)
+    checked = 0
+    for m in sorted((T4 / "exports").glob("*/manifest.json")):
+        name = m.parent.name
+        domain, _, tail = name.partition("-")
+        if a.source.get(domain, "builtin") != "builtin":
+            continue
+        test, train = configs(domain, a, "builtin", int(tail.removeprefix("seed")) if tail.startswith("seed") else 0)
+        cfg = train if tail == "train" else test
+        assert stage_fps(cfg)["references"] == load_manifest(m.parent).build_fp, name
+        checked += 1
+    assert checked >= 8  # number's and general's four builds each

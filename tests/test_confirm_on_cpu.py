@@ -71,3 +71,20 @@ def test_the_default_flags_are_the_plan():
     a = confirm.parse([])
     assert (a.seeds, a.problems, a.oversample, a.trainings, a.dtype) == ("3,4,5,6,7", 75, 2, 3, "float32")
     assert a.exclude == ["results/confirm-2/excluded.txt"]
+
+
+def test_the_pre_registered_builds_keep_their_fingerprints():
+    """results/confirm-2/plan.md names each build's fingerprint before sampling; a later change to the configs or
+    to the fingerprint rule would silently make the run sample other builds than the ones registered."""
+    import re
+    from pathlib import Path
+
+    from sveb.experiment.confirm import configs
+    from sveb.sample.rules import stage_fps
+    plan = (Path(__file__).resolve().parents[1] / "results" / "confirm-2" / "plan.md").read_text()
+    line = re.search(r"\*\*Build fingerprints\*\*(.*?)(?:\n- |\n\n)", plan, re.S).group(1)
+    registered = dict(re.findall(r"(\d)\s+`([0-9a-f]{12})`", line))
+    train = re.search(r"fingerprint is \*\*`([0-9a-f]{12})`\*\*", plan).group(1)
+    tests, tr = configs(confirm.parse([]))
+    assert {str(c.seed): stage_fps(c)["references"] for c in tests} == registered and len(registered) == 5
+    assert stage_fps(tr)["references"] == train
