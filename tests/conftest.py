@@ -17,6 +17,7 @@ BUILD_FIXTURES = {"scripted_build", "tiny_llama_builds", "small_cfg", "chain_sou
 SLOW_MODULES = {
     "test_board_hostile", "test_board_on_cpu", "test_board_plugin_on_cpu", "test_code_datasets", "test_code_load",
     "test_context_on_cpu", "test_gpu_smoke", "test_probe_ceiling", "test_programming_source", "test_rl_on_cpu",
+    "test_rl_export_on_cpu",
     "test_scaling_on_cpu", "test_seed_partition_on_cpu", "test_signals",
     "test_contract_on_cpu", "test_eval_on_cpu", "test_export_integrity", "test_export_on_cpu", "test_hostile_property",
     "test_keq_scripted_on_cpu", "test_kill9_resume_on_cpu", "test_leaderboard_on_cpu", "test_paper_preset",

@@ -72,3 +72,24 @@ def rl(
     last = next((r for r in reversed(rows) if "held_out_acc" in r), {})
     out.print(f"{out_dir}: {rows[-1]['step']} steps, held-out accuracy {last.get('held_out_acc', float('nan')):.3f} "
               f"(step {last.get('step', '-')}), compute dtype {dt}")
+
+
+@app.command("rl-export")
+def rl_export(
+    run_dir: Path = typer.Argument(..., help="A `sveb rl --out` folder."),
+    out_dir: Path = typer.Option(..., "--out", help="A new folder for the policy (config.json, fp32 safetensors, "
+                                 "tokenizer with its chat template, sveb_policy.json)."),
+    step: int | None = typer.Option(None, help="The checkpoint's step (default: the newest; only the newest is "
+                                       "kept)."),
+):
+    """Write an RL run's policy as a model folder: the run's base model with the checkpoint's trained parameters.
+    `sveb build --model OUT` and `sveb eval --model OUT` take it like any local model; sveb_policy.json records the
+    run, the step, the base model and the checkpoint's sha256."""
+    from sveb.experiment.rl.export import checkpoint_file, export_policy, run_config
+    from sveb.store import check_writable
+    run_config(run_dir)  # a bad run folder or a missing checkpoint fails before the model loads
+    checkpoint_file(run_dir, step)
+    check_writable(out_dir, "--out")
+    rec = export_policy(run_dir, out_dir, step)
+    out.print(f"{run_dir} step {rec['step']} -> {out_dir} (base {rec['base_model']}, {rec['trained_parameters']} "
+              f"trained tensors, checkpoint sha256 {rec['checkpoint_sha256'][:16]})")

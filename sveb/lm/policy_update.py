@@ -103,11 +103,7 @@ class PolicyUpdate:
                 "opt": self.opt.state_dict()}
 
     def load_state_dict(self, state: dict) -> None:
-        import torch
-        with torch.no_grad():
-            own = dict(self.model.named_parameters())
-            for n, v in state["params"].items():
-                own[n].copy_(v)
+        copy_params(self.model, state["params"])
         self.opt.load_state_dict(state["opt"])
 
     def step(self, samples: Sequence[Sample]) -> dict:
@@ -144,6 +140,21 @@ class PolicyUpdate:
         self.opt.zero_grad(set_to_none=True)
         self.model.eval()
         return {"loss": loss_sum / max(n, 1), "grad_var": grad_spread(sq, mean_sq, n), "grad_norm": norm, "n": n}
+
+
+def copy_params(model, params: dict) -> None:
+    """Copy a checkpoint's trained parameters (name -> tensor) into `model`; a name or shape the model does not have
+    is a ValueError naming it (a checkpoint of another model)."""
+    import torch
+    own = dict(model.named_parameters())
+    for n, v in params.items():
+        if n not in own:
+            raise ValueError(f"parameter {n} is not in the model")
+        if tuple(own[n].shape) != tuple(v.shape):
+            raise ValueError(f"parameter {n} has shape {tuple(v.shape)}, the model's {tuple(own[n].shape)}")
+    with torch.no_grad():
+        for n, v in params.items():
+            own[n].copy_(v)
 
 
 def trainable_names_of(model, params: Sequence) -> list[str]:

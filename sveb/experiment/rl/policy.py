@@ -30,6 +30,14 @@ def hf_policy(model: str, dtype: str, batch_size: int = 64):
     return (AutocastEngine(eng) if dtype == "bfloat16" else eng), eng.model
 
 
+def write_policy(model, tokenizer, folder) -> None:
+    """The policy as a model folder every loader reads: config.json, safetensors in the model's own dtype (fp32: the
+    trained master weights) and the tokenizer with its chat template. What vLLM restarts on and `sveb rl-export`
+    writes."""
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+
+
 class ReloadingVLLM:
     """vLLM sampling from a copy of the policy: `refresh(model)` writes the trained weights (and the tokenizer) to
     `weights` and restarts the engine on them (40 s on a 2-core CPU with a warm compile cache, docs/timings.md)."""
@@ -48,8 +56,7 @@ class ReloadingVLLM:
 
     def refresh(self, model) -> None:
         from sveb.engines.vllm import VLLMEngine
-        model.save_pretrained(self.weights)
-        self.tokenizer.tok.save_pretrained(self.weights)
+        write_policy(model, self.tokenizer.tok, self.weights)
         self.engine.close()
         self.engine = VLLMEngine(self.weights, max_model_len=self.max_model_len, dtype=self.dtype)
 
