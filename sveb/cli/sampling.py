@@ -128,3 +128,39 @@ def preset_config(cfg, preset: str, ctx):
     fields = {k: v for k, v in preset_for(cfg.domain).items() if k == "protocol" or not given(k)}
     sampling = cfg.sampling if given("max_tokens") else replace(cfg.sampling, max_tokens=PAPER_MAX_TOKENS)
     return replace(cfg, **fields, sampling=sampling)
+
+
+@app.command()
+def rereference(
+    states_from: Path = typer.Option(..., "--states-from", help="A complete build or export folder whose states "
+                                     "are re-referenced."),
+    model: str = typer.Option(..., "--model", help="The other policy: a local model directory (e.g. `sveb "
+                              "rl-export`'s), builtin alias, hub id or short name. It must share the source model's "
+                              "tokenizer."),
+    out_dir: Path = typer.Option(..., "--out", help="A new folder for the build (rerun the same line to resume)."),
+    mc: int | None = typer.Option(None, help="Continuations per state for the reference (default: the source's)."),
+    mc_extra: int | None = typer.Option(None, help="Independent continuations for MCS@k (default: the source's)."),
+    engine: str | None = typer.Option(None, help="vllm | hf | scripted | a plugin (default: the source's)."),
+    dtype: str | None = typer.Option(None, help="auto | bfloat16 | float32 (default: the dtype the source sampled "
+                                     "in, so that the policy is the only difference)."),
+    batch_size: int | None = typer.Option(None, help="hf engine batch size (default: the source's; hf's samples "
+                                          "depend on it)."),
+    workers: int = typer.Option(4, help="Parallel reward workers."),
+    tp: int = typer.Option(1, "--tp", help="vLLM tensor parallel: GPUs one engine spans (speed only)."),
+    gpu_memory_utilization: float = typer.Option(0.9, help="vLLM on a GPU: share of its memory the engine may take."),
+) -> None:
+    """Monte-Carlo references of an existing build's states under another policy: a new build whose problems,
+    rollouts and states are the source's (continued from their stored token ids) and whose references are MODEL's,
+    each draw seeded as the source's (common random numbers). Its manifest names the source (`states_from`); it
+    pools only with re-references of the same source policy. Score it with `sveb eval --build OUT`."""
+    from sveb.core import signals
+    from sveb.sample.rereference import rereference as run
+    from sveb.store import check_writable
+    from sveb.store.builds import describe
+    check_writable(out_dir, "--out")
+    signals.install()  # Ctrl-C / SIGTERM stop within seconds; finished shards are kept
+    bdir = run(states_from, model, out_dir, console=console,
+               knobs=dict(mc=mc, mc_extra=mc_extra, engine=engine, dtype=dtype, batch_size=batch_size, workers=workers,
+                          tensor_parallel_size=tp, gpu_memory_utilization=gpu_memory_utilization))
+    out.print(describe(bdir))
+    out.print(str(bdir))

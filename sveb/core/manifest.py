@@ -36,6 +36,8 @@ class Manifest(Mapping):
         self.versions: dict = raw.get("versions") if isinstance(raw.get("versions"), dict) else {}
         self.candidate_accuracy: dict = raw.get("candidate_accuracy") or {}
         self.skipped_rows: dict = raw.get("skipped_rows", {})
+        # a re-reference (sveb.sample.rereference): the build whose problems, rollouts and states it holds
+        self.states_from: dict | None = raw.get("states_from")
 
     @classmethod
     def of(cls, manifest: Manifest | dict) -> Manifest:
@@ -77,8 +79,11 @@ class Manifest(Mapping):
 
     def headline(self) -> dict:
         """The fields `sveb ls builds` and the describe line show."""
-        return {k: self.raw.get(k) for k in ("model", "domain", "build_fp", "status", "n_problems", "n_states",
-                                             "truncated")}
+        out = {k: self.raw.get(k) for k in ("model", "domain", "build_fp", "status", "n_problems", "n_states",
+                                            "truncated")}
+        if self.states_from:  # its rollouts are another model's: said wherever the build is listed
+            out["states_from"] = {k: self.states_from.get(k) for k in ("model", "build_fp")}
+        return out
 
     def __getitem__(self, key: str):
         return self.raw[key]

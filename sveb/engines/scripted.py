@@ -92,9 +92,10 @@ class ScriptedEngine:
         return cls()   # deterministic: the seeds are the requests', the model is not read
 
     def __init__(self, n_flips: int = 8, fault: Fault | None = None, trace: str | None = None,
-                 loop_probability: float = 0.0):
+                 loop_probability: float = 0.0, flip_shift: float = 0.0):
         self.tokenizer = self.own_tokenizer()
         self.n_flips, self.loop_probability = n_flips, loop_probability
+        self.flip_shift = flip_shift  # another policy: every flip probability moved by this much (clipped to [0, 1])
         self.calls: list[int] = []   # number of requests per generate call (tests inspect it)
         self.fault, self.trace, self._seen = fault, trace, {}
 
@@ -106,7 +107,7 @@ class ScriptedEngine:
         body = so_far[len(STEPS):].split(".")[0] if so_far.startswith(STEPS) else ""
         done = [int(c) for c in body if c in "01"]  # flips are one character: never cut
         rng = random.Random(seed)
-        p = flip_probability(question)
+        p = min(1.0, max(0.0, flip_probability(question) + self.flip_shift))
         flips = done + [int(rng.random() < p) for _ in range(self.n_flips - len(done))]
         full = render(flips, gold_of(question), self.n_flips)
         if self.loop_probability > 0:  # drawn after the flips, so the flips are those of q = 0

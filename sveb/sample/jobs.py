@@ -198,8 +198,9 @@ def group_shard(engine, cfg: BuildConfig, path: Path, kept: list[dict], seed_fp:
 
 @timed("references")
 def reference_shard(engine, cfg: BuildConfig, path: Path, states: list[dict], inputs: list[tuple[list, list]],
-                    problems: dict[str, dict], fp: str) -> None:
-    """mc + mc_extra continuations of each state (inputs: its prompt ids and prefix ids), to the store."""
+                    problems: dict[str, dict], fp: str, seed_fp: str | None = None) -> None:
+    """mc + mc_extra continuations of each state (inputs: its prompt ids and prefix ids), to the store under fp.
+    Seeds derive from seed_fp (default fp): a re-reference under another policy keeps its source's seeds."""
     eng = engine()
     n = cfg.mc + cfg.mc_extra
     reqs, meta = [], []
@@ -207,7 +208,8 @@ def reference_shard(engine, cfg: BuildConfig, path: Path, states: list[dict], in
         # SVEB: ends where the rollout itself would have ended; the paper's protocol: the full budget on top
         budget = cfg.sampling.max_tokens - (0 if cfg.choice("continuation") == "full" else s["t"])
         for j in range(n):
-            reqs.append(Request(tuple(prompt) + tuple(prefix), derive_seed(cfg.seed, fp, s["state_id"], j), budget))
+            reqs.append(Request(tuple(prompt) + tuple(prefix), derive_seed(cfg.seed, seed_fp or fp, s["state_id"], j),
+                                budget))
             meta.append((s, prefix))
     outs = eng.generate(reqs, cfg.sampling, desc="references")
     if cfg.choice("cut") == "space":  # the prefix text (no prefix ids: it was re-tokenised into the prompt)

@@ -296,7 +296,10 @@ def _stage_states(cfg, bdir, fp, kept, lazy: LazyEngine) -> list[dict]:
     return states
 
 
-def _stage_references(cfg, bdir, fp, kept, states, runner, console, lazy: LazyEngine | None = None) -> None:
+def _stage_references(cfg, bdir, fp, kept, states, runner, console, lazy: LazyEngine | None = None,
+                      seed_fp: str | None = None) -> None:
+    """mc + mc_extra continuations of every state, SHARD_STATES a shard; done shards are skipped. seed_fp: the
+    stage whose shards' seeds these reuse (sveb.sample.rereference: the source build's), default fp."""
     problems = {p["problem_id"]: p for p in kept}
     shards = [states[i:i + SHARD_STATES] for i in range(0, len(states), SHARD_STATES)]
     n = cfg.mc + cfg.mc_extra
@@ -317,7 +320,9 @@ def _stage_references(cfg, bdir, fp, kept, states, runner, console, lazy: LazyEn
             else:
                 inputs.append((r["prompt_token_ids"], r["response_token_ids"][: s["t"]]))
         mine = {s["problem_id"]: problems[s["problem_id"]] for s in shard}
-        handles.append((k, len(shard), runner.submit(jobs.reference_shard, cfg, path, shard, inputs, mine, sfp)))
+        seeds = fingerprint(seed_fp, [s["state_id"] for s in shard]) if seed_fp else None
+        handles.append((k, len(shard), runner.submit(jobs.reference_shard, cfg, path, shard, inputs, mine, sfp,
+                                                     seeds)))
     if handles:  # a shard's line when it lands: the jobs are queued at once and run later
         console.print(f"references: {len(handles)} of {len(shards)} shards to sample ({n} continuations a state)")
     for k, size, h in handles:

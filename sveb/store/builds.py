@@ -281,7 +281,11 @@ def pool_key(bdir: Build | Path) -> str:
     # fingerprint): two engines' builds do not pool
     cfg = {k: v for k, v in dataclasses.asdict(m.config).items()
            if k != "seed" and (k == "engine" or k not in NOT_IN_FP)}
-    return json.dumps([m.model, m.domain, cfg], sort_keys=True, default=str)
+    # a re-reference (sveb.sample.rereference) holds another model's rollouts: it pools only with re-references of
+    # the same source policy, never with builds its own model sampled
+    moved = [{"states_from": {k: m.states_from.get(k) for k in ("model", "model_weights_sha256", "engine", "dtype")}}
+             ] if m.states_from else []
+    return json.dumps([m.model, m.domain, cfg, *moved], sort_keys=True, default=str)
 
 
 def config_of(bdir: Build | Path) -> BuildConfig:

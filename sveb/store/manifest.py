@@ -20,7 +20,7 @@ def write_manifest(bdir: Path, manifest: dict) -> None:
 # error where it is read, never an AttributeError after scores were written.
 MANIFEST_TYPES = {"config": (dict,), "export": (dict,), "fingerprints": (dict,), "truncated": (dict, type(None)),
                   "model": (str,), "domain": (str,), "build_fp": (str,), "status": (str,),
-                  "n_problems": (int,), "n_states": (int,), "n_candidates": (int,)}
+                  "n_problems": (int,), "n_states": (int,), "n_candidates": (int,), "states_from": (dict,)}
 
 
 def read_manifest(bdir: Path) -> dict:
