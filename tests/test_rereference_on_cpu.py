@@ -114,16 +114,29 @@ def test_a_policy_with_another_tokenizer_is_refused():
         check_tokenizer(Upper(), rollouts, states, "m")
 
 
-def test_estimators_read_the_new_policys_draws(scripted_build, tmp_path):
-    """On the re-reference, grpo reads the source's group (its ΔV estimate is 0) and mcs-4 the new draws."""
+def test_estimators_follow_the_moved_policy_as_moved_policy_py_reports(scripted_build, tmp_path, capsys):
+    """On the re-reference, grpo reads the source's group (its ΔV estimate is 0: slope 0) and mcs-4 the new policy's
+    draws (slope > 0); benchmarks/moved_policy.py reads both builds' stored estimates and prints the table."""
+    import importlib.util
+    from pathlib import Path
+
     from sveb.evaluate import evaluate
     _, src = scripted_build
     out = rereference(src, "scripted-up", tmp_path / "up", engine=ScriptedEngine(flip_shift=0.3))
-    est = {}
     for b in (src, out):
         for name in ("grpo", "mcs-4"):
             evaluate(b, name)
-            est[b, name] = {r["state_id"]: r["value"] for r in rows(b, "estimates")
-                            if r["estimator"] == name}
-    assert est[src, "grpo"] == est[out, "grpo"]
-    assert np.mean(list(est[out, "mcs-4"].values())) > np.mean(list(est[src, "mcs-4"].values()))
+    spec = importlib.util.spec_from_file_location("moved_policy", Path(__file__).parents[1] / "benchmarks" /
+                                                  "moved_policy.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    r = mod.main([str(src), str(out), "--json", str(tmp_path / "r.json")])
+    rows = {e["estimator"]: e for e in r["estimators"]}
+    assert r["states"]["n"] == 8 and r["states"]["dv_mean"] > 0
+    assert rows["grpo"]["slope"] == 0 and rows["mcs-4"]["slope"] > 0.2
+    assert rows["grpo"]["mae"] == pytest.approx(np.mean(np.abs(
+        [np.mean(n) - np.mean(o) for n, o in zip(*(list(mod.references(b).values()) for b in (out, src)))])))
+    shown = capsys.readouterr().out
+    assert "8 states (0 unmatched)" in shown and "mcs-4" in shown and (tmp_path / "r.json").exists()
+    with pytest.raises(SystemExit, match="not a re-reference"):
+        mod.main([str(out), str(src)])

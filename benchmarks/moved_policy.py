@@ -1,0 +1,92 @@
+"""How estimators follow a policy that moved (issue 59): per state, ΔV = V_new − V_old between two builds of the same
+states, and each estimator's estimate of it (its value on NEW minus its value on OLD), by sveb.score.moved.
+
+    python benchmarks/moved_policy.py OLD NEW [--protocol held-out] [--estimates FILE ...] [--json OUT]
+
+OLD: a build or export (e.g. results/table4-next/exports/number); NEW: its states' references under the other
+policy (`sveb rereference --states-from OLD`), or another re-reference of the same source. ΔV comes from the first
+n_ref draws of each build's references (paired draw by draw: a re-reference seeds draw j as its source did).
+Estimates: what `sveb eval` stored in each build (or in a read-only build's mirror), and the rows of any --estimates
+file (Table 4's results/table4-next/estimates.parquet) whose build_fp is the build's, averaged over trainings.
+Prints ΔV's summary (its spread, the reference noise, the share of states that moved by 2 SE) and per estimator:
+MAE and debiased squared error of its ΔV estimate, and the slope of its estimate on ΔV (the share it tracks), raw
+and corrected for the reference noise, with a standard error clustered by problem.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import numpy as np
+
+from sveb import store
+from sveb.core import schema
+from sveb.score.moved import compare
+from sveb.store.builds import content_hash_of, results_view
+
+
+def references(bdir: Path) -> dict[str, list[float]]:
+    rows = store.read_table(bdir / "references", schema.REFERENCES).to_pylist()
+    return {r["state_id"]: list(r["mc_rewards"])[:r["n_ref"]] for r in rows}
+
+
+def estimates(bdir: Path, build_fp: str, protocol: str, files: list[Path]) -> dict[tuple[str, str], dict[str, float]]:
+    """(estimator, params_fp) -> state_id -> value (the mean over trainings), for one protocol."""
+    view = Path(results_view(store.Build(bdir), create=False))
+    rows = store.read_table(view / "estimates").to_pylist() if any((view / "estimates").glob("part-*")) else []
+    for f in files:
+        rows += [r for r in store.read_table(Path(f)).to_pylist() if r.get("build_fp") == build_fp]
+    acc: dict[tuple[str, str], dict[str, list[float]]] = {}
+    for r in rows:
+        if r["protocol"] == protocol:
+            acc.setdefault((r["estimator"], r["params_fp"]), {}).setdefault(r["state_id"], []).append(r["value"])
+    return {k: {s: float(np.mean(v)) for s, v in d.items()} for k, d in acc.items()}
+
+
+def named(old: dict, new: dict) -> tuple[dict, dict]:
+    """Keys shown by estimator name, with the parameters' fingerprint where one name has several settings."""
+    keys = set(old) | set(new)
+    many = {n for n, _ in keys if sum(1 for m, _ in keys if m == n) > 1}
+    label = {k: f"{k[0]}[{k[1][:6]}]" if k[0] in many else k[0] for k in keys}
+    return {label[k]: v for k, v in old.items()}, {label[k]: v for k, v in new.items()}
+
+
+def main(argv: list[str] | None = None) -> dict:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("old", type=Path)
+    p.add_argument("new", type=Path)
+    p.add_argument("--protocol", default="held-out")
+    p.add_argument("--estimates", type=Path, action="append", default=[],
+                   help="A Parquet file of estimates with a build_fp column (repeatable)")
+    p.add_argument("--json", type=Path, help="Also write the result here")
+    args = p.parse_args(argv)
+    mo, mn = store.load_manifest(args.old), store.load_manifest(args.new)
+    src = (mn.states_from or {}).get("content_hash")
+    if src not in (content_hash_of(args.old), (mo.states_from or {}).get("content_hash")):
+        raise SystemExit(f"{args.new}: not a re-reference of {args.old} (`sveb rereference --states-from OLD`) nor "
+                         f"of its source; its states would be another build's")
+    problem_of = {s["state_id"]: s["problem_id"]
+                  for s in store.read_table(args.old / "states", schema.STATES).to_pylist()}
+    eo, en = named(estimates(args.old, mo.build_fp, args.protocol, args.estimates),
+                   estimates(args.new, mn.build_fp, args.protocol, args.estimates))
+    r = compare(references(args.old), references(args.new), eo, en, problem_of)
+    st = r["states"]
+    print(f"OLD {mo.model} ({args.old}) -> NEW {mn.model} ({args.new}), protocol {args.protocol}")
+    print(f"{st['n']} states ({st['unmatched']} unmatched): ΔV mean {st['dv_mean']:+.4f}, sd {st['dv_sd']:.4f}; "
+          f"reference noise (mean SE²) {st['noise_var']:.4f}, reliability {st['reliability']:.2f}; "
+          f"{st['moved']:.0%} of states moved by more than 2 SE")
+    print(f"{'estimator':<16} {'n':>5} {'MAE':>7} {'sq err-noise':>12} {'slope':>7} {'± SE':>6} {'corrected':>9}")
+    for e in sorted(r["estimators"], key=lambda e: -e["slope"] if np.isfinite(e["slope"]) else np.inf):
+        print(f"{e['estimator']:<16} {e['n']:>5} {e['mae']:>7.4f} {e['mse_debiased']:>12.4f} {e['slope']:>7.3f} "
+              f"{e['slope_se']:>6.3f} {e['slope_corrected']:>9.3f}")
+    if not r["estimators"]:
+        print("no estimator has estimates on both builds: run `sveb eval -e NAME --build DIR` on each")
+    if args.json:
+        args.json.write_text(json.dumps(r, indent=2))
+    return r
+
+
+if __name__ == "__main__":
+    main()
