@@ -140,3 +140,13 @@ def test_estimators_follow_the_moved_policy_as_moved_policy_py_reports(scripted_
     assert "8 states (0 unmatched)" in shown and "mcs-4" in shown and (tmp_path / "r.json").exists()
     with pytest.raises(SystemExit, match="not a re-reference"):
         mod.main([str(out), str(src)])
+
+
+def test_hidden_state_estimators_run_on_a_rereference(tiny_llama_builds, tmp_path):
+    """hista reads the re-reference's own model (a tiny random Llama) on the source's token ids."""
+    from sveb.evaluate import evaluate
+    _, _, test, model = tiny_llama_builds
+    out = rereference(test, model, tmp_path / "moved", engine=ScriptedEngine(flip_shift=0.2))
+    assert store.load_manifest(out).model == model
+    row = evaluate(out, "hista")
+    assert row["n_states"] == len(rows(test, "states")) and np.isfinite(row["mae"])
