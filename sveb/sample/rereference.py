@@ -34,6 +34,7 @@ from sveb.sample.pipeline import _stage_references, _versions
 from sveb.sample.rules import engine_key, model_identity
 from sveb.store.builds import check_build, content_hash_of, load_rollouts, truncation
 from sveb.store.handle import Build
+from sveb.store.integrity import check_structure
 
 FLAG = "--states-from"
 COPIED = ("problems", "rollouts", "states")  # the source's tables, row for row
@@ -158,6 +159,13 @@ def rereference(source: str | Path, model: str, out: str | Path, engine: Engine 
     if old is not None and old.complete:
         console.print(f"[dim]{out}: complete; nothing to sample[/]")
         return out
+    problems = src.table("problems", schema.PROBLEMS).to_pylist()
+    lazy = LazyEngine(cfg, engine)
+    rollouts = load_rollouts(src.path, {p["problem_id"] for p in problems})
+    check_structure(src.path, problems, states, rollouts, None)  # every state's rollout and prefix present
+    check_tokenizer(lazy.tokenizer(), rollouts, states, cfg.model)  # before anything is written
+    if engine is None:
+        lazy.max_model_len = context_of(cfg, rollouts)
     base = {"config": dataclasses.asdict(cfg), "fingerprints": {"references": fp}, "build_fp": fp,
             "model": cfg.model, "domain": m.domain, "versions": _versions(), "dtype": dtype_of(cfg), "cpu_flags": cpu(),
             "model_weights_sha256": _weights(cfg),
@@ -173,12 +181,6 @@ def rereference(source: str | Path, model: str, out: str | Path, engine: Engine 
         path, tfp = store.shard_path(out / t, 0), fingerprint("copied from", source_id, t)
         if not store.shard_done(path, tfp):
             store.write_shard(path, src.table(t).replace_schema_metadata(None), tfp)
-    problems = src.table("problems", schema.PROBLEMS).to_pylist()
-    rollouts = load_rollouts(out, {p["problem_id"] for p in problems})
-    lazy = LazyEngine(cfg, engine)
-    check_tokenizer(lazy.tokenizer(), rollouts, states, cfg.model)
-    if engine is None:
-        lazy.max_model_len = context_of(cfg, rollouts)
     runner = jobs.LocalRunner(lazy)
     t0 = time.time()
     try:
