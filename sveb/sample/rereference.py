@@ -2,7 +2,7 @@
 rollouts and states are the source build's (or export's), copied as they are; the references are new, MCS@mc of the
 other model continuing each state from its stored prompt and prefix token ids (never re-tokenised text).
 
-The references stage is the build's own (sveb.sample.pipeline._stage_references): the same shards, resume and
+The references stage is the build's own (sveb.sample.pipeline.stage_references): the same shards, resume and
 console lines. Its seeds are the source's (each shard's seed fingerprint is the one the source's shard had), so
 draw j of a state under the new policy shares its seed with the source's draw j (common random numbers): the same
 policy and seed config give the source's references, and ΔV = V_new − V_old is paired draw by draw.
@@ -30,7 +30,7 @@ from sveb.engines import Engine, EngineError, model_context, uses_model
 from sveb.sample import jobs
 from sveb.sample.jobs import LazyEngine, dtype_of
 from sveb.sample.paper import choice_parts
-from sveb.sample.pipeline import _stage_references, _versions
+from sveb.sample.pipeline import stage_references, versions
 from sveb.sample.rules import engine_key, model_identity
 from sveb.store.builds import check_build, content_hash_of, load_rollouts, truncation
 from sveb.store.handle import Build
@@ -167,7 +167,7 @@ def rereference(source: str | Path, model: str, out: str | Path, engine: Engine 
     if engine is None:
         lazy.max_model_len = context_of(cfg, rollouts)
     base = {"config": dataclasses.asdict(cfg), "fingerprints": {"references": fp}, "build_fp": fp,
-            "model": cfg.model, "domain": m.domain, "versions": _versions(), "dtype": dtype_of(cfg), "cpu_flags": cpu(),
+            "model": cfg.model, "domain": m.domain, "versions": versions(), "dtype": dtype_of(cfg), "cpu_flags": cpu(),
             "model_weights_sha256": _weights(cfg),
             "states_from": {"path": str(src.path.resolve()), "build_fp": m.build_fp, "content_hash": source_id,
                             "model": m.model, "model_weights_sha256": m.weights_sha256, "dtype": m.dtype,
@@ -184,7 +184,7 @@ def rereference(source: str | Path, model: str, out: str | Path, engine: Engine 
     runner = jobs.LocalRunner(lazy)
     t0 = time.time()
     try:
-        _stage_references(cfg, out, fp, problems, states, runner, console, lazy,
+        stage_references(cfg, out, fp, problems, states, runner, console, lazy,
                           seed_fp=m.fingerprints.get("references") or m.build_fp)
     finally:
         runner.close()
