@@ -385,7 +385,7 @@ def _run(a, engine=None, model_dir=None) -> Path:
             built = build_domain(d, a, sampler, console, model_dir, seed)
             if built is not None:
                 timings[export_name(d, seed)] = built
-                timing_path.write_text(json.dumps(timings, indent=1))
+                store.atomic_write_bytes(timing_path, json.dumps(timings, indent=1).encode())
         sampler.close()
         for seed in seeds:
             name = export_name(d, seed)
@@ -396,7 +396,7 @@ def _run(a, engine=None, model_dir=None) -> Path:
                 timings.setdefault(name, {}).update(ev)
                 if "hidden pass" in timings[name]:  # a recorded time beats the cache files' estimate
                     timings[name].pop("hidden pass (from cache file times)", None)
-                timing_path.write_text(json.dumps(timings, indent=1))
+                store.atomic_write_bytes(timing_path, json.dumps(timings, indent=1).encode())
                 write_estimates(out / "estimates.parquet", records)
             eval_domain(d, a, names, console, name, stored=records, save=save)
     tables(a, out, table_domains(a, domains, records), names, records, timings, f"CPU flags: {describe()}", console)

@@ -70,7 +70,9 @@ def write_estimates(path: Path, records: list[dict]) -> None:
     rows = [key[k] for k in sorted(key)]
     table = pa.table({f: pa.array([r.get(f) for r in rows], type=pa.int64() if f == "training" else None)
                       for f in ESTIMATE_FIELDS})
-    pq.write_table(table, path, compression="zstd")
+    buf = pa.BufferOutputStream()
+    pq.write_table(table, buf, compression="zstd")
+    store.atomic_write_bytes(Path(path), buf.getvalue().to_pybytes())  # a run stopped mid-write keeps the last
 
 
 def read_estimates(path: Path) -> list[dict]:
