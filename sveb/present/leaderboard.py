@@ -180,12 +180,8 @@ def _caveats(rs: list[dict]) -> str:
     verdict rests on one training (no training spread in its test: sveb.score.trainings)."""
     one = sorted({r["estimator"] for r in rs if r.get("trainings") == 1 and not r.get("replicate_of")})
     return "".join(f"\n{c}" for c in dict.fromkeys(x for r in rs for x in (r.get("caveats") or "").split(" | ") if x)) \
-        + (f"\none training: {', '.join(one)} (its test has no training spread)" if one else "") + _trainings_note(rs)
-
-
-def _trainings_note(rs: list[dict]) -> str:
-    """Caption lines for a table with trained estimators tested over their trainings, or with replicates."""
-    return "".join(f"\n{x}" for x in replicates.notes(rs))
+        + (f"\none training: {', '.join(one)} (its test has no training spread)" if one else "") \
+        + "".join(f"\n{x}" for x in replicates.notes(rs))  # trained rows' captions
 
 
 def _holm_ci(r: dict) -> str:

@@ -21,6 +21,7 @@ from sveb import store
 from sveb.core.errors import SvebError
 from sveb.core.models import resolve
 from sveb.store.export_card import card
+from sveb.store.files import hash_file
 from sveb.store.handle import Build
 from sveb.store.hista_json import TOKEN_LEVEL, UNAVAILABLE
 from sveb.store.manifest import Manifest
@@ -50,9 +51,7 @@ def weights_hash(model_dir: str | Path) -> str:
     h = hashlib.sha256()
     for f in files:
         h.update(f.relative_to(model_dir).as_posix().encode() + b"\0")
-        with open(f, "rb") as fh:
-            for chunk in iter(lambda: fh.read(1 << 22), b""):
-                h.update(chunk)
+        hash_file(h, f)
     return h.hexdigest()
 
 

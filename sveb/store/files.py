@@ -44,6 +44,13 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+def hash_file(h, path: Path) -> None:
+    """Feed a file's bytes to the hash object `h` in 4 MiB chunks (weights and checkpoints are GBs)."""
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 22), b""):
+            h.update(chunk)
+
+
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=path.suffix)

@@ -10,15 +10,14 @@ from pathlib import Path
 
 from sveb.core.errors import UsageError
 from sveb.experiment.rl import checkpoint
+from sveb.store.files import hash_file
 
 POLICY_FILE = "sveb_policy.json"  # provenance: not a weight file, so not in the folder's weights hash
 
 
 def _sha256(path: Path) -> str:
     h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 22), b""):
-            h.update(chunk)
+    hash_file(h, path)
     return h.hexdigest()
 
 
