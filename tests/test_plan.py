@@ -115,6 +115,10 @@ def test_scoring_a_build_with_a_scorer_by_hand():
     assert w["time_s"] == pytest.approx(2200 / (20000 * 5 * 2)) and w["rate"] == "assumed"
     w = scoring_work(S, {"number": L}, {"params_b": 7.62}, tok_per_s=50)
     assert w["time_s"] == pytest.approx(1100 / (50 * 5 * 2)) and w["rate"] == "given"
+    # the given rate is the policy's: a scorer twice its size reads half as many tokens a second
+    w = scoring_work(S, {"number": L}, {"params_b": 7.0}, tok_per_s=50, policy_params_b=3.5)
+    assert w["tok_per_s"] == pytest.approx(25) and w["time_s"] == pytest.approx(1100 / (25 * 5 * 2))
+    assert w["rate"].startswith("scaled")
     w = scoring_work(S, {"number": L}, None, tok_per_s=None)
     assert (w["flops"], w["time_s"], w["rate"]) == (None, None, "unknown") and w["total_tokens"] == 1100
 

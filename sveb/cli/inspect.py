@@ -150,9 +150,11 @@ def plan(
     if tok_per_s is not None and not (tok_per_s > 0 and tok_per_s != float("inf")):
         raise UsageError(f"--tok-per-s {tok_per_s:g}: must be a positive number of tokens per second")
     lengths = {d: measured_lengths(root, model_slug(spec), d) or assumed_lengths(d, max_tokens) for d in names}
-    p = {"model_spec": spec, **make_plan(s, lengths, architecture(spec), tok_per_s, measured_gpu_rates()),
+    arch = architecture(spec)
+    policy_b = arch.get("params_b") if arch else None
+    p = {"model_spec": spec, **make_plan(s, lengths, arch, tok_per_s, measured_gpu_rates()),
          "build_commands": {d: build_command(model, d, s) for d in names},
-         "scorers": {m: scoring_work(s, lengths, architecture(m), tok_per_s) for m in scorer}}
+         "scorers": {m: scoring_work(s, lengths, architecture(m), tok_per_s, policy_b) for m in scorer}}
     if json_out:
         print(_json.dumps(p, indent=2))
     else:

@@ -106,18 +106,27 @@ def domain_work(s: Settings, L: Lengths, hidden_size: int | None) -> dict:
     }
 
 
-def scoring_work(s: Settings, lengths: dict[str, Lengths], arch: dict | None, tok_per_s: float | None) -> dict:
+def scoring_work(s: Settings, lengths: dict[str, Lengths], arch: dict | None, tok_per_s: float | None,
+                 policy_params_b: float | None = None) -> dict:
     """What scoring every state with a model read as a scorer (a PRM for `prm`, a judge for `judge`) costs: one
     forward pass per state over its question and prefix (the format's few added tokens not counted), about
-    2 x parameters FLOPs a token, at FORWARD_SPEEDUP x the scorer's assumed decoding speed (or `tok_per_s`)."""
+    2 x parameters FLOPs a token, at FORWARD_SPEEDUP x the scorer's decoding speed. That speed is the assumption for
+    its size; or, with `tok_per_s` (the policy's measured rate), that rate scaled by policy / scorer parameters (a
+    forward pass costs about its parameter count a token), or taken as it is where either size is unknown."""
     tokens = {d: s.problems * s.states_per_problem * (L.prompt + L.response - L.remaining) for d, L in lengths.items()}
     total = sum(tokens.values())
     params = arch.get("params_b") if arch else None
-    rate = tok_per_s or (assumed_tok_per_s(params) if params else None)
+    if tok_per_s and params and policy_params_b:
+        rate, how = tok_per_s * policy_params_b / params, "scaled from the given rate by parameters"
+    elif tok_per_s:
+        rate, how = tok_per_s, "given"
+    else:
+        rate = assumed_tok_per_s(params) if params else None
+        how = "assumed" if rate else "unknown"
     return {"model": arch, "tokens": tokens, "total_tokens": total,
             "flops": 2 * params * 1e9 * total if params else None,
             "time_s": total / (rate * FORWARD_SPEEDUP * s.gpus) if rate else None,
-            "tok_per_s": rate, "rate": "given" if tok_per_s else "assumed" if rate else "unknown"}
+            "tok_per_s": rate, "rate": how}
 
 
 def make_plan(s: Settings, lengths: dict[str, Lengths], arch: dict | None, tok_per_s: float | None,
