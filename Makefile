@@ -68,7 +68,7 @@ powered: model
 # The main estimators first, then the signals of issue 58 (own Holm families: they move no main verdict); prm is
 # left out (no process reward model offline).
 T4_ESTIMATORS = grpo,mcs-1,mcs-2,mcs-3,mcs-4,numca,hista,shear,hidden-align,ppo-1,pacs,probe,probe-mc,ppo-n,$\
-mcs-eb-1,mcs-eb-2,mcs-eb-3,mcs-eb-4,mcs-cv-1,mcs-cv-2,mcs-cv-3,mcs-cv-4,judge,logprob,entropy,intrinsic
+mcs-eb-1,mcs-eb-2,mcs-eb-3,mcs-eb-4,mcs-cv-1,mcs-cv-2,mcs-cv-3,mcs-cv-4,judge,judge-cal,logprob,entropy,intrinsic
 T4_NEXT = --seeds 0,1,2 --dtype float32 --estimators $(T4_ESTIMATORS) --exports results/table4-next/exports \
   --out results/table4-next
 table4: model

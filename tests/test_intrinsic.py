@@ -123,6 +123,6 @@ def test_contract_under_both_protocols(name, data):
 def test_families_hold_the_new_estimators_apart_from_main():
     from sveb.estimators import families
     d = families.declared_members()
-    assert d["external"] == ("judge", "prm") and d["intrinsic"] == ("logprob", "entropy", "intrinsic")
+    assert d["external"] == ("judge", "judge-cal", "prm") and d["intrinsic"] == ("logprob", "entropy", "intrinsic")
     assert not {"judge", "prm", "logprob", "entropy", "intrinsic"} & set(d["main"])
     assert "judge" not in reg.names() and "judge" in reg.names(extra=True)

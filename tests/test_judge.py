@@ -115,3 +115,12 @@ def test_judge_keeps_the_contract_under_both_protocols(readout, data):
             assert np.all(shift == 0)
         out[protocol] = values
     np.testing.assert_array_equal(out["held-out"], out["in-group"])  # it reads the prefix alone
+
+
+def test_judge_cal_is_the_judge_read_through_its_calibration():
+    """`judge-cal` is `judge` with readout=calibrated (a name of its own, so Table 4 shows both read-outs), in the
+    external family beside it."""
+    from sveb.estimators import families, params_fp
+    assert reg.make("judge-cal").readout == "calibrated" and reg.make("judge").readout == "raw"
+    assert params_fp(reg.make("judge-cal")) == params_fp(reg.make("judge", {"readout": "calibrated"}))
+    assert families.declared_members()["external"][:2] == ("judge", "judge-cal")

@@ -756,3 +756,43 @@ def test_a_later_domains_run_keeps_the_earlier_domains_column(tmp_path):
     assert [r["domain"] for r in csv.DictReader(open(tmp_path / "out" / "domains.csv"))] == ["number", "math"]
     md = (tmp_path / "out" / "table4.md").read_text()
     assert "| estimator | number | math |" in md
+
+
+BESIDE: list = []  # the estimates file another run (`--add`) writes into while a sampling run scores
+
+
+@dataclass
+class AddedMeanwhile(Estimator):
+    """an estimator during whose scoring another run stores a cell of its own into the same estimates file"""
+
+    def estimate(self, group, states):
+        from sveb.experiment.table4_files import read_estimates, write_estimates
+        path = BESIDE[0]
+        write_estimates(path, read_estimates(path) + [{
+            "domain": "science", "build_fp": "elsewhere", "state_id": "s0", "estimator": "judge-cal",
+            "params_fp": "p", "protocol": "held-out", "value": 0.5, "provenance": "sveb eval judge-cal p",
+            "training": None}])
+        return np.full(len(states), float(np.mean(group.rewards)))
+
+
+def test_cells_another_run_stores_meanwhile_survive_the_sampling_runs_next_save(tmp_path):
+    """`--add NAMES` may score more estimators into estimates.parquet while a sampling run is scoring its domain:
+    the sampling run saves over the file as it is then, not over the copy it read when it started."""
+    import pyarrow.parquet as pq
+
+    from sveb.engines.scripted import ScriptedEngine
+    number = _files(tmp_path)
+    weights = tmp_path / "w"
+    weights.mkdir()
+    (weights / "model.safetensors").write_bytes(b"w")
+    out = tmp_path / "out"
+    BESIDE[:] = [out / "estimates.parquet"]
+    table4.main(["--domains", "number", "--source", f"number={number}", "--no-train",
+                 "--estimators", "grpo,test_table4_on_cpu:AddedMeanwhile,mcs-2",
+                 "--root", str(tmp_path / "root"), "--exports", str(tmp_path / "exports"), "--out", str(out),
+                 "--problems", "3", "--states", "2", "--rollouts", "8", "--mc", "10", "--mc-extra", "4",
+                 "--oversample", "2", "--max-tokens", "200", "--min-novel-numbers", "0", "--max-acc", "0.9",
+                 "--dtype", "float32"], engine=ScriptedEngine(), model_dir=weights)
+    stored = {(r["domain"], r["estimator"]) for r in pq.read_table(out / "estimates.parquet").to_pylist()}
+    assert ("science", "judge-cal") in stored  # the other run's cell
+    assert {("number", e) for e in ("grpo", "mcs-2", "test_table4_on_cpu:AddedMeanwhile")} <= stored

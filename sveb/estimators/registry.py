@@ -113,6 +113,9 @@ DECLARED: tuple[Entry, ...] = (
           "a disjoint problem set (labels: the train build's Monte-Carlo references)", preset={"regime": "mc"}),
     Entry("ppo-n", "sveb.estimators.ppo:PPON"),
     Entry("judge", "sveb.estimators.judge:Judge", family="external"),
+    Entry("judge-cal", "sveb.estimators.judge:Judge",
+          "judge's P(yes) through a logistic map of its log-odds fitted on the train build's states and references "
+          "(the judge's signal on the value's scale)", preset={"readout": "calibrated"}, family="external"),
     Entry("prm", "sveb.estimators.prm:PRM", family="external"),
     Entry("logprob", "sveb.estimators.intrinsic:LogProb", family="intrinsic"),
     Entry("entropy", "sveb.estimators.intrinsic:Entropy", family="intrinsic"),

@@ -391,8 +391,10 @@ def _run(a, engine=None, model_dir=None) -> Path:
             name = export_name(d, seed)
 
             def save(new: list[dict], ev: dict, name=name) -> None:  # after each estimator: a cut-off run keeps it
-                nonlocal records
-                records = merge_estimates(records, new)
+                nonlocal records  # over the file as it is now: cells an `--add` run wrote meanwhile stay
+                on_disk = out / "estimates.parquet"
+                records = merge_estimates(merge_estimates(read_estimates(on_disk) if on_disk.exists() else [],
+                                                          records), new)
                 timings.setdefault(name, {}).update(ev)
                 if "hidden pass" in timings[name]:  # a recorded time beats the cache files' estimate
                     timings[name].pop("hidden pass (from cache file times)", None)
