@@ -19,7 +19,7 @@ ROWS = ("grpo", "mcs-1", "mcs-2", "mcs-3", "mcs-4", "numca", "hista", "shear", "
         "shear-sveb", "hidden-align", "ppo-1", "pacs-sveb", "probe", "probe-mc", "ppo-n",
         # issue 58's signals, each in a Holm family of its own kind: after the main rows
         "mcs-eb-1", "mcs-eb-2", "mcs-eb-3", "mcs-eb-4", "mcs-cv-1", "mcs-cv-2", "mcs-cv-3", "mcs-cv-4",
-        "judge", "prm", "logprob", "entropy", "intrinsic")
+        "judge", "judge-cal", "prm", "logprob", "entropy", "intrinsic")
 MARK = {"better": "▲", "worse": "▼"}
 
 
