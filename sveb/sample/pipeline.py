@@ -8,6 +8,7 @@ What the config decides up front (flag checks, fingerprints, the filter's sizes)
 from __future__ import annotations
 
 import dataclasses
+import json
 import random
 import sys
 import time
@@ -137,11 +138,21 @@ def build(cfg: BuildConfig, root: str | Path, engine: Engine | None = None, cons
         else:
             console.print(f"[yellow]only {len(kept)} of {cfg.problems} problems passed the difficulty filter "
                           f"[{cfg.min_acc}, {cfg.max_acc}]; raise --oversample or widen the filter[/]")
-    store.write_manifest(bdir, {**base, **summary, "status": "complete"})
+    final = {**base, **summary, "status": "complete"}
+    if old.complete and _same(old.raw, final):  # a no-op rerun: the manifest goes back byte for byte
+        store.write_manifest(bdir, old.raw, stamp=False)
+    else:
+        store.write_manifest(bdir, final)
     tr = summary["truncated"]
     console.print(f"cut off by the token budget (--max-tokens {cfg.sampling.max_tokens}): "
                   f"{_pct(tr['rollouts'])} of rollouts, {_pct(tr['references'])} of reference continuations")
     return bdir
+
+
+def _same(old: dict, new: dict) -> bool:
+    """Equal as JSON, apart from the time stamp (tuples in the config read back as lists)."""
+    strip = lambda d: json.loads(json.dumps({k: v for k, v in d.items() if k != "updated"}, sort_keys=True))
+    return strip(old) == strip(new)
 
 
 def _pct(x: float | None) -> str:

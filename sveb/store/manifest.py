@@ -11,8 +11,10 @@ from sveb.core.manifest import Manifest
 from sveb.store.files import StoreError, atomic_write_bytes
 
 
-def write_manifest(bdir: Path, manifest: dict) -> None:
-    manifest = {**manifest, "updated": time.strftime("%Y-%m-%dT%H:%M:%S")}
+def write_manifest(bdir: Path, manifest: dict, *, stamp: bool = True) -> None:
+    """stamp=False writes the manifest's own "updated" back (a rerun that changed nothing)."""
+    if stamp:
+        manifest = {**manifest, "updated": time.strftime("%Y-%m-%dT%H:%M:%S")}
     atomic_write_bytes(bdir / "manifest.json", json.dumps(manifest, indent=2, sort_keys=True).encode())
 
 
