@@ -796,3 +796,31 @@ def test_cells_another_run_stores_meanwhile_survive_the_sampling_runs_next_save(
     stored = {(r["domain"], r["estimator"]) for r in pq.read_table(out / "estimates.parquet").to_pylist()}
     assert ("science", "judge-cal") in stored  # the other run's cell
     assert {("number", e) for e in ("grpo", "mcs-2", "test_table4_on_cpu:AddedMeanwhile")} <= stored
+
+
+def test_a_run_cut_off_while_the_train_build_samples_keeps_the_seeds_export_and_timing(tmp_path):
+    """A seed's benchmark build is exported, and its sampling time recorded, before the domain's train build
+    samples: a session that ends during the (long) train build loses neither."""
+    from sveb.engines.scripted import ScriptedEngine
+    from tests.helpers.engines import StopsAfter
+    number = _files(tmp_path)
+    weights = tmp_path / "w"
+    weights.mkdir()
+    (weights / "model.safetensors").write_bytes(b"w")
+
+    def args(name, *extra):
+        w = tmp_path / name
+        return ["--domains", "number", "--source", f"number={number}",
+                "--estimators", "grpo,test_table4_on_cpu:SeededTrainSeen", "--root", str(w / "root"), "--exports", str(w / "exports"), "--out", str(w / "out"),
+                "--problems", "3", "--states", "2", "--rollouts", "8", "--mc", "10", "--mc-extra", "4",
+                "--train-problems", "3", "--train-states", "1", "--train-mc", "2", "--oversample", "2",
+                "--max-tokens", "200", "--min-novel-numbers", "0", "--max-acc", "0.9", "--dtype", "float32", *extra]
+    alone = ScriptedEngine()
+    table4.main(args("alone", "--no-train", "--estimators", "grpo"), engine=alone, model_dir=weights)
+    with pytest.raises(KeyboardInterrupt):  # the session ends at the train build's first sampling call
+        table4.main(args("cut"), engine=StopsAfter(len(alone.calls)), model_dir=weights)
+    cut = tmp_path / "cut"
+    assert (cut / "exports" / "number" / "manifest.json").exists()
+    assert not (cut / "exports" / "number-train").exists()
+    timing = json.loads((cut / "out" / "timing.json").read_text())["number"]
+    assert timing["references"] > 0

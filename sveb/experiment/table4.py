@@ -107,34 +107,38 @@ def export_train(sampler: Sampler, cfg, root: Path, exp: Path, console, model_di
         export_build(sampler.build(cfg, root, console), exp, model_dir)
 
 
-def build_domain(domain: str, a, sampler: Sampler, console, model_dir, seed: int | None = None) -> dict | None:
+def build_domain(domain: str, a, sampler: Sampler, console, model_dir, seed: int | None = None,
+                 record=None) -> dict | None:
     """Build (timed per stage) and export a domain's benchmark build of `seed` (default a.seed), and its train
     build unless exported already (one for every seed); None if the benchmark export exists, {} if this run
-    found it already sampled (no stage timed)."""
+    found it already sampled (no stage timed). The benchmark build is exported, and its timing passed to
+    `record`, before the train build samples: a run cut off there keeps both."""
     seed = a.seed if seed is None else seed
     exp = Path(a.exports) / export_name(domain, seed)
     texp = Path(a.exports) / f"{domain}-train"
     test, train = configs(domain, a, a.source.get(domain, "builtin"), seed)
-    if exported(exp, exp.name, console):
-        if a.train and not (texp / "manifest.json").exists():  # exported by a run that trained nothing
-            carry_in(a, texp.name, train, console)
-            export_train(sampler, train, Path(a.root), texp, console, model_dir)
-            if getattr(a, "partial", ""):
-                shutil.rmtree(Path(a.partial) / texp.name, ignore_errors=True)
-        return None
-    for key, cfg in ((exp.name, test), *([(texp.name, train)] if a.train else [])):
-        carry_in(a, key, cfg, console)
-    found = len(partial.shards(locate(test, Path(a.root))))
-    bdir, timing = timed_build(sampler, test, Path(a.root), console)
-    if timing and found:  # this run's seconds cover only what the shards found left
-        timing["shards found"] = found
-    if a.train:
+    timing = None
+    if not exported(exp, exp.name, console):
+        for key, cfg in ((exp.name, test), *([(texp.name, train)] if a.train else [])):
+            carry_in(a, key, cfg, console)
+        found = len(partial.shards(locate(test, Path(a.root))))
+        bdir, timing = timed_build(sampler, test, Path(a.root), console)
+        if timing and found:  # this run's seconds cover only what the shards found left
+            timing["shards found"] = found
+        export_build(bdir, exp, model_dir)
+        _drop_partial(a, exp.name)  # exported: the export is what is committed from now on
+        if record is not None:
+            record(timing)
+    if a.train and not (texp / "manifest.json").exists():
+        carry_in(a, texp.name, train, console)
         export_train(sampler, train, Path(a.root), texp, console, model_dir)
-    export_build(bdir, exp, model_dir)
-    for key in (exp.name, texp.name):  # exported: the export is what is committed from now on
-        if getattr(a, "partial", "") and (Path(a.exports) / key / "manifest.json").exists():
-            shutil.rmtree(Path(a.partial) / key, ignore_errors=True)
+        _drop_partial(a, texp.name)
     return timing
+
+
+def _drop_partial(a, key: str) -> None:
+    if getattr(a, "partial", "") and (Path(a.exports) / key / "manifest.json").exists():
+        shutil.rmtree(Path(a.partial) / key, ignore_errors=True)
 
 
 def carry_in(a, key: str, cfg, console) -> None:
@@ -382,10 +386,11 @@ def _run(a, engine=None, model_dir=None) -> Path:
     records = read_estimates(est_path) if est_path.exists() else []
     for d in domains:  # domain by domain: a run cut off by a session's end leaves whole domains scored
         for seed in seeds:
-            built = build_domain(d, a, sampler, console, model_dir, seed)
-            if built is not None:
-                timings[export_name(d, seed)] = built
+            def record(built: dict, name=export_name(d, seed)) -> None:
+                timings[name] = built
                 store.atomic_write_bytes(timing_path, json.dumps(timings, indent=1).encode())
+
+            build_domain(d, a, sampler, console, model_dir, seed, record=record)
         sampler.close()
         for seed in seeds:
             name = export_name(d, seed)
