@@ -811,7 +811,8 @@ def test_a_run_cut_off_while_the_train_build_samples_keeps_the_seeds_export_and_
     def args(name, *extra):
         w = tmp_path / name
         return ["--domains", "number", "--source", f"number={number}",
-                "--estimators", "grpo,test_table4_on_cpu:SeededTrainSeen", "--root", str(w / "root"), "--exports", str(w / "exports"), "--out", str(w / "out"),
+                "--estimators", "grpo,test_table4_on_cpu:SeededTrainSeen", "--root", str(w / "root"),
+                "--exports", str(w / "exports"), "--out", str(w / "out"),
                 "--problems", "3", "--states", "2", "--rollouts", "8", "--mc", "10", "--mc-extra", "4",
                 "--train-problems", "3", "--train-states", "1", "--train-mc", "2", "--oversample", "2",
                 "--max-tokens", "200", "--min-novel-numbers", "0", "--max-acc", "0.9", "--dtype", "float32", *extra]

@@ -386,7 +386,7 @@ def _run(a, engine=None, model_dir=None) -> Path:
     records = read_estimates(est_path) if est_path.exists() else []
     for d in domains:  # domain by domain: a run cut off by a session's end leaves whole domains scored
         for seed in seeds:
-            def record(built: dict, name=export_name(d, seed)) -> None:
+            def record(built: dict, name: str = export_name(d, seed)) -> None:  # noqa: B008 (bound per seed)
                 timings[name] = built
                 store.atomic_write_bytes(timing_path, json.dumps(timings, indent=1).encode())
 

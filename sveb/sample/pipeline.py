@@ -151,7 +151,8 @@ def build(cfg: BuildConfig, root: str | Path, engine: Engine | None = None, cons
 
 def _same(old: dict, new: dict) -> bool:
     """Equal as JSON, apart from the time stamp (tuples in the config read back as lists)."""
-    strip = lambda d: json.loads(json.dumps({k: v for k, v in d.items() if k != "updated"}, sort_keys=True))
+    def strip(d: dict) -> dict:
+        return json.loads(json.dumps({k: v for k, v in d.items() if k != "updated"}, sort_keys=True))
     return strip(old) == strip(new)
 
 
