@@ -108,16 +108,15 @@ def export_train(sampler: Sampler, cfg, root: Path, exp: Path, console, model_di
 
 
 def build_domain(domain: str, a, sampler: Sampler, console, model_dir, seed: int | None = None,
-                 record=None) -> dict | None:
+                 record=None) -> None:
     """Build (timed per stage) and export a domain's benchmark build of `seed` (default a.seed), and its train
-    build unless exported already (one for every seed); None if the benchmark export exists, {} if this run
-    found it already sampled (no stage timed). The benchmark build is exported, and its timing passed to
-    `record`, before the train build samples: a run cut off there keeps both."""
+    build unless exported already (one for every seed). The benchmark build is exported, and its timing passed
+    to `record(name, timing)` ({} if this run found it already sampled: no stage timed), before the train
+    build samples: a run cut off there keeps both."""
     seed = a.seed if seed is None else seed
     exp = Path(a.exports) / export_name(domain, seed)
     texp = Path(a.exports) / f"{domain}-train"
     test, train = configs(domain, a, a.source.get(domain, "builtin"), seed)
-    timing = None
     if not exported(exp, exp.name, console):
         for key, cfg in ((exp.name, test), *([(texp.name, train)] if a.train else [])):
             carry_in(a, key, cfg, console)
@@ -128,12 +127,11 @@ def build_domain(domain: str, a, sampler: Sampler, console, model_dir, seed: int
         export_build(bdir, exp, model_dir)
         _drop_partial(a, exp.name)  # exported: the export is what is committed from now on
         if record is not None:
-            record(timing)
+            record(exp.name, timing)
     if a.train and not (texp / "manifest.json").exists():
         carry_in(a, texp.name, train, console)
         export_train(sampler, train, Path(a.root), texp, console, model_dir)
         _drop_partial(a, texp.name)
-    return timing
 
 
 def _drop_partial(a, key: str) -> None:
@@ -384,12 +382,13 @@ def _run(a, engine=None, model_dir=None) -> Path:
     preflight(a, domains, seeds)
     sampler = Sampler(a.engine, engine)  # started for a build with sampling left, closed before the scoring
     records = read_estimates(est_path) if est_path.exists() else []
+
+    def record(name: str, built: dict) -> None:
+        timings[name] = built
+        store.atomic_write_bytes(timing_path, json.dumps(timings, indent=1).encode())
+
     for d in domains:  # domain by domain: a run cut off by a session's end leaves whole domains scored
         for seed in seeds:
-            def record(built: dict, name: str = export_name(d, seed)) -> None:  # noqa: B008 (bound per seed)
-                timings[name] = built
-                store.atomic_write_bytes(timing_path, json.dumps(timings, indent=1).encode())
-
             build_domain(d, a, sampler, console, model_dir, seed, record=record)
         sampler.close()
         for seed in seeds:
