@@ -383,9 +383,12 @@ def _run(a, engine=None, model_dir=None) -> Path:
     sampler = Sampler(a.engine, engine)  # started for a build with sampling left, closed before the scoring
     records = read_estimates(est_path) if est_path.exists() else []
 
+    def write_timings() -> None:
+        store.atomic_write_bytes(timing_path, json.dumps(timings, indent=1).encode())
+
     def record(name: str, built: dict) -> None:
         timings[name] = built
-        store.atomic_write_bytes(timing_path, json.dumps(timings, indent=1).encode())
+        write_timings()
 
     for d in domains:  # domain by domain: a run cut off by a session's end leaves whole domains scored
         for seed in seeds:
@@ -402,7 +405,7 @@ def _run(a, engine=None, model_dir=None) -> Path:
                 timings.setdefault(name, {}).update(ev)
                 if "hidden pass" in timings[name]:  # a recorded time beats the cache files' estimate
                     timings[name].pop("hidden pass (from cache file times)", None)
-                store.atomic_write_bytes(timing_path, json.dumps(timings, indent=1).encode())
+                write_timings()
                 write_estimates(out / "estimates.parquet", records)
             eval_domain(d, a, names, console, name, stored=records, save=save)
     tables(a, out, table_domains(a, domains, records), names, records, timings, f"CPU flags: {describe()}", console)
