@@ -76,7 +76,8 @@ table4: model
 
 # The confirmatory probe test (issue 56), as pre-registered in results/confirm-2/plan.md: number seeds 3-7 on problems
 # disjoint from every earlier build, the probe's 3 trainings vs grpo, fp32 -> results/confirm-2/result.md. Hours on
-# 2 cores; resumable (exports in results/confirm-2/exports are not re-sampled). Needs nothing else run first.
+# 2 cores; resumable (exports in results/confirm-2/exports are not re-sampled; `make confirm ARGS=--save-partial`
+# keeps a seed cut off mid-build in results/confirm-2/partial/, to commit). Needs nothing else run first.
 confirm: model
 	SVEB_CPU_DTYPE=float32 $(RUN) $(PY) benchmarks/confirm.py $(ARGS)
 

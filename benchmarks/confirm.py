@@ -1,7 +1,9 @@
 """The confirmatory probe test, as pre-registered in results/confirm-2/plan.md: build, train, score, test.
 This script holds the flags; the experiment is sveb/experiment/confirm.py.
 
-Resumable: rerun the same command after a stop. A seed whose export is in OUT/exports is not sampled again; the
+Resumable: rerun the same command after a stop. A seed whose export is in OUT/exports is not sampled again; a
+seed cut off by a session's end is kept with `make confirm ARGS=--save-partial` (its shards into OUT/partial, to
+commit), and the next run, in a fresh clone too, samples only the rest; the
 train build is Table 4's number train build (the same config, so the same fingerprint: its export is found under
 results/ and restored, else it is sampled under ROOT); estimates are cached per build. Writes OUT/result.md and
 OUT/result.json.
@@ -37,16 +39,28 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--root", default="sveb_data/confirm-2", help="a root of its own: the probe finds its train "
                    "build there, and only that one")
     p.add_argument("--out", default=str(PLAN))
+    p.add_argument("--partial", default=None,
+                   help="sampled shards of seeds not yet exported, carried across fresh clones: taken before a seed "
+                        "samples, written by --save-partial, removed once it is exported (default: OUT/partial)")
+    p.add_argument("--save-partial", action="store_true",
+                   help="copy what each unexported seed (and the train build, if sampled here) has sampled under "
+                        "ROOT to --partial, to commit before a session ends; nothing is sampled or scored")
     a = p.parse_args(argv)
     a.exclude = a.exclude or [str(PLAN / "excluded.txt")]
+    a.partial = a.partial if a.partial is not None else str(Path(a.out) / "partial")
     return a
 
 
 def main(argv: list[str] | None = None, engine=None, model_dir=None, override: dict | None = None) -> Path:
     """`engine`, `model_dir`, `override`: a passed-in engine, the weights to hash and config fields (tests)."""
+    from sveb.core.errors import SvebError
+    from sveb.experiment.partial import PartialError
     a = parse(argv)
     a.override = override
-    return run(a, engine, model_dir)
+    try:
+        return run(a, engine, model_dir)
+    except (SvebError, PartialError) as e:
+        raise SystemExit(f"confirm: error: {e}") from None
 
 
 if __name__ == "__main__":

@@ -88,3 +88,58 @@ def test_the_pre_registered_builds_keep_their_fingerprints():
     tests, tr = configs(confirm.parse([]))
     assert {str(c.seed): stage_fps(c)["references"] for c in tests} == registered and len(registered) == 5
     assert stage_fps(tr)["references"] == train
+
+
+def test_a_seed_cut_off_resumes_in_a_fresh_clone_from_its_saved_shards(tmp_path, monkeypatch):
+    """The confirmatory run outlasts a session: --save-partial copies what an unexported seed has sampled into
+    OUT/partial (to commit), a fresh clone (an empty root) takes it back and samples only the rest, the seed's
+    export equals an uninterrupted run's, and the partial folder goes once the seed is exported."""
+    import os
+    import shutil
+
+    from rich.console import Console
+
+    from sveb import store
+    from sveb.core import schema
+    from sveb.engines.scripted import ScriptedEngine
+    from sveb.experiment.confirm import sample
+    from tests.helpers.engines import StopsAfter
+    from tests.helpers.tiny_llama import tiny_llama
+    dtype = os.environ.get("SVEB_CPU_DTYPE") or "float32"
+    monkeypatch.setenv("SVEB_CPU_DTYPE", dtype)
+    src, model = str(_source(tmp_path / "dapo.jsonl")), tiny_llama(tmp_path / "llama")
+    ids = tmp_path / "excluded.txt"
+    ids.write_text("# nothing excluded\n")
+    over = {"source": src, "rollouts": 8, "mc": 4, "mc_extra": 4, "max_acc": 0.9, "min_novel_numbers": 0,
+            "sampling": SamplingConfig(max_tokens=120), "train_problems": 4}
+
+    def args(name: str, *more: str):
+        w = tmp_path / name
+        return ["--seeds", "3", "--problems", "3", "--oversample", "2", "--trainings", "1", "--model", model,
+                "--engine", "scripted", "--root", str(w / "root"), "--out", str(w / "out"), "--exclude", str(ids),
+                "--dtype", dtype, "--results", str(w / "none"), *more]
+
+    def parsed(name: str, *more: str):
+        a = confirm.parse(args(name, *more))
+        a.override = over
+        return a
+    quiet = Console(quiet=True)
+    whole = ScriptedEngine()
+    sample(parsed("whole"), quiet, whole, model)
+    assert len(whole.calls) >= 3
+    with pytest.raises(KeyboardInterrupt):
+        sample(parsed("cut"), quiet, StopsAfter(1), model)
+    assert not (tmp_path / "cut" / "out" / "exports" / "number-seed3").exists()
+    confirm.main(args("cut", "--save-partial"), override=over)
+    carried = tmp_path / "cut" / "out" / "partial" / "number-seed3"
+    saved = sorted(carried.rglob("part-*.parquet"))
+    assert saved and json.loads((carried / "saved.json").read_text())["dtype"] == dtype
+    shutil.rmtree(tmp_path / "cut" / "root")  # a fresh clone: no sveb_data
+    rest = ScriptedEngine()
+    sample(parsed("cut"), quiet, rest, model)
+    assert rest.calls == whole.calls[1:]  # only what was not saved
+    for t in ("problems", "rollouts", "states", "references"):
+        rows = [store.read_table(tmp_path / k / "out" / "exports" / "number-seed3" / t,
+                                 getattr(schema, t.upper())).to_pylist() for k in ("cut", "whole")]
+        assert rows[0] == rows[1], t
+    assert not carried.exists()

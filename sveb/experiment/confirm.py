@@ -1,7 +1,9 @@
 """The confirmatory probe test (benchmarks/confirm.py, `make confirm`; the plan: results/confirm-2/plan.md).
 
 Resumable end to end: each benchmark seed is sampled on number test slots disjoint from every earlier build
-(`exclude`), exported, and restored under the root (an export that exists is not sampled again); the train build
+(`exclude`), exported, and restored under the root (an export that exists is not sampled again); a seed cut off
+by a session's end keeps what it sampled with `--save-partial` (its shards copied to OUT/partial/<export name>, to
+commit), which a fresh clone's run takes back before it samples the rest (sveb.experiment.partial); the train build
 is the one Table 4's number column trains on (same config, so the same fingerprint; an export of it is restored);
 grpo and the probe at each training seed are scored held-out (cached by sveb.evaluate); then the one
 pre-registered test: the probe's mean Δ of squared error against grpo over its trainings, pooled over the seeds,
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -23,16 +26,19 @@ from sveb import store
 from sveb.core.device import describe, pick_dtype
 from sveb.core.errors import UsageError
 from sveb.evaluate import evaluate
+from sveb.experiment import partial
 from sveb.experiment.presets import preset_configs
 from sveb.experiment.runner import Sampler
 from sveb.experiment.table4 import restore
-from sveb.sample.rules import stage_fps, validate
+from sveb.sample.jobs import dtype_of
+from sveb.sample.rules import locate, stage_fps, validate
 from sveb.score import power, scoring
 from sveb.score.compare import compare, default_key
 from sveb.score.pool_checks import Allow, check
 from sveb.score.pooling import load_view, merge, paired, read_scores
 from sveb.store.export import export_build, verify
 
+TRAIN = "number-train"  # the train build's key under PARTIAL, when no export of it is found
 A, B = "probe", "grpo"  # the one hypothesis: A's squared error differs from B's (held-out)
 BESIDE = ("mcs-2", "mcs-3")  # reported beside it, not verdicts
 
@@ -76,11 +82,16 @@ def sample(a, console, engine=None, model_dir=None) -> tuple[list[Path], Path]:
     root, exports = Path(a.root), Path(a.out) / "exports"
     sampler = Sampler(a.engine, engine)
     bdirs = []
+    carried = Path(a.partial) if getattr(a, "partial", "") else None
     for cfg in tests:
         exp = exports / f"number-seed{cfg.seed}"
         if not (exp / "manifest.json").exists():
             console.rule(f"build: number seed {cfg.seed}")
+            if carried is not None:
+                partial.take(carried / exp.name, root, dtype_of(cfg), console, exp.name)
             export_build(sampler.build(cfg, root, console), exp, model_dir)
+        if carried is not None:  # exported: the export is what is committed from now on
+            shutil.rmtree(carried / exp.name, ignore_errors=True)
         verify(exp)
         bdirs.append(restore(exp, root))
     want = stage_fps(train)["references"]
@@ -93,9 +104,28 @@ def sample(a, console, engine=None, model_dir=None) -> tuple[list[Path], Path]:
         tb = restore(Path(found), root)
     else:
         console.rule("train build")
+        if carried is not None:
+            partial.take(carried / TRAIN, root, dtype_of(train), console, TRAIN)
         tb = sampler.build(train, root, console)
     sampler.close()
     return bdirs, tb
+
+
+def save_partial(a, console) -> None:
+    """`--save-partial`: what each unexported seed (and the train build, when no export of it is found) has sampled
+    under ROOT, copied to PARTIAL/<export name>/ to be committed, for a later session's fresh clone to resume from."""
+    tests, train = configs(a)
+    root, exports = Path(a.root), Path(a.out) / "exports"
+    todo = {f"number-seed{c.seed}": c for c in tests
+            if not (exports / f"number-seed{c.seed}" / "manifest.json").exists()}
+    if not (a.train_export or find_export(Path(a.results), stage_fps(train)["references"])):
+        todo[TRAIN] = train
+    for key, cfg in todo.items():
+        bdir = locate(cfg, root)
+        saved = {"dtype": dtype_of(cfg), "cpu_flags": describe()}
+        n = partial.save([bdir], root, Path(a.partial) / key, saved) if bdir.exists() else 0
+        console.print(f"{key}: {n} sampled shards saved to {Path(a.partial) / key}" if n else
+                      f"{key}: nothing sampled yet under {root}")
 
 
 def score(bdirs: list[Path], a, console) -> None:
@@ -166,6 +196,9 @@ def write(res: dict, out: Path, tb: Path, seconds: float) -> Path:
 def run(a, engine=None, model_dir=None) -> Path:
     console = Console(stderr=True)
     check_dtype(a.dtype)
+    if getattr(a, "save_partial", False):
+        save_partial(a, console)
+        return Path(a.partial)
     t0 = time.perf_counter()
     bdirs, tb = sample(a, console, engine, model_dir)
     score(bdirs, a, console)
