@@ -138,6 +138,17 @@ def test_cost_figures_counted_by_hand():
     hid = cost_figures(target="x:Y", params={}, needs_hidden=True, states=states, rollouts=rollouts, seconds=0.0,
                        train_tokens=100)
     assert hid["extra_tokens_per_state"] == 0 and hid["forward_tokens_per_state"] == pytest.approx(120 / 3)
+    # a reference-scale estimator reading k of the extra draws (mcs-eb-k, mcs-cv-k) costs what MCS@k costs; a
+    # k parameter of an estimator that reads no references is not a draw count
+    from sveb.estimators import entry, make
+    for name in ("mcs-eb-2", "mcs-cv-2"):
+        e = entry(name)
+        got = cost_figures(target=e.target, params={"k": make(name).k}, needs_hidden=False, states=states,
+                           rollouts=rollouts, seconds=0.0, reads_references=e.reads_references)
+        assert got["extra_tokens_per_state"] == 8.0, name
+    other = cost_figures(target="x:Y", params={"k": 5}, needs_hidden=False, states=states, rollouts=rollouts,
+                         seconds=0.0)
+    assert other["extra_tokens_per_state"] == 0
 
 
 def test_mcs_token_estimate_is_unbiased_where_lengths_are_known():

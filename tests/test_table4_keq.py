@@ -78,3 +78,18 @@ def test_site_cost_plot_in_rollout_units_takes_open_and_missing_intervals(tmp_pa
     for metric in ("k_eq", "mae"):
         path = cost_plot(rows, {"h": curve}, "t", tmp_path / f"{metric}.png", metric=metric)
         assert path.stat().st_size > 10_000
+
+
+def test_site_cost_plot_is_a_grid_with_one_legend_naming_each_estimator_once():
+    """A domain of 3 builds x 2 protocols: a row per protocol (held-out first), a column per build, and one legend
+    beside the panels with every estimator once (a legend per panel covered the points at two dozen rows)."""
+    from sveb.present.cost_plot import cost_figure
+    names = [f"est-{i:02d}" for i in range(24)]
+    rows = [{"content_hash": h, "protocol": p, "estimator": e, "extra_tokens_per_state": 0.0, "mae": 0.1 + i / 100,
+             "mae_ci_low": 0.05, "mae_ci_high": 0.3} for h in ("b1", "b2", "b3") for p in ("in-group", "held-out")
+            for i, e in enumerate(names)]
+    fig = cost_figure(rows, {}, "t")
+    assert len(fig.axes) == 6
+    assert [ax.get_title() for ax in fig.axes[:3]] == [f"build {h} · held-out" for h in ("b1", "b2", "b3")]
+    assert all(ax.get_legend() is None for ax in fig.axes)
+    assert len(fig.legends) == 1 and [t.get_text() for t in fig.legends[0].get_texts()] == names

@@ -1,7 +1,7 @@
 """A leaderboard board made from a Table 4 folder's stored per-state estimates and its frozen builds, without
 running any estimator again (issue 56: every board and site from the same estimates as the table):
 
-    python tools/board_from_table4.py results/table4-next --out results/board-next [--site results/site-next]
+    python tools/board_from_table4.py results/table4 --out results/board [--site results/site]
         [--domains number,math]
 
 (`--site S` then writes the static site, as `sveb leaderboard html --board BOARD --out S` does.)
@@ -252,7 +252,8 @@ def write_bundles(table4: Path, out_dir: Path, exports: Path, domains: list[str]
         cost = {p: cost_figures(target=est["target"], params=est["params"], needs_hidden=est["needs_hidden"],
                                 states=data[fp].states, rollouts=data[fp].rollouts,
                                 seconds=reported[p]["seconds"] if reported[p]["seconds"] is not None else float("nan"),
-                                prepare_seconds=None, train_tokens=ttok) for p in protocols}
+                                prepare_seconds=None, train_tokens=ttok,
+                                reads_references=bool(est.get("reads_references"))) for p in protocols}
         for p in protocols:  # null, not NaN: "not known"
             cost[p]["seconds"] = reported[p]["seconds"]
             counts["seconds" if reported[p]["seconds"] is not None else "no seconds"] += 1

@@ -68,7 +68,8 @@ def submit(bdir: store.Build | Path, name: str, params: dict[str, str], protocol
     resolved = json.loads(json.dumps(params_of(est), default=str))
     cost = {p: cost_figures(target=e.target, params=resolved, needs_hidden=bool(est.needs_hidden),
                             states=data.states, rollouts=data.rollouts, seconds=score_rows[p].get("seconds"),
-                            prepare_seconds=_prepare_seconds(build, f"{name}-{pfp}-{p}"), train_tokens=train_tokens)
+                            prepare_seconds=_prepare_seconds(build, f"{name}-{pfp}-{p}"), train_tokens=train_tokens,
+                            reads_references=bool(e.reads_references))
             for p in protocols}
     meta = {
         "estimator": {"name": name, "target": e.target, "params": resolved, "params_fp": pfp, "role": e.role,

@@ -4,8 +4,9 @@
   continuations of each state. The build keeps their rewards, not their lengths, but the rest of the state's
   own rollout (T - t tokens) is one draw from the very same distribution: the same policy continued the same
   token prefix under the same sampling settings and budget (a continuation at t gets max_tokens - t). So
-  k * mean(T - t) over the states is an unbiased estimate of MCS@k's mean tokens per state. Group-based
-  estimators sample nothing: 0.
+  k * mean(T - t) over the states is an unbiased estimate of MCS@k's mean tokens per state. A reference-scale
+  estimator that reads k of the build's extra draws (`reads_references` with a `k`: mcs-eb-k, mcs-cv-k) costs
+  what MCS@k costs. Group-based estimators sample nothing: 0.
 - forward-pass tokens per state: a hidden-state estimator runs the policy over every rollout of the group
   (prompt + response tokens), shared by the group's states; a trained one also reads its training data.
 - seconds per state: the estimator's own time on the values (`seconds` of the evaluation), per state.
@@ -32,21 +33,25 @@ def rollout_tokens(rollouts: dict[str, list[dict]]) -> int:
     return sum(len(r["prompt_token_ids"]) + len(r["response_token_ids"]) for rs in rollouts.values() for r in rs)
 
 
-def mcs_k(target: str, params: dict) -> int:
-    """The number of continuations an estimator samples per state (its k for MCS@k), else 0."""
-    return int(params.get("k", 1)) if target == MCS_TARGET else 0
+def mcs_k(target: str, params: dict, reads_references: bool = False) -> int:
+    """The number of continuations an estimator samples per state: MCS@k's k, the k extra draws a reference-scale
+    estimator reads (mcs-eb-k, mcs-cv-k), else 0."""
+    if target == MCS_TARGET:
+        return int(params.get("k", 1))
+    return int(params["k"]) if reads_references and "k" in params else 0
 
 
 def cost_figures(*, target: str, params: dict, needs_hidden: bool, states: list[dict],
                  rollouts: dict[str, list[dict]], seconds: float, prepare_seconds: float | None = None,
-                 train_tokens: int | None = None) -> dict:
+                 train_tokens: int | None = None, reads_references: bool = False) -> dict:
     """The cost columns of one estimator on one build. `train_tokens`: forward tokens of its training data
     (None: not trained); `prepare_seconds`: its prepare() time (training where it trains there)."""
     n = len(states)
     per = (lambda x: x / n) if n else (lambda x: float("nan"))
     forward = rollout_tokens(rollouts) if needs_hidden else 0
     return {
-        "extra_tokens_per_state": mcs_k(target, params) * continuation_tokens(states) if n else float("nan"),
+        "extra_tokens_per_state": (mcs_k(target, params, reads_references) * continuation_tokens(states) if n
+                                   else float("nan")),
         "forward_tokens_per_state": per(forward + (train_tokens or 0)),
         "train_tokens": train_tokens,
         "seconds": seconds,

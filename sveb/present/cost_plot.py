@@ -60,15 +60,27 @@ YLABEL = {"mae": "MAE vs reference (95% CI)", "k_eq": "k_eq: worth k rollouts (9
 
 
 def cost_plot(rows: list[dict], curves: dict[str, list[dict]], title: str, path: Path, metric: str = "mae") -> Path:
+    """cost_figure saved to `path`."""
+    fig = cost_figure(rows, curves, title, metric)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=DPI)
+    return path
+
+
+def cost_figure(rows: list[dict], curves: dict[str, list[dict]], title: str, metric: str = "mae"):
     """One panel per (build, protocol) of a domain: a point per estimator row, the MCS curve of its build.
     rows: board rows of one domain; curves: content hash -> mcs_curve. metric: mae, or k_eq (log scale; an
     unbounded k_eq is drawn at its lower bound as an upward triangle)."""
-    panels = sorted({(r["content_hash"], r["protocol"]) for r in rows}, key=lambda p: (p[0], p[1] != "held-out"))
+    builds = sorted({r["content_hash"] for r in rows})
+    protos = sorted({r["protocol"] for r in rows}, key=lambda p: p != "held-out")
     names = sorted({r["estimator"] for r in rows})
     colour = palette(names)
-    fig = Figure(figsize=(5.6 * len(panels) + 0.4, 4.4), dpi=DPI)
-    axes = fig.subplots(1, len(panels), squeeze=False).ravel()
-    for ax, (h, proto) in zip(axes, panels):
+    # a row per protocol, a column per build, and one legend beside them: a legend per panel covered the points
+    # once a domain had two dozen estimators
+    fig = Figure(figsize=(4.8 * len(builds) + 2.2, 3.9 * len(protos) + 0.5), dpi=DPI)
+    grid = fig.subplots(len(protos), len(builds), squeeze=False)
+    panels = [(h, proto) for proto in protos for h in builds]
+    for ax, (h, proto) in zip(grid.ravel(), panels):
         curve = curves.get(h, [])
         if curve:
             x = [c["extra_tokens_per_state"] for c in curve]
@@ -97,9 +109,15 @@ def cost_plot(rows: list[dict], curves: dict[str, list[dict]], title: str, path:
         ax.set_ylabel(YLABEL.get(metric, metric))
         ax.set_title(f"build {h} · {proto}", fontsize=9)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7, loc="best")
+    seen: dict[str, object] = {}
+    for ax in grid.ravel():
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            seen.setdefault(label, handle)
     fig.suptitle(title, fontsize=11)
-    return _save(fig, path)
+    fig.tight_layout(rect=(0, 0, 1 - 2.0 / fig.get_figwidth(), 0.97))
+    fig.legend(list(seen.values()), list(seen), fontsize=7, loc="center left", frameon=False,
+               bbox_to_anchor=(1 - 1.95 / fig.get_figwidth(), 0.5))
+    return fig
 
 
 def mcs_k(name: str) -> int | None:
