@@ -61,18 +61,18 @@ powered: model
 	$(RUN) $(VENV)/bin/sveb demo --preset powered --seeds 0,1,2
 
 # Table 4 on the stratified seeds (issue 56): five domains x seeds 0,1,2 (50 problems x 4 states each), every
-# estimator (trained ones 3 times), both protocols, fp32 pinned -> results/table4-next/ (results/table4/ is the
-# earlier table until this one is complete). A day on 2 cores; domain by domain (each scored once its builds are
+# estimator (trained ones 3 times), both protocols, fp32 pinned -> results/table4/ (regenerated 2026-11-29/30; the
+# earlier table is results/table4-2026-11-27/). A day on 2 cores; domain by domain (each scored once its builds are
 # exported), resumable export by export and estimator by estimator; before a session ends,
-# `make table4 ARGS=--save-partial` copies the unexported builds' shards to results/table4-next/partial/ to commit.
+# `make table4 ARGS=--save-partial` copies the unexported builds' shards to results/table4/partial/ to commit.
 # The main estimators first, then the signals of issue 58 (own Holm families: they move no main verdict); prm is
 # left out (no process reward model offline).
 T4_ESTIMATORS = grpo,mcs-1,mcs-2,mcs-3,mcs-4,numca,hista,shear,hidden-align,ppo-1,pacs,probe,probe-mc,ppo-n,$\
 mcs-eb-1,mcs-eb-2,mcs-eb-3,mcs-eb-4,mcs-cv-1,mcs-cv-2,mcs-cv-3,mcs-cv-4,judge,judge-cal,logprob,entropy,intrinsic
-T4_NEXT = --seeds 0,1,2 --dtype float32 --estimators $(T4_ESTIMATORS) --exports results/table4-next/exports \
-  --out results/table4-next
+T4 = --seeds 0,1,2 --dtype float32 --estimators $(T4_ESTIMATORS) --exports results/table4/exports \
+  --out results/table4
 table4: model
-	$(RUN) $(PY) benchmarks/table4.py $(if $(PRESET),--preset $(PRESET),$(T4_NEXT)) $(ARGS)
+	$(RUN) $(PY) benchmarks/table4.py $(if $(PRESET),--preset $(PRESET),$(T4)) $(ARGS)
 
 # The confirmatory probe test (issue 56), as pre-registered in results/confirm-2/plan.md: number seeds 3-7 on problems
 # disjoint from every earlier build, the probe's 3 trainings vs grpo, fp32 -> results/confirm-2/result.md. Hours on

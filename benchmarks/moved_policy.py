@@ -3,11 +3,11 @@ states, and each estimator's estimate of it (its value on NEW minus its value on
 
     python benchmarks/moved_policy.py OLD NEW [--protocol held-out] [--estimates FILE ...] [--json OUT]
 
-OLD: a build or export (e.g. results/table4-next/exports/number); NEW: its states' references under the other
+OLD: a build or export (e.g. results/table4/exports/number); NEW: its states' references under the other
 policy (`sveb rereference --states-from OLD`), or another re-reference of the same source. ΔV comes from the first
 n_ref draws of each build's references (paired draw by draw: a re-reference seeds draw j as its source did).
 Estimates: what `sveb eval` stored in each build (or in a read-only build's mirror), and the rows of any --estimates
-file (Table 4's results/table4-next/estimates.parquet) whose build_fp is the build's, averaged over trainings.
+file (Table 4's results/table4/estimates.parquet) whose build_fp is the build's, averaged over trainings.
 Prints ΔV's summary (its spread, the reference noise, the share of states that moved by 2 SE) and per estimator:
 MAE and debiased squared error of its ΔV estimate, and the slope of its estimate on ΔV (the share it tracks), raw
 and corrected for the reference noise, with a standard error clustered by problem.

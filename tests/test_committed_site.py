@@ -1,6 +1,7 @@
-"""The committed board and site (results/board, results/site) as a fresh clone reads them: the board's builds are
-not in the clone, so reading the board must not rewrite it (its paired columns would be lost), and the site made
-from it again must be the committed one, byte for byte (bundle archives packed without times or owners)."""
+"""The committed board and site (results/board, results/site: Table 4's, tools/board_from_table4.py) as a clone
+reads them: a board copied away from its builds must not be rewritten by reading it (its paired columns would be
+lost), and the site made from it again must be the committed one, byte for byte (bundle archives packed without
+times or owners)."""
 
 import shutil
 import tarfile
@@ -30,9 +31,14 @@ def test_reading_the_committed_board_without_its_builds_rewrites_nothing(tmp_pat
 
 
 def test_the_committed_site_regenerates_identically(tmp_path):
-    board = tmp_path / "board"
+    """The board names its builds relative to itself (../table4/exports/...): laid out as in a clone, the site made
+    from it again is the committed one, scope captions included."""
+    board = tmp_path / "results" / "board"
     shutil.copytree(RESULTS / "board", board)
+    (tmp_path / "results" / "table4").symlink_to(RESULTS / "table4")
     out = _site(board, tmp_path / "site")
+    page = (out / "index.html").read_text()
+    assert "Scope:" in page and "SmolLM2-135M-Instruct" in page and "builtin generator" in page
     committed = RESULTS / "site"
     names = sorted(p.relative_to(committed).as_posix() for p in committed.rglob("*") if p.is_file())
     assert names == sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file())
