@@ -1,5 +1,5 @@
-"""The committed Table 4 (results/table4, regenerated for issue 56) checked as a referee would: rescored from its committed
-estimates and exports into a fresh folder it comes out byte for byte; and its untrained cells, recomputed here
+"""The committed Table 4 (results/table4, regenerated for issue 56) checked as a referee would: rescored from its
+committed estimates and exports into a fresh folder it comes out byte for byte; and its untrained cells, recomputed here
 with code of this file only (numpy and scipy, none of sveb.score), agree with scores.csv: MAE, the paired Δ of
 squared error against grpo, its cluster-robust (CR1, problems as clusters) t-test, and Holm within each family."""
 
