@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import math
 
-from sveb.core.cost import MCS_TARGET
+from sveb.core.cost import draws_k
 
 MAX_STR = 1000  # any name, target or version longer than this is not one
 MAX_SECONDS = 1e9  # ~31 years
@@ -48,8 +48,7 @@ def problem(meta: dict) -> str | None:
             *(_string(prov.get(k), f"estimator.provenance.{k}") for k in ("kind", "distribution", "version"))]
     if not isinstance(est.get("needs_hidden"), (bool, type(None))):
         msgs.append(f"estimator.needs_hidden is {_show(est['needs_hidden'])}, not true, false or null")
-    # its k counts the extra tokens (sveb.core.cost.mcs_k): MCS@k's, and a reference-scale estimator's draws
-    if est.get("target") == MCS_TARGET or (est.get("reads_references") is True and "k" in est["params"]):
+    if draws_k(est.get("target") or "", est.get("params") or {}, est.get("reads_references")):  # k: extra tokens
         msgs.append(checked_number(est["params"].get("k", 1), "estimator.params.k", MAX_K, True, low=1, optional=False))
     for proto, cost in sorted((meta.get("cost") or {}).items()):
         for key, top, integer in (("seconds", MAX_SECONDS, False), ("prepare_seconds", MAX_SECONDS, False),

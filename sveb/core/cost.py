@@ -33,12 +33,15 @@ def rollout_tokens(rollouts: dict[str, list[dict]]) -> int:
     return sum(len(r["prompt_token_ids"]) + len(r["response_token_ids"]) for rs in rollouts.values() for r in rs)
 
 
+def draws_k(target: str, params: dict, reads_references: bool = False) -> bool:
+    """Whether the estimator's `k` is a number of continuations per state: MCS@k's (default 1), or the k extra
+    draws a reference-scale estimator reads (mcs-eb-k, mcs-cv-k)."""
+    return target == MCS_TARGET or (reads_references is True and "k" in params)
+
+
 def mcs_k(target: str, params: dict, reads_references: bool = False) -> int:
-    """The number of continuations an estimator samples per state: MCS@k's k, the k extra draws a reference-scale
-    estimator reads (mcs-eb-k, mcs-cv-k), else 0."""
-    if target == MCS_TARGET:
-        return int(params.get("k", 1))
-    return int(params["k"]) if reads_references and "k" in params else 0
+    """The number of continuations an estimator samples per state (draws_k's k), else 0."""
+    return int(params.get("k", 1)) if draws_k(target, params, reads_references) else 0
 
 
 def cost_figures(*, target: str, params: dict, needs_hidden: bool, states: list[dict],

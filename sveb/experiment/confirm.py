@@ -31,7 +31,7 @@ from sveb.experiment.presets import preset_configs
 from sveb.experiment.runner import Sampler
 from sveb.experiment.table4 import restore
 from sveb.sample.jobs import dtype_of
-from sveb.sample.rules import locate, stage_fps, validate
+from sveb.sample.rules import stage_fps, validate
 from sveb.score import power, scoring
 from sveb.score.compare import compare, default_key
 from sveb.score.pool_checks import Allow, check
@@ -120,12 +120,7 @@ def save_partial(a, console) -> None:
             if not (exports / f"number-seed{c.seed}" / "manifest.json").exists()}
     if not (a.train_export or find_export(Path(a.results), stage_fps(train)["references"])):
         todo[TRAIN] = train
-    for key, cfg in todo.items():
-        bdir = locate(cfg, root)
-        saved = {"dtype": dtype_of(cfg), "cpu_flags": describe()}
-        n = partial.save([bdir], root, Path(a.partial) / key, saved) if bdir.exists() else 0
-        console.print(f"{key}: {n} sampled shards saved to {Path(a.partial) / key}" if n else
-                      f"{key}: nothing sampled yet under {root}")
+    partial.save_unexported(todo, root, Path(a.partial), console)
 
 
 def score(bdirs: list[Path], a, console) -> None:

@@ -52,6 +52,20 @@ def save(bdirs: list[Path], root: Path, dest: Path, saved: dict | None = None) -
     return n
 
 
+def save_unexported(todo: dict, root: Path, dest: Path, console) -> None:
+    """`--save-partial` for builds by key (export name -> BuildConfig): what each has sampled under ROOT, copied to
+    DEST/<key>/ with the dtype and CPU flags it was sampled under; says per key how many shards it saved."""
+    from sveb.core.device import describe
+    from sveb.sample.jobs import dtype_of
+    from sveb.sample.rules import locate
+    for key, cfg in todo.items():
+        bdir = locate(cfg, root)
+        saved = {"dtype": dtype_of(cfg), "cpu_flags": describe()}
+        n = save([bdir], root, dest / key, saved) if bdir.exists() else 0
+        console.print(f"{key}: {n} sampled shards saved to {dest / key}" if n else
+                      f"{key}: nothing sampled yet under {root}")
+
+
 def check_dtype(src: Path, dtype: str) -> None:
     """Raise if SRC's shards were sampled under another dtype than this run's: their fingerprints could not match,
     so the run would sample the setting from scratch and then delete them."""

@@ -164,12 +164,7 @@ def unexported(a, domains: list[str], seeds: list[int]) -> dict[str, BuildConfig
 def save_partial(a, domains: list[str], seeds: list[int], console) -> None:
     """`--save-partial`: what each unexported build (a seed's, a domain's train build) has sampled under ROOT,
     copied to PARTIAL/<export name>/ to be committed, for a later session's fresh clone to resume from."""
-    for key, cfg in unexported(a, domains, seeds).items():
-        bdir = locate(cfg, Path(a.root))
-        saved = {"dtype": dtype_of(cfg), "cpu_flags": describe()}
-        n = partial.save([bdir], Path(a.root), Path(a.partial) / key, saved) if bdir.exists() else 0
-        console.print(f"{key}: {n} sampled shards saved to {Path(a.partial) / key}" if n else
-                      f"{key}: nothing sampled yet under {a.root}")
+    partial.save_unexported(unexported(a, domains, seeds), Path(a.root), Path(a.partial), console)
 
 
 def _defaults(name: str) -> dict:
