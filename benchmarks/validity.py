@@ -1,20 +1,23 @@
 """The predictive-validity pilot (issue 59): its driver and its pre-registered analysis. The design, the analysis
-and the decision rule are results/validity/plan.md (with its Amendment 1); `PLAN` below holds every number of it
+and the decision rule are results/validity/plan.md (with its Amendments 1-3); `PLAN` below holds every number of it
 that this script uses, and tests/test_validity.py compares them with the plan's text. The loop is `sveb rl`
 (docs/validity.md). This analysis was committed before any pilot run existed.
 
     python benchmarks/validity.py run              # the learning-rate screen, then the 8 pilot runs; rerun to resume
+    python benchmarks/validity.py run --runs noisy-s0,noisy-s1   # the screen (if unfinished), then these runs only
     python benchmarks/validity.py run --dry-run    # the 3 + 8 commands, nothing run
     python benchmarks/validity.py analyze          # results/validity/result.md, result.json, curves.png
     python benchmarks/validity.py analyze --partial   # what the runs so far give, marked partial at the top
 
 `run`: first the learning-rate screen (seed 99, grpo, 5 steps at each of 1e-5, 3e-5 and 1e-4, train reward only:
 `--eval-problems 0`, the held-out set is never sampled), whose choice and numbers go to OUT/lr.json; then the
-pilot's 8 runs in the plan's order, (mcs-4, grpo, mcs-1, noisy grpo) x seed 0, then seed 1, into OUT/runs/B-sS
-(noisy grpo's folder is noisy-sS). Two `sveb rl` processes at a time, OMP_NUM_THREADS=1 each; each one's output is
-appended to run.log in its folder. Every run is resumable: rerunning `run` skips finished runs and resumes the
-others from their newest checkpoint (`sveb rl` does). `analyze` reads OUT/runs and refuses in one line, naming the
-run folder, while a run is missing or incomplete, unless --partial.
+pilot's 8 runs in Amendment 3's session order (noisy, grpo, mcs-4, mcs-1, each at seeds 0 and 1) into OUT/runs/B-sS
+(noisy grpo's folder is noisy-sS); `--runs` picks the session's runs. Two `sveb rl` processes at a time,
+OMP_NUM_THREADS=1 each, each pinned to its own core (taskset, and VLLM_CPU_OMP_THREADS_BIND for vLLM's threads)
+with tcmalloc preloaded; each one's output is appended to run.log in its folder. Every run is resumable:
+rerunning `run` skips finished runs and resumes the others from their newest checkpoint (`sveb rl` does).
+`analyze` reads OUT/runs and refuses in one line, naming the run folder, while a run is missing or incomplete,
+unless --partial.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import json
 import math
 import os
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -43,13 +47,17 @@ class Arm:
 
 @dataclass(frozen=True)
 class Plan:
-    """results/validity/plan.md's numbers (Amendment 1's offline ranks), in one place."""
+    """results/validity/plan.md's numbers (Amendment 1's offline ranks, Amendment 3's steps, engine and order)."""
     # Design: baselines in the offline order (Amendment 1: mcs-4 0.094, grpo 0.140, mcs-1 0.153 held-out MAE,
     # grpo --noise 0.3 by construction last), which is also the order the runs start in
     arms: tuple[Arm, ...] = (Arm("mcs-4", "mcs-4", 0.0, 1), Arm("grpo", "grpo", 0.0, 2),
                              Arm("mcs-1", "mcs-1", 0.0, 3), Arm("noisy", "grpo", 0.3, 4))
     seeds: tuple[int, ...] = (0, 1)
-    steps: int = 12
+    steps: int = 24              # Amendment 3 (was 12): the mcs-4 run fits one session with vLLM
+    engine: str = "vllm"         # Amendment 3 (was the hf engine)
+    # Amendment 3: the order runs start in, by session (A: the screen, noisy, grpo; B: mcs-4; C: mcs-1)
+    order: tuple[str, ...] = ("noisy-s0", "noisy-s1", "grpo-s0", "grpo-s1", "mcs-4-s0", "mcs-4-s1",
+                              "mcs-1-s0", "mcs-1-s1")
     eval_problems: int = 128
     train_pool: int = 371       # Amendment 2: the train split's seed-0 slot holds 371 (512 never loaded)
     train_layers: int = 4
@@ -63,6 +71,7 @@ class Plan:
     model: str = "smollm2-135m"
     parallel: int = 2            # runs at a time
     threads: int = 1             # OMP_NUM_THREADS of each
+    cores: tuple[int, ...] = (0, 1)  # the core each of the `parallel` slots is pinned to
     # the learning-rate screen
     lr_rates: tuple[float, ...] = (1e-5, 3e-5, 1e-4)
     lr_seed: int = 99
@@ -107,7 +116,7 @@ def common(plan: Plan, steps: int, seed: int, eval_problems: int, lr: str, out: 
     return ["--cuts", str(plan.cuts), "--steps", str(steps), "--seed", str(seed), "--eval-every", str(steps),
             "--eval-problems", str(eval_problems), "--train-pool", str(plan.train_pool),
             "--train-layers", str(plan.train_layers), "--batch-size", str(plan.batch_size), "--dtype", plan.dtype,
-            "--lr", lr, "--out", str(out)]
+            "--engine", plan.engine, "--lr", lr, "--out", str(out)]
 
 
 def screen_jobs(plan: Plan, out: Path) -> list[Job]:
@@ -122,16 +131,33 @@ def screen_jobs(plan: Plan, out: Path) -> list[Job]:
 
 
 def pilot_jobs(plan: Plan, out: Path, lr: str) -> list[Job]:
-    """The 8 runs in the plan's order: every baseline at seed 0, then at seed 1."""
-    jobs = []
+    """The 8 runs in Amendment 3's order (plan.order)."""
+    jobs = {}
     for seed in plan.seeds:
         for arm in plan.arms:
             folder = out / "runs" / f"{arm.label}-s{seed}"
             noise = ["--noise", f"{arm.noise:g}"] if arm.noise else []
-            jobs.append(Job(folder.name, folder, ("rl", "--baseline", arm.baseline, *noise,
-                                                  *common(plan, plan.steps, seed, plan.eval_problems, lr, folder)),
-                            plan.steps))
-    return jobs
+            jobs[folder.name] = Job(folder.name, folder, ("rl", "--baseline", arm.baseline, *noise,
+                                                          *common(plan, plan.steps, seed, plan.eval_problems, lr,
+                                                                  folder)), plan.steps)
+    assert sorted(jobs) == sorted(plan.order), "plan.order names every run once"
+    return [jobs[name] for name in plan.order]
+
+
+def pinned(plan: Plan, slot: int, env: dict, taskset: str | None, ncpu: int) -> tuple[list[str], dict]:
+    """The command prefix and environment that put a slot's run on its own core: taskset for the process,
+    VLLM_CPU_OMP_THREADS_BIND for vLLM's OpenMP threads (sveb would bind them to every core), tcmalloc preloaded.
+    A machine with fewer cores than slots, or no taskset, runs them unpinned."""
+    core = plan.cores[slot]
+    if core >= ncpu:
+        return [], env
+    env = {**env, "VLLM_CPU_OMP_THREADS_BIND": str(core), "VLLM_CPU_NUM_OF_RESERVED_CPU": "0"}
+    from sveb.engines.cpu_libs import find, preload_value
+    env["LD_PRELOAD"] = preload_value(env.get("LD_PRELOAD", ""), find(), plan.engine == "vllm",
+                                      env.get("SVEB_CPU_PRELOAD", "1"))
+    if not env["LD_PRELOAD"]:
+        del env["LD_PRELOAD"]
+    return ([taskset, "-c", str(core)] if taskset else []), env
 
 
 def shown(plan: Plan, job: Job) -> str:
@@ -158,7 +184,8 @@ def execute(plan: Plan, jobs: list[Job], sveb: list[str], say, status_every: flo
         else:
             pending.append(j)
     env = {**os.environ, "OMP_NUM_THREADS": str(plan.threads)}
-    running: dict[Job, tuple[subprocess.Popen, object, float]] = {}
+    taskset, ncpu = shutil.which("taskset"), os.cpu_count() or 1
+    running: dict[Job, tuple[subprocess.Popen, object, float, int]] = {}
     failed: list[Job] = []
     last_status = time.time()
 
@@ -174,11 +201,14 @@ def execute(plan: Plan, jobs: list[Job], sveb: list[str], say, status_every: flo
                 log.write(f"\n# {time.strftime('%Y-%m-%d %H:%M:%S')} {shown(plan, j)}\n")
                 log.flush()
                 done = steps_done(j.folder)
-                running[j] = (subprocess.Popen([*sveb, *j.args], stdout=log, stderr=subprocess.STDOUT, env=env),
-                              log, time.time())
+                slot = min(set(range(plan.parallel)) - {r[3] for r in running.values()})
+                prefix, slot_env = pinned(plan, slot, env, taskset, ncpu)
+                running[j] = (subprocess.Popen([*prefix, *sveb, *j.args], stdout=log, stderr=subprocess.STDOUT,
+                                               env=slot_env), log, time.time(), slot)
+                where = f" on core {plan.cores[slot]}" if prefix or "VLLM_CPU_OMP_THREADS_BIND" in slot_env else ""
                 say(f"  start {j.name}" + (f" (resuming after step {done})" if done else "")
-                    + f": {shown(plan, j)}  [log: {j.folder / 'run.log'}]")
-            for j, (proc, log, t0) in list(running.items()):
+                    + f"{where}: {shown(plan, j)}  [log: {j.folder / 'run.log'}]")
+            for j, (proc, log, t0, _slot) in list(running.items()):
                 rc = proc.poll()
                 if rc is None:
                     continue
@@ -200,10 +230,10 @@ def execute(plan: Plan, jobs: list[Job], sveb: list[str], say, status_every: flo
             if failed and not running:
                 break
     except KeyboardInterrupt:  # Ctrl-C (the children got it too) or SIGTERM: no run outlives this one
-        for proc, _log, _ in running.values():
+        for proc, _log, _, _ in running.values():
             if proc.poll() is None:
                 proc.send_signal(signal.SIGINT)
-        for proc, log, _ in running.values():
+        for proc, log, _, _ in running.values():
             proc.wait()
             log.close()
         say("  stopped: " + ", ".join(f"{j.name} at step {steps_done(j.folder)}" for j in running)
@@ -257,6 +287,10 @@ def preflight(plan: Plan) -> str | None:
 
 def cmd_run(args, plan: Plan = PLAN, say=print) -> int:
     out = Path(args.out)
+    args.runs = [x for x in (getattr(args, "runs", None) or "").split(",") if x]
+    if unknown := [x for x in args.runs if x not in plan.order]:
+        say(f"validity run: --runs {unknown[0]} is not a pilot run (one of {', '.join(plan.order)})")
+        return 1
     screen = screen_jobs(plan, out)
     lr_file = out / "lr.json"
     chosen = json.loads(lr_file.read_text())["chosen"] if lr_file.exists() else None
@@ -264,7 +298,8 @@ def cmd_run(args, plan: Plan = PLAN, say=print) -> int:
         for j in screen:
             say(shown(plan, j))
         for j in pilot_jobs(plan, out, rate(chosen) if chosen is not None else "LR"):
-            say(shown(plan, j))
+            if not args.runs or j.name in args.runs:
+                say(shown(plan, j))
         return 0
     sveb = sveb_command(args.sveb)
     if not args.sveb and (err := preflight(plan)):
@@ -314,8 +349,9 @@ def screen_then_pilot(plan: Plan, out: Path, screen: list[Job], lr_file: Path, c
     say("learning rate: " + ", ".join(f"{rate(r['lr'])} step 1 {r['step1']:.3f}, steps 3-5 {r['mean_steps_3_5']:.3f}"
                                       f" ({'ok' if r['ok'] else 'drops'})" for r in choice["rates"])
         + f" -> {rate(choice['chosen'])} ({lr_file})")
-    pilot = pilot_jobs(plan, out, rate(choice["chosen"]))
-    say(f"pilot: {len(pilot)} runs of {plan.steps} steps, {plan.parallel} at a time")
+    pilot = [j for j in pilot_jobs(plan, out, rate(choice["chosen"])) if not args.runs or j.name in args.runs]
+    say(f"pilot: {len(pilot)} runs of {plan.steps} steps, {plan.parallel} at a time"
+        + (f" (--runs: {', '.join(j.name for j in pilot)})" if args.runs else ""))
     failed = execute(plan, pilot, sveb, say, status_every=args.status_every)
     if failed:
         say(f"validity run: {', '.join(j.name for j in failed)} failed; rerun to resume")
@@ -370,7 +406,7 @@ def expected_config(plan: Plan, arm: Arm, seed: int) -> dict:
             "eval_every": plan.steps, "eval_problems": plan.eval_problems, "cuts": plan.cuts,
             "train_layers": plan.train_layers, "batch_size": plan.batch_size, "dtype": plan.dtype,
             "problems": plan.problems, "rollouts": plan.rollouts, "max_tokens": plan.max_tokens,
-            "temperature": plan.temperature, "model": plan.model}
+            "temperature": plan.temperature, "model": plan.model, "engine": plan.engine}
 
 
 def load_run(plan: Plan, arm: Arm, seed: int, runs: Path) -> RunData | str:
@@ -752,6 +788,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     r.add_argument("--dry-run", action="store_true", help="print the commands, run nothing")
     r.add_argument("--sveb", default=None, help="the command that stands for `sveb` (default: the sveb beside this "
                                                 "Python; tests: a stand-in); skips the data check")
+    r.add_argument("--runs", default="", help="comma-separated pilot runs to run (after the screen), e.g. "
+                                             "noisy-s0,noisy-s1 (default: all 8)")
     r.add_argument("--status-every", type=float, default=600.0, help="seconds between progress lines")
     a = sub.add_parser("analyze", help="result.md, result.json and curves.png from the run folders")
     a.add_argument("--out", default="results/validity", help="reads OUT/runs (and OUT/lr.json), writes here")

@@ -39,7 +39,14 @@ def test_the_plans_numbers_are_the_plan_mds():
     assert "mean train reward over steps 3-5 is not more than 0.05 below step 1's" in t
     assert (PLAN.lr_window, PLAN.lr_tolerance, PLAN.lr_first) == ((3, 5), 0.05, 1)
     assert "(3 rates x 5 grpo steps)" in t and PLAN.lr_steps == 5
-    assert "**Steps**: 12 per run" in t and PLAN.steps == 12
+    assert "**Steps**: 12 per run" in t  # the design, raised by Amendment 3
+    a3 = t.split("## Amendment 3")[1]
+    assert "**Steps**: 24 a run (was 12)" in a3 and "`--eval-every 24`" in a3 and PLAN.steps == 24
+    assert "the pilot samples with **`--engine vllm`**" in a3 and PLAN.engine == "vllm"
+    sessions = ("the learning-rate screen, then noisy-s0 with noisy-s1, then grpo-s0 with grpo-s1; session B "
+                "mcs-4-s0 with mcs-4-s1; session C mcs-1-s0 with mcs-1-s1")
+    assert sessions in a3
+    assert PLAN.order == tuple(re.findall(r"[a-z0-9-]+-s[01]", sessions)) and PLAN.cores == (0, 1)
     assert "**Seeds**: 2 per baseline (0 and 1)" in t and PLAN.seeds == (0, 1)
     assert "held-out set 128 of the test split" in t and "Every command above therefore reads `--train-pool 371`" in t
     assert (PLAN.train_pool, PLAN.eval_problems) == (371, 128)  # Amendment 2
@@ -47,7 +54,7 @@ def test_the_plans_numbers_are_the_plan_mds():
     assert (PLAN.problems, PLAN.rollouts, PLAN.max_tokens, PLAN.temperature) == (8, 8, 200, 0.7)
     assert "two runs at a time on the 2 cores, one torch thread each (`OMP_NUM_THREADS=1`)" in t
     assert (PLAN.parallel, PLAN.threads) == (2, 1)
-    assert "in the order (mcs-4, grpo, mcs-1, noisy) x seed 0, then seed 1" in t
+    assert "in the order (mcs-4, grpo, mcs-1, noisy) x seed 0, then seed 1" in t  # Amendment 3 reorders them
     assert [a.label for a in PLAN.arms] == ["mcs-4", "grpo", "mcs-1", "noisy"]
     assert "(2,000 resamples, seed 59)" in t and "2,000 bootstrap resamples (seed 59)" in t
     assert (PLAN.boot, PLAN.boot_seed) == (2000, 59)
@@ -69,22 +76,29 @@ def test_dry_run_prints_the_screen_and_the_plans_eight_commands(tmp_path):
     lines = []
     assert V.main(["run", "--dry-run", "--out", "results/validity"], say=lines.append) == 0
     assert len(lines) == 3 + 8
+    # Amendment 3's command (the design's, with Amendment 2's pool, 24 steps and vLLM) in its session order
     m = re.search(r"`(OMP_NUM_THREADS=1 sveb rl --baseline B \[--noise 0\.3\] .*? --out results/validity/runs/B-sS)`",
-                  plan_text())
+                  plan_text().split("## Amendment 3")[1])
     template = m.group(1)
     want = []
-    for s in (0, 1):
-        for b, flag in (("mcs-4", "mcs-4"), ("grpo", "grpo"), ("mcs-1", "mcs-1"), ("noisy", "grpo --noise 0.3")):
-            want.append(template.replace("B [--noise 0.3]", flag).replace("--seed S", f"--seed {s}")
-                        .replace("runs/B-sS", f"runs/{b}-s{s}")
-                        .replace("--train-pool 512", "--train-pool 371"))  # Amendment 2
+    for b, flag, s in (("noisy", "grpo --noise 0.3", 0), ("noisy", "grpo --noise 0.3", 1), ("grpo", "grpo", 0),
+                       ("grpo", "grpo", 1), ("mcs-4", "mcs-4", 0), ("mcs-4", "mcs-4", 1), ("mcs-1", "mcs-1", 0),
+                       ("mcs-1", "mcs-1", 1)):
+        want.append(template.replace("B [--noise 0.3]", flag).replace("--seed S", f"--seed {s}")
+                    .replace("runs/B-sS", f"runs/{b}-s{s}"))
     assert lines[3:] == want
-    pilot = want[1].replace("--lr LR --out results/validity/runs/grpo-s0", "")
+    pilot = want[2].replace("--lr LR --out results/validity/runs/grpo-s0", "")
     for line, lr in zip(lines[:3], ("1e-05", "3e-05", "0.0001")):
         # the screen: grpo at seed 99, 5 steps, no held-out problem, the pilot's settings otherwise
-        assert line == (pilot.replace("--steps 12 --seed 0 --eval-every 12 --eval-problems 128",
+        assert line == (pilot.replace("--steps 24 --seed 0 --eval-every 24 --eval-problems 128",
                                       "--steps 5 --seed 99 --eval-every 5 --eval-problems 0")
                         + f"--lr {lr} --out results/validity/lr/grpo-s99-lr{lr}")
+    lines = []  # --runs: the screen and the named runs only; a name that is not a run is refused in one line
+    assert V.main(["run", "--dry-run", "--runs", "mcs-4-s1,grpo-s0"], say=lines.append) == 0
+    assert lines[3:] == [want[2], want[5]]
+    lines = []
+    assert V.main(["run", "--dry-run", "--runs", "mcs4-s1"], say=lines.append) == 1
+    assert lines == ["validity run: --runs mcs4-s1 is not a pilot run (one of " + ", ".join(PLAN.order) + ")"]
     # once lr.json holds the choice, the pilot's commands carry it
     (tmp_path / "lr.json").write_text(json.dumps({"chosen": 3e-5}))
     lines = []
@@ -109,7 +123,7 @@ def config(arm, seed, steps=PLAN.steps, eval_problems=N, lr=3e-5):
     from sveb.experiment.rl import RLConfig
     cfg = RLConfig(baseline=arm.baseline, noise=arm.noise, steps=steps, seed=seed, cuts=PLAN.cuts,
                    train_layers=PLAN.train_layers, lr=lr, eval_every=steps, eval_problems=eval_problems,
-                   dtype=PLAN.dtype, batch_size=PLAN.batch_size)
+                   dtype=PLAN.dtype, batch_size=PLAN.batch_size, engine=PLAN.engine)
     return json.loads(json.dumps(dataclasses.asdict(cfg)))
 
 
@@ -246,8 +260,8 @@ def test_a_missing_or_unfinished_run_is_refused_in_one_line_unless_partial(tmp_p
     rc, said, res = analyze(out, "--partial")
     assert rc == 0 and "(PARTIAL)" in said[0]
     md = (out / "result.md").read_text()
-    assert md.splitlines()[2].startswith("**PARTIAL") and "noisy-s1 is incomplete (5 of 12 steps" in md
-    assert [r["steps"] for r in res["runs"] if r["baseline"] == "noisy"] == [12, 5]
+    assert md.splitlines()[2].startswith("**PARTIAL") and f"noisy-s1 is incomplete (5 of {PLAN.steps} steps" in md
+    assert [r["steps"] for r in res["runs"] if r["baseline"] == "noisy"] == [PLAN.steps, 5]
     assert len([r for r in res["runs"] if r["baseline"] == "mcs-1"]) == 1
 
 
@@ -275,7 +289,8 @@ ev = Path(os.environ["FAKE_EVENTS"])
 def event(kind):
     with ev.open("a") as f:
         f.write(json.dumps({"kind": kind, "run": out.name, "t": time.time(), "omp": os.environ.get("OMP_NUM_THREADS"),
-                            "argv": a}) + "\n")
+                            "argv": a, "bind": os.environ.get("VLLM_CPU_OMP_THREADS_BIND"),
+                            "cpus": sorted(os.sched_getaffinity(0))}) + "\n")
 event("start")
 log = out / "log.jsonl"
 rows = [json.loads(x) for x in log.read_text().splitlines()] if log.exists() else []
@@ -303,11 +318,11 @@ def test_run_screens_the_rate_then_runs_two_at_a_time_in_order_and_resumes(tmp_p
     plan = dataclasses.replace(PLAN, steps=3)
     out = tmp_path / "validity"
     args = ["run", "--out", str(out), "--sveb", f"{sys.executable} {fake}"]
-    monkeypatch.setenv("FAKE_FAIL", "grpo-s0")
-    monkeypatch.setenv("FAKE_SLEEP", "0.3")  # grpo-s0 fails after 1 step, long before mcs-4-s0 ends its 3
+    monkeypatch.setenv("FAKE_FAIL", "noisy-s1")
+    monkeypatch.setenv("FAKE_SLEEP", "0.3")  # noisy-s1 fails after 1 step, long before noisy-s0 ends its 3
     said = []
     assert V.main(args, plan=plan, say=said.append) == 1  # a run that fails: reported, nothing new starts after it
-    assert any("FAILED grpo-s0 (exit 3, at step 1 of 3" in s for s in said)
+    assert any("FAILED noisy-s1 (exit 3, at step 1 of 3" in s for s in said)
     said1 = said
     monkeypatch.delenv("FAKE_FAIL")
     monkeypatch.delenv("FAKE_SLEEP")
@@ -316,13 +331,28 @@ def test_run_screens_the_rate_then_runs_two_at_a_time_in_order_and_resumes(tmp_p
     ev = [json.loads(x) for x in events.read_text().splitlines()]
     starts = [s.split()[1].rstrip(":") for s in said1 + said if s.startswith("  start ")]  # the driver's order
     screen = ["grpo-s99-lr1e-05", "grpo-s99-lr3e-05", "grpo-s99-lr0.0001"]
-    order = ["mcs-4-s0", "grpo-s0", "mcs-1-s0", "noisy-s0", "mcs-4-s1", "grpo-s1", "mcs-1-s1", "noisy-s1"]
-    first = starts[:starts.index("grpo-s0") + 1]
-    assert first == screen + order[:2]  # the first invocation stopped starting runs after grpo-s0 failed
-    assert starts[len(first):] == ["grpo-s0"] + order[2:]  # the second: grpo-s0 resumed, the rest in order
-    assert any("start grpo-s0 (resuming after step 1)" in s for s in said)
-    assert sum("finished" in s for s in said) == 3 + 1  # the screen and mcs-4-s0 skipped
+    order = ["noisy-s0", "noisy-s1", "grpo-s0", "grpo-s1", "mcs-4-s0", "mcs-4-s1", "mcs-1-s0", "mcs-1-s1"]
+    first = starts[:starts.index("noisy-s1") + 1]
+    assert first == screen + order[:2]  # the first invocation stopped starting runs after noisy-s1 failed
+    assert starts[len(first):] == ["noisy-s1"] + order[2:]  # the second: noisy-s1 resumed, the rest in order
+    assert any("start noisy-s1 (resuming after step 1)" in s for s in said)
+    assert sum("finished" in s for s in said) == 3 + 1  # the screen and noisy-s0 skipped
     assert {e["omp"] for e in ev} == {"1"}
+    # each run on its own core: two that overlap never share one (where the machine has two and taskset)
+    import os
+    import shutil
+    if (os.cpu_count() or 1) >= 2:
+        starts_ev = [e for e in ev if e["kind"] == "start"]
+        assert all(e["bind"] in ("0", "1") for e in starts_ev)
+        if shutil.which("taskset"):
+            assert all(e["cpus"] == [int(e["bind"])] for e in starts_ev)
+        live = {}
+        for e in sorted(ev, key=lambda e: e["t"]):
+            if e["kind"] == "start":
+                assert e["bind"] not in live.values()
+                live[e["run"]] = e["bind"]
+            else:
+                live.pop(e["run"], None)
     # never more than two at a time
     t = sorted([(e["t"], 1 if e["kind"] == "start" else -1) for e in ev])
     assert max(np.cumsum([d for _, d in t])) <= 2
@@ -337,7 +367,6 @@ def test_run_screens_the_rate_then_runs_two_at_a_time_in_order_and_resumes(tmp_p
     assert len(events.read_text().splitlines()) == n  # a third invocation starts nothing
     assert sum("finished" in s for s in said) == 11
     assert not (out / ".run.pid").exists()
-    import os
     (out / ".run.pid").write_text(str(os.getppid()))  # a live process: another driver on the same folder
     said = []
     assert V.main(args, plan=plan, say=said.append) == 1 and "another `run`" in said[0]
@@ -354,8 +383,9 @@ def test_a_pilot_command_through_the_real_cli_and_loop_feeds_the_analysis(tmp_pa
     from sveb.cli import app
     from tests.helpers.rl import problems, tiny_llama
     torch.set_num_threads(1)
-    monkeypatch.setattr(policy, "hf_policy", lambda model, dtype, batch_size: (
-        __import__("sveb.engines.scripted", fromlist=["ScriptedEngine"]).ScriptedEngine(), tiny_llama()))
+    from sveb.engines.scripted import ScriptedEngine
+    assert PLAN.engine == "vllm"  # the plan's commands say --engine vllm: the stand-in samples in vLLM's place
+    monkeypatch.setattr(policy, "vllm_policy", lambda model, dtype, weights: (ScriptedEngine(), tiny_llama()))
     monkeypatch.setattr(policy, "number_pools", lambda n, m: (problems(6), problems(m, offset=20)))
     plan = dataclasses.replace(PLAN, steps=2, eval_problems=4, train_layers=1, problems=2, rollouts=2,
                                max_tokens=40)
