@@ -35,8 +35,8 @@ def rl(
                                    "of the builtin number train split, its level mix kept)."),
     batch_size: int = typer.Option(8, help="Sequences a generate call of the hf engine takes (8 sampled 1.5x more "
                                    "tokens a CPU-second than 64 on a 2-core EPYC: less padding). Changes the samples."),
-    engine: str = typer.Option("hf", help="hf: its model is the policy, nothing reloads | vllm: restarted on the new "
-                               "weights (OUT/weights) after every update."),
+    engine: str = typer.Option("hf", help="hf: its model is the policy, nothing reloads | vllm: reloads the new "
+                               "weights (written to OUT/weights) in place after every update."),
     dtype: str = typer.Option("auto", help="auto (bf16 on a CPU with native bf16, else fp32) | bfloat16 | float32."),
     model: str = MODEL,
 ):

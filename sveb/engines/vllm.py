@@ -100,6 +100,14 @@ class VLLMEngine:
         import gc
         gc.collect()  # the in-process engine's KV cache goes with the last reference
 
+    def reload_weights(self, folder: str) -> None:
+        """The weights of a model folder (same architecture and tokenizer) into the running engine, in place: vLLM's
+        own reload, 0.3-1.2 s here against a 20-30 s restart, and the same samples as a fresh engine on that folder
+        (tests/test_rl_vllm.py). The prefix cache goes too: its keys and values are the old weights'. A restart
+        instead grew an in-process engine by ~1 GB each time (the old engine is never fully freed)."""
+        self.llm.collective_rpc("reload_weights", kwargs={"weights_path": str(folder)})
+        self.llm.reset_prefix_cache()
+
     def generate(self, requests: Sequence[Request], params: SamplingConfig, desc: str = "") -> list[Completion]:
         from vllm import SamplingParams
         if not requests:

@@ -1,6 +1,6 @@
 """An RL run's policy as a model folder (`sveb rl-export`): the run's base model with a checkpoint's trained
-parameters, written as vLLM's restarts write it (policy.write_policy), so `sveb build --model DIR` and `sveb eval
---model DIR` take it like any local model. POLICY_FILE records where it came from."""
+parameters, written as the vLLM engine's reloads write it (policy.write_policy), so `sveb build --model DIR` and
+`sveb eval --model DIR` take it like any local model. POLICY_FILE records where it came from."""
 
 from __future__ import annotations
 

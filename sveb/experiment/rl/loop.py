@@ -49,7 +49,7 @@ class RLConfig:
     checkpoint_every: int = 1
     dtype: str = "float32"          # the concrete compute dtype (autocast bf16 over fp32 weights, or fp32)
     batch_size: int = 8             # hf engine batch: it seeds per batch, so this changes the samples
-    engine: str = "hf"              # hf (its model is the policy) | vllm (restarted on the new weights each step)
+    engine: str = "hf"              # hf (its model is the policy) | vllm (reloads the new weights in place each step)
     model: str = "smollm2-135m"
 
 

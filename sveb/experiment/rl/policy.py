@@ -1,6 +1,6 @@
 """The policy a real run trains and samples: the hf engine's own model (fp32 weights; bf16 autocast where the
 compute dtype is bf16), so an update is what the next step samples from, with nothing reloaded, or a vLLM engine
-restarted on the trained weights after each update (`ReloadingVLLM`); and the number
+that reloads the trained weights in place after each update (`ReloadingVLLM`); and the number
 domain's problems: a train pool from the train split, the held-out set from the test split (both seed 0, so every
 baseline and seed of a study sees the same data)."""
 
@@ -32,7 +32,7 @@ def hf_policy(model: str, dtype: str, batch_size: int = 64):
 
 def write_policy(model, tokenizer, folder) -> None:
     """The policy as a model folder every loader reads: config.json, safetensors in the model's own dtype (fp32: the
-    trained master weights) and the tokenizer with its chat template. What vLLM restarts on and `sveb rl-export`
+    trained master weights) and the tokenizer with its chat template. What vLLM reloads and `sveb rl-export`
     writes."""
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
@@ -40,11 +40,13 @@ def write_policy(model, tokenizer, folder) -> None:
 
 class ReloadingVLLM:
     """vLLM sampling from a copy of the policy: `refresh(model)` writes the trained weights (and the tokenizer) to
-    `weights` and restarts the engine on them (40 s on a 2-core CPU with a warm compile cache, docs/timings.md)."""
+    `weights` (0.4-0.6 s) and reloads them into the running engine in place (`VLLMEngine.reload_weights`, about a
+    second; it replaced a restart on them, 20-30 s, which also grew the process by ~1 GB a restart until a 24-step
+    run ran out of memory)."""
 
     def __init__(self, model_path: str, dtype: str, weights: str, max_model_len: int = 2048):
         from sveb.engines.vllm import VLLMEngine
-        self.dtype, self.weights, self.max_model_len = dtype, weights, max_model_len
+        self.weights = weights
         self.engine = VLLMEngine(model_path, max_model_len=max_model_len, dtype=dtype)
         self.tokenizer = self.engine.tokenizer
 
@@ -55,10 +57,8 @@ class ReloadingVLLM:
         self.engine.close()
 
     def refresh(self, model) -> None:
-        from sveb.engines.vllm import VLLMEngine
         write_policy(model, self.tokenizer.tok, self.weights)
-        self.engine.close()
-        self.engine = VLLMEngine(self.weights, max_model_len=self.max_model_len, dtype=self.dtype)
+        self.engine.reload_weights(self.weights)
 
 
 def vllm_policy(model: str, dtype: str, weights: str):
