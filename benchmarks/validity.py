@@ -356,6 +356,11 @@ def screen_then_pilot(plan: Plan, out: Path, screen: list[Job], lr_file: Path, c
     if failed:
         say(f"validity run: {', '.join(j.name for j in failed)} failed; rerun to resume")
         return 1
+    left = [j.name for j in pilot_jobs(plan, out, rate(choice["chosen"])) if steps_done(j.folder) < j.steps]
+    if left:  # --runs picked some: say what the others still need
+        say(f"runs done: {', '.join(j.name for j in pilot)}; not yet run: {', '.join(left)} "
+            f"(python benchmarks/validity.py run --runs ...)")
+        return 0
     say(f"pilot done: python benchmarks/validity.py analyze --out {out}")
     return 0
 

@@ -86,7 +86,9 @@ def test_dry_run_prints_the_screen_and_the_plans_eight_commands(tmp_path):
                        ("mcs-1", "mcs-1", 1)):
         want.append(template.replace("B [--noise 0.3]", flag).replace("--seed S", f"--seed {s}")
                     .replace("runs/B-sS", f"runs/{b}-s{s}"))
-    assert lines[3:] == want
+    lr_file = ROOT / "results" / "validity" / "lr.json"  # once the screen ran, the commands carry its choice
+    lr = V.rate(json.loads(lr_file.read_text())["chosen"]) if lr_file.exists() else "LR"
+    assert lines[3:] == [w.replace("--lr LR", f"--lr {lr}") for w in want]
     pilot = want[2].replace("--lr LR --out results/validity/runs/grpo-s0", "")
     for line, lr in zip(lines[:3], ("1e-05", "3e-05", "0.0001")):
         # the screen: grpo at seed 99, 5 steps, no held-out problem, the pilot's settings otherwise
@@ -95,7 +97,7 @@ def test_dry_run_prints_the_screen_and_the_plans_eight_commands(tmp_path):
                         + f"--lr {lr} --out results/validity/lr/grpo-s99-lr{lr}")
     lines = []  # --runs: the screen and the named runs only; a name that is not a run is refused in one line
     assert V.main(["run", "--dry-run", "--runs", "mcs-4-s1,grpo-s0"], say=lines.append) == 0
-    assert lines[3:] == [want[2], want[5]]
+    assert lines[3:] == [want[2].replace("--lr LR", f"--lr {lr}"), want[5].replace("--lr LR", f"--lr {lr}")]
     lines = []
     assert V.main(["run", "--dry-run", "--runs", "mcs4-s1"], say=lines.append) == 1
     assert lines == ["validity run: --runs mcs4-s1 is not a pilot run (one of " + ", ".join(PLAN.order) + ")"]
@@ -370,6 +372,22 @@ def test_run_screens_the_rate_then_runs_two_at_a_time_in_order_and_resumes(tmp_p
     (out / ".run.pid").write_text(str(os.getppid()))  # a live process: another driver on the same folder
     said = []
     assert V.main(args, plan=plan, say=said.append) == 1 and "another `run`" in said[0]
+
+
+@pytest.mark.slow  # subprocesses
+def test_runs_picks_a_sessions_runs_and_names_the_ones_left(tmp_path, monkeypatch):
+    fake = tmp_path / "fake_sveb.py"
+    fake.write_text(FAKE)
+    monkeypatch.setenv("FAKE_EVENTS", str(tmp_path / "events.jsonl"))
+    monkeypatch.setattr(V, "POLL_S", 0.02)
+    plan = dataclasses.replace(PLAN, steps=1, lr_steps=5)
+    out = tmp_path / "validity"
+    said = []
+    args = ["run", "--out", str(out), "--sveb", f"{sys.executable} {fake}", "--runs", "grpo-s1,noisy-s0"]
+    assert V.main(args, plan=plan, say=said.append) == 0
+    assert sorted(x.name for x in (out / "runs").iterdir()) == ["grpo-s1", "noisy-s0"]
+    assert said[-1] == ("runs done: noisy-s0, grpo-s1; not yet run: noisy-s1, grpo-s0, mcs-4-s0, mcs-4-s1, mcs-1-s0, "
+                        "mcs-1-s1 (python benchmarks/validity.py run --runs ...)")
 
 
 @pytest.mark.slow  # subprocesses / the real loop: `make test` runs it, `make test-unit` not
