@@ -49,7 +49,7 @@ class Arm:
 class Plan:
     """results/validity/plan.md's numbers (Amendment 1's offline ranks, Amendment 3's steps, engine and order)."""
     # Design: baselines in the offline order (Amendment 1: mcs-4 0.094, grpo 0.140, mcs-1 0.153 held-out MAE,
-    # grpo --noise 0.3 by construction last), which is also the order the runs start in
+    # grpo --noise 0.3 by construction last); the runs start in `order` below
     arms: tuple[Arm, ...] = (Arm("mcs-4", "mcs-4", 0.0, 1), Arm("grpo", "grpo", 0.0, 2),
                              Arm("mcs-1", "mcs-1", 0.0, 3), Arm("noisy", "grpo", 0.3, 4))
     seeds: tuple[int, ...] = (0, 1)
@@ -130,8 +130,8 @@ def screen_jobs(plan: Plan, out: Path) -> list[Job]:
     return jobs
 
 
-def pilot_jobs(plan: Plan, out: Path, lr: str) -> list[Job]:
-    """The 8 runs in Amendment 3's order (plan.order)."""
+def pilot_jobs(plan: Plan, out: Path, lr: str, runs: list[str] | None = None) -> list[Job]:
+    """The 8 runs in Amendment 3's order (plan.order), or those of them named in RUNS."""
     jobs = {}
     for seed in plan.seeds:
         for arm in plan.arms:
@@ -141,7 +141,7 @@ def pilot_jobs(plan: Plan, out: Path, lr: str) -> list[Job]:
                                                           *common(plan, plan.steps, seed, plan.eval_problems, lr,
                                                                   folder)), plan.steps)
     assert sorted(jobs) == sorted(plan.order), "plan.order names every run once"
-    return [jobs[name] for name in plan.order]
+    return [jobs[name] for name in plan.order if not runs or name in runs]
 
 
 def pinned(plan: Plan, slot: int, env: dict, taskset: str | None, ncpu: int) -> tuple[list[str], dict]:
@@ -152,11 +152,11 @@ def pinned(plan: Plan, slot: int, env: dict, taskset: str | None, ncpu: int) -> 
     if core >= ncpu:
         return [], env
     env = {**env, "VLLM_CPU_OMP_THREADS_BIND": str(core), "VLLM_CPU_NUM_OF_RESERVED_CPU": "0"}
-    from sveb.engines.cpu_libs import find, preload_value
-    env["LD_PRELOAD"] = preload_value(env.get("LD_PRELOAD", ""), find(), plan.engine == "vllm",
-                                      env.get("SVEB_CPU_PRELOAD", "1"))
-    if not env["LD_PRELOAD"]:
-        del env["LD_PRELOAD"]
+    if plan.engine == "vllm":  # what the Makefile's targets preload (`python -m sveb.engines.cpu_libs`)
+        from sveb.engines.cpu_libs import preload
+        env["LD_PRELOAD"] = preload(env)
+        if not env["LD_PRELOAD"]:
+            del env["LD_PRELOAD"]
     return ([taskset, "-c", str(core)] if taskset else []), env
 
 
@@ -287,8 +287,8 @@ def preflight(plan: Plan) -> str | None:
 
 def cmd_run(args, plan: Plan = PLAN, say=print) -> int:
     out = Path(args.out)
-    args.runs = [x for x in (getattr(args, "runs", None) or "").split(",") if x]
-    if unknown := [x for x in args.runs if x not in plan.order]:
+    runs = [x for x in args.runs.split(",") if x]
+    if unknown := [x for x in runs if x not in plan.order]:
         say(f"validity run: --runs {unknown[0]} is not a pilot run (one of {', '.join(plan.order)})")
         return 1
     screen = screen_jobs(plan, out)
@@ -297,9 +297,8 @@ def cmd_run(args, plan: Plan = PLAN, say=print) -> int:
     if args.dry_run:
         for j in screen:
             say(shown(plan, j))
-        for j in pilot_jobs(plan, out, rate(chosen) if chosen is not None else "LR"):
-            if not args.runs or j.name in args.runs:
-                say(shown(plan, j))
+        for j in pilot_jobs(plan, out, rate(chosen) if chosen is not None else "LR", runs):
+            say(shown(plan, j))
         return 0
     sveb = sveb_command(args.sveb)
     if not args.sveb and (err := preflight(plan)):
@@ -312,7 +311,7 @@ def cmd_run(args, plan: Plan = PLAN, say=print) -> int:
         return 1
     lock.write_text(str(os.getpid()))
     try:
-        return screen_then_pilot(plan, out, screen, lr_file, chosen, sveb, args, say)
+        return screen_then_pilot(plan, out, screen, lr_file, chosen, sveb, args, runs, say)
     finally:
         lock.unlink(missing_ok=True)
 
@@ -328,7 +327,7 @@ def alive(pid: int) -> bool:
 
 
 def screen_then_pilot(plan: Plan, out: Path, screen: list[Job], lr_file: Path, chosen, sveb: list[str], args,
-                      say) -> int:
+                      runs: list[str], say) -> int:
     say(f"learning-rate screen: {len(screen)} runs of {plan.lr_steps} steps ({plan.lr_baseline}, seed {plan.lr_seed}, "
         f"no held-out problem), {plan.parallel} at a time")
     failed = execute(plan, screen, sveb, say, status_every=args.status_every)
@@ -349,9 +348,9 @@ def screen_then_pilot(plan: Plan, out: Path, screen: list[Job], lr_file: Path, c
     say("learning rate: " + ", ".join(f"{rate(r['lr'])} step 1 {r['step1']:.3f}, steps 3-5 {r['mean_steps_3_5']:.3f}"
                                       f" ({'ok' if r['ok'] else 'drops'})" for r in choice["rates"])
         + f" -> {rate(choice['chosen'])} ({lr_file})")
-    pilot = [j for j in pilot_jobs(plan, out, rate(choice["chosen"])) if not args.runs or j.name in args.runs]
+    pilot = pilot_jobs(plan, out, rate(choice["chosen"]), runs)
     say(f"pilot: {len(pilot)} runs of {plan.steps} steps, {plan.parallel} at a time"
-        + (f" (--runs: {', '.join(j.name for j in pilot)})" if args.runs else ""))
+        + (f" (--runs: {', '.join(j.name for j in pilot)})" if runs else ""))
     failed = execute(plan, pilot, sveb, say, status_every=args.status_every)
     if failed:
         say(f"validity run: {', '.join(j.name for j in failed)} failed; rerun to resume")

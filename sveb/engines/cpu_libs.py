@@ -33,13 +33,18 @@ def preload_value(current: str, lib: str | None, on_cpu: bool, wanted: str = "1"
     return ":".join([lib, *parts])
 
 
-def main(argv: list[str]) -> None:
-    if argv[:1] == ["--check"]:  # make setup: exit 1 when no tcmalloc is found
-        sys.exit(0 if find() else 1)
+def preload(env) -> str:
+    """The LD_PRELOAD a process with environment ENV should start with to run vLLM on this machine."""
     from sveb.core.device import nvidia_gpus, vllm_build
     build = vllm_build()
     on_cpu = build == "cpu" or (build is None and nvidia_gpus() == 0)
-    print(preload_value(os.environ.get("LD_PRELOAD", ""), find(), on_cpu, os.environ.get("SVEB_CPU_PRELOAD", "1")))
+    return preload_value(env.get("LD_PRELOAD", ""), find(), on_cpu, env.get("SVEB_CPU_PRELOAD", "1"))
+
+
+def main(argv: list[str]) -> None:
+    if argv[:1] == ["--check"]:  # make setup: exit 1 when no tcmalloc is found
+        sys.exit(0 if find() else 1)
+    print(preload(os.environ))
 
 
 if __name__ == "__main__":

@@ -61,10 +61,7 @@ YLABEL = {"mae": "MAE vs reference (95% CI)", "k_eq": "k_eq: worth k rollouts (9
 
 def cost_plot(rows: list[dict], curves: dict[str, list[dict]], title: str, path: Path, metric: str = "mae") -> Path:
     """cost_figure saved to `path`."""
-    fig = cost_figure(rows, curves, title, metric)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=DPI)
-    return path
+    return _save(cost_figure(rows, curves, title, metric), path, tight=False)  # its layout leaves the legend room
 
 
 def cost_figure(rows: list[dict], curves: dict[str, list[dict]], title: str, metric: str = "mae"):
@@ -195,8 +192,9 @@ def keq_dots(points: list[dict], title: str, path: Path) -> Path:
     return _save(fig, path)
 
 
-def _save(fig, path: Path) -> Path:
-    fig.tight_layout()
+def _save(fig, path: Path, tight: bool = True) -> Path:
+    if tight:
+        fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=DPI)
     return path
