@@ -102,6 +102,25 @@ def test_a_hostile_bundle_is_refused_and_the_board_is_untouched(setup, tmp_path,
     assert {x["estimator"] for x in board.rows(lb)} == {"grpo", "mcs-2"}
 
 
+def test_a_bundle_whose_parquet_breaks_pyarrow_in_two_lines_is_refused_in_one(setup, tmp_path):
+    """Flipping byte 4 (the first page header) makes pyarrow raise 'Couldn't deserialize thrift ...' over two lines
+    (CI found it by fuzzing a tar): the refusal is still one line, the board untouched."""
+    import io
+
+    import pyarrow.parquet as pq
+    _, bundles, lb = setup
+    bad = shutil.copytree(bundles["mcs-2"], tmp_path / "bad")
+    raw = bytearray((bad / "estimates.parquet").read_bytes())
+    raw[4] ^= 1
+    with pytest.raises(OSError) as e:
+        pq.read_table(io.BytesIO(bytes(raw)))
+    assert "\n" in str(e.value).strip()  # the case this test is for: pyarrow's text spans lines
+    (bad / "estimates.parquet").write_bytes(bytes(raw))
+    before = files(lb)
+    one_line_error(cli("leaderboard", "add", bad, "--board", lb), "estimates.parquet: unreadable", "page header")
+    assert files(lb) == before
+
+
 def test_a_failed_table_write_takes_the_add_back(setup, monkeypatch):
     _, bundles, lb = setup
     before = files(lb)

@@ -113,3 +113,12 @@ def test_cli_bad_flags_one_line(tmp_path):
     r = CliRunner().invoke(app, ["build", "--source", str(tmp_path / "missing.jsonl"), "--root", str(tmp_path),
                                  "--engine", "hf"])
     assert r.exit_code == 1 and "missing.jsonl" in r.output
+
+
+def test_brief_puts_a_library_error_on_one_line_and_cuts_it():
+    from sveb.core.errors import brief
+    e = OSError("Couldn't deserialize thrift: Invalid data\nDeserializing page header failed.\n")
+    assert brief(e) == "Couldn't deserialize thrift: Invalid data Deserializing page header failed."
+    long = brief(ValueError("x " * 200), 50)
+    assert len(long) == 50 and long.endswith("...") and "\n" not in long
+    assert brief(KeyError()) == "KeyError"  # no text: the type names it

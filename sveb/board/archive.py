@@ -9,6 +9,7 @@ import zlib
 from pathlib import Path
 
 from sveb.board.bundle import MAX_MB, BundleError
+from sveb.core.errors import brief
 
 MAX_MEMBERS = 64  # a bundle is two files; an archive of thousands of members is not one
 
@@ -134,7 +135,7 @@ def unpack(path: Path, into: Path, max_mb: float = MAX_MB) -> Path:
             RuntimeError, ValueError, OSError) as e:
         if isinstance(e, BundleError):
             raise
-        raise BundleError(f"{path}: unreadable archive ({type(e).__name__}: {str(e)[:120]})") from None
+        raise BundleError(f"{path}: unreadable archive ({type(e).__name__}: {brief(e, 120)})") from None
     found = [p.parent for p in Path(into).rglob("bundle.json")]
     if len(found) != 1:
         raise BundleError(f"{path}: the archive holds {len(found)} bundle.json files; expected one")

@@ -22,7 +22,7 @@ import pyarrow.parquet as pq
 from sveb import store
 from sveb.board import validate
 from sveb.core import device as hardware
-from sveb.core.errors import SvebError
+from sveb.core.errors import SvebError, brief
 from sveb.data_builders.files import json_why
 
 FORMAT = "sveb-bundle"
@@ -204,7 +204,7 @@ def read_bundle(folder: Path) -> tuple[dict, pa.Table]:
     except FileNotFoundError:
         raise BundleError(f"{folder}: no estimates.parquet") from None
     except (OSError, pa.ArrowException, ValueError, KeyError, IndexError) as e:
-        raise BundleError(f"{folder}/estimates.parquet: unreadable ({type(e).__name__}: {str(e)[:120]})") from None
+        raise BundleError(f"{folder}/estimates.parquet: unreadable ({type(e).__name__}: {brief(e, 120)})") from None
     missing = [c for c in ESTIMATES.names if c not in table.column_names]
     if missing:
         raise BundleError(f"{folder}/estimates.parquet: no column {missing[0]}")

@@ -25,6 +25,12 @@ class ConfigError(SvebError, ValueError):
     """A build manifest's config with a value of the wrong type."""
 
 
+def brief(e: BaseException, limit: int = 200) -> str:
+    """A library exception's text on one line (pyarrow's thrift errors span lines), cut at `limit` characters."""
+    text = " ".join(str(e).split()) or type(e).__name__
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
 def did_you_mean(name: str, known, n: int = 1) -> str:
     """'; did you mean X?' for a near miss among `known`, else '; known: A, B, ...' (appended to an error)."""
     import difflib

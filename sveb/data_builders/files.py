@@ -14,6 +14,7 @@ import zlib
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+from sveb.core.errors import brief
 from sveb.data_builders import SkipRow, SourceError
 
 SUFFIXES = (".jsonl", ".jsonl.gz", ".json", ".json.gz", ".parquet", ".csv", ".csv.gz")
@@ -125,7 +126,7 @@ def _read_parquet(f: Path) -> Iterator[Row]:
     try:
         pf = pq.ParquetFile(f)
     except Exception as e:  # pyarrow raises several kinds for a broken file
-        raise SourceError(f"{f}: not a readable Parquet file ({type(e).__name__}: {e})") from None
+        raise SourceError(f"{f}: not a readable Parquet file ({type(e).__name__}: {brief(e)})") from None
     for batch in pf.iter_batches(batch_size=1024):  # bounded memory on big shards
         for row in batch.to_pylist():
             n += 1
@@ -143,7 +144,7 @@ def _read_csv(f: Path) -> Iterator[Row]:
     except UnicodeDecodeError as e:
         raise SourceError(f"{f}: not valid UTF-8 ({e})") from None
     except csv.Error as e:
-        raise SourceError(f"{f}: not valid CSV ({e})") from None
+        raise SourceError(f"{f}: not valid CSV ({brief(e)})") from None
     except READ_ERRORS as e:
         raise _unreadable(f, e) from None
 

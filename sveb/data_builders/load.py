@@ -19,6 +19,7 @@ from functools import lru_cache
 from pathlib import Path
 
 import sveb.data_builders as package
+from sveb.core.errors import brief
 from sveb.data_builders import FITS, SkipRow, Source, SourceError, domain_module, make_problem, split_of
 from sveb.data_builders import fields as fieldmap
 from sveb.data_builders.exclude import read as read_exclusions
@@ -258,7 +259,7 @@ def scan(domain: str, text: str, fields: tuple = (), min_tests: int = -1) -> Loa
         except SourceError:
             raise
         except Exception as e:  # a bug or an unforeseen row shape: name the row
-            raise SourceError(f"{where} row {i}: cannot read this row ({type(e).__name__}: {e})") from None
+            raise SourceError(f"{where} row {i}: cannot read this row ({type(e).__name__}: {brief(e)})") from None
         if p["problem_id"] in seen:
             out.skipped["duplicate question"] += 1
             continue

@@ -30,6 +30,7 @@ import importlib
 import re
 from dataclasses import dataclass
 
+from sveb.core.errors import brief
 from sveb.engines.base import Engine, EngineError, EngineOptions
 
 GROUP = "sveb.engines"
@@ -51,7 +52,7 @@ class EngineEntry:
         try:
             found = getattr(importlib.import_module(module), cls)
         except (ImportError, AttributeError) as e:
-            raise EngineError(f"--engine {self.name}: cannot load {self.target} ({e})") from None
+            raise EngineError(f"--engine {self.name}: cannot load {self.target} ({brief(e)})") from None
         if not (isinstance(found, type) and callable(getattr(found, "generate", None))):
             raise EngineError(f"--engine {self.name}: {self.target} is not an engine class (it needs a "
                               f"`generate(requests, params, desc)` method: sveb.engines.base.Engine)")

@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sveb.core.errors import UsageError
+from sveb.core.errors import UsageError, brief
 
 ROLES = ("baseline", "estimator", "scale")  # scale: shown for scale (MCS@k), never "best"
 GROUP = "sveb.estimators"
@@ -59,7 +59,7 @@ class Entry:
         try:
             return getattr(importlib.import_module(module), cls)
         except (ImportError, AttributeError) as e:
-            raise UnknownEstimator(f"estimator '{self.name}': cannot load {self.target} ({e})") from None
+            raise UnknownEstimator(f"estimator '{self.name}': cannot load {self.target} ({brief(e)})") from None
 
 
 def _cwd_on_path() -> None:

@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from sveb import store
-from sveb.core.errors import SvebError
+from sveb.core.errors import SvebError, brief
 from sveb.core.models import resolve
 from sveb.store.export_card import card
 from sveb.store.files import hash_file
@@ -141,7 +141,7 @@ def verify(bdir: Build | Path) -> Manifest:
         try:
             got = store.table_hash(bdir / name)
         except store.StoreError as e:
-            raise ExportError(f"{bdir}: table {name} is unreadable ({e})") from None
+            raise ExportError(f"{bdir}: table {name} is unreadable ({brief(e, 300)})") from None
         if got != want["sha256"]:
             raise ExportError(f"{bdir}: table {name} does not match its content hash in manifest.json "
                               f"(expected {want['sha256'][:16]}, found {got[:16]}): the export was modified")

@@ -9,7 +9,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from sveb.core.config import BuildConfig
-from sveb.core.errors import path_like
+from sveb.core.errors import brief, path_like
 from sveb.store import StoreError, read_manifest, shard_path, staged_dir
 from sveb.store.export import ExportError, check_export_manifest, verify
 
@@ -59,7 +59,7 @@ def import_build(spec: str, out: Path) -> Path:
                 ds = datasets.load_dataset(str(spec), table, split=split, cache_dir=str(tmp / ".cache"))
             except Exception as e:
                 raise ExportError(f"{spec}: cannot load table {table} with datasets "
-                                  f"({type(e).__name__}: {e})") from None
+                                  f"({type(e).__name__}: {brief(e)})") from None
             (tmp / table).mkdir()
             ds.to_parquet(str(shard_path(tmp / table, 0)))
             del ds

@@ -13,6 +13,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from sveb.core.errors import brief
 from sveb.store.files import StoreError, atomic_write_bytes
 
 FP_KEY = b"sveb_fp"
@@ -53,10 +54,8 @@ def read_shard(path: Path) -> pa.Table:
     try:
         return pq.read_table(path)
     except (OSError, pa.ArrowException, ValueError, KeyError, IndexError, TypeError) as e:  # corrupt bytes
-        why = (str(e).strip().splitlines() or [""])[0]
-        why = why if len(why) <= 160 else why[:159] + "…"
-        raise StoreError(f"{path}: unreadable Parquet shard ({type(e).__name__}: {why}); delete it and rerun the "
-                         f"command that wrote it (an export: export or import it again)") from None
+        raise StoreError(f"{path}: unreadable Parquet shard ({type(e).__name__}: {brief(e, 160)}); delete it and "
+                         f"rerun the command that wrote it (an export: export or import it again)") from None
 
 
 def read_table(table_dir: Path, schema: pa.Schema | None = None, fp: str | None = None) -> pa.Table:
@@ -74,7 +73,7 @@ def read_table(table_dir: Path, schema: pa.Schema | None = None, fp: str | None 
         return pa.concat_tables(tables)
     except (pa.ArrowException, ValueError, KeyError, TypeError) as e:
         raise StoreError(f"{table_dir}: its shards do not have the table's columns ({type(e).__name__}: "
-                         f"{str(e)[:160]})") from None
+                         f"{brief(e, 160)})") from None
 
 
 # Key columns that order each table's rows for its content hash (shard layout must not change the hash).

@@ -8,7 +8,7 @@ import hashlib
 import json
 from pathlib import Path
 
-from sveb.core.errors import UsageError
+from sveb.core.errors import UsageError, brief
 from sveb.experiment.rl import checkpoint
 from sveb.store.files import hash_file
 
@@ -71,7 +71,7 @@ def export_policy(run: str | Path, out: str | Path, step: int | None = None) -> 
     try:
         copy_params(model, state["params"])
     except (KeyError, TypeError, ValueError) as e:
-        raise UsageError(f"{ckpt}: does not fit the base model {cfg['model']} ({e})") from None
+        raise UsageError(f"{ckpt}: does not fit the base model {cfg['model']} ({brief(e)})") from None
     record = {"run": str(run.resolve()), "step": step, "base_model": cfg["model"], "base_path": base,
               "checkpoint_sha256": _sha256(ckpt), "trained_parameters": len(state["params"]),
               "baseline": cfg.get("baseline"), "seed": cfg.get("seed"), "dtype": "float32"}
