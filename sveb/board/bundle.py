@@ -212,7 +212,7 @@ def read_bundle(folder: Path) -> tuple[dict, pa.Table]:
         table = table.select(ESTIMATES.names).cast(ESTIMATES)
     except (pa.ArrowException, ValueError, KeyError) as e:
         raise BundleError(f"{folder}/estimates.parquet: wrong column types "
-                          f"({type(e).__name__}: {str(e)[:120]})") from None
+                          f"({type(e).__name__}: {brief(e, 120)})") from None
     return meta, table
 
 
