@@ -1,10 +1,12 @@
 """How estimators follow a policy that moved (issue 59): per state, ΔV = V_new − V_old between two builds of the same
 states, and each estimator's estimate of it (its value on NEW minus its value on OLD), by sveb.score.moved.
 
-    python benchmarks/moved_policy.py OLD NEW [--protocol held-out] [--estimates FILE ...] [--json OUT]
+    python benchmarks/moved_policy.py OLD NEW [OLD NEW ...] [--protocol held-out] [--estimates FILE ...] [--json OUT]
 
 OLD: a build or export (e.g. results/table4/exports/number); NEW: its states' references under the other
-policy (`sveb rereference --states-from OLD`), or another re-reference of the same source. ΔV comes from the first
+policy (`sveb rereference --states-from OLD`), or another re-reference of the same source. Several pairs (Table 4's
+seed builds and their re-references) are pooled into one set of states; the slope's clusters stay problems, so a
+problem two seeds share counts once. ΔV comes from the first
 n_ref draws of each build's references (paired draw by draw: a re-reference seeds draw j as its source did).
 Estimates: what `sveb eval` stored in each build (or in a read-only build's mirror), and the rows of any --estimates
 file (Table 4's results/table4/estimates.parquet) whose build_fp is the build's, averaged over trainings.
@@ -53,27 +55,45 @@ def named(old: dict, new: dict) -> tuple[dict, dict]:
     return {label[k]: v for k, v in old.items()}, {label[k]: v for k, v in new.items()}
 
 
+def read_pair(old: Path, new: Path, protocol: str, files: list[Path]) -> tuple[dict, dict, dict, dict, dict]:
+    """One OLD NEW pair: both builds' references, their estimates (named) and each state's problem."""
+    mo, mn = store.load_manifest(old), store.load_manifest(new)
+    src = (mn.states_from or {}).get("content_hash")
+    if src not in (content_hash_of(old), (mo.states_from or {}).get("content_hash")):
+        raise SystemExit(f"{new}: not a re-reference of {old} (`sveb rereference --states-from OLD`) nor "
+                         f"of its source; its states would be another build's")
+    problem_of = {s["state_id"]: s["problem_id"] for s in store.read_table(old / "states", schema.STATES).to_pylist()}
+    eo, en = named(estimates(old, mo.build_fp, protocol, files), estimates(new, mn.build_fp, protocol, files))
+    return references(old), references(new), eo, en, problem_of
+
+
 def main(argv: list[str] | None = None) -> dict:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("old", type=Path)
-    p.add_argument("new", type=Path)
+    p.add_argument("builds", type=Path, nargs="+", metavar="OLD NEW")
     p.add_argument("--protocol", default="held-out")
     p.add_argument("--estimates", type=Path, action="append", default=[],
                    help="A Parquet file of estimates with a build_fp column (repeatable)")
     p.add_argument("--json", type=Path, help="Also write the result here")
     args = p.parse_args(argv)
-    mo, mn = store.load_manifest(args.old), store.load_manifest(args.new)
-    src = (mn.states_from or {}).get("content_hash")
-    if src not in (content_hash_of(args.old), (mo.states_from or {}).get("content_hash")):
-        raise SystemExit(f"{args.new}: not a re-reference of {args.old} (`sveb rereference --states-from OLD`) nor "
-                         f"of its source; its states would be another build's")
-    problem_of = {s["state_id"]: s["problem_id"]
-                  for s in store.read_table(args.old / "states", schema.STATES).to_pylist()}
-    eo, en = named(estimates(args.old, mo.build_fp, args.protocol, args.estimates),
-                   estimates(args.new, mn.build_fp, args.protocol, args.estimates))
-    r = compare(references(args.old), references(args.new), eo, en, problem_of)
+    if len(args.builds) % 2:
+        raise SystemExit(f"{len(args.builds)} builds given: pass them in pairs, OLD NEW [OLD NEW ...]")
+    pairs = list(zip(args.builds[::2], args.builds[1::2]))
+    refs_o, refs_n, est_o, est_n, problem_of = {}, {}, {}, {}, {}
+    for i, (old, new) in enumerate(pairs):
+        tag = f"{i}/" if len(pairs) > 1 else ""  # state ids kept apart per pair; problems are not (clusters)
+        ro, rn, eo, en, pr = read_pair(old, new, args.protocol, args.estimates)
+        refs_o |= {tag + k: v for k, v in ro.items()}
+        refs_n |= {tag + k: v for k, v in rn.items()}
+        problem_of |= {tag + k: v for k, v in pr.items()}
+        for acc, got in ((est_o, eo), (est_n, en)):
+            for name, d in got.items():
+                acc.setdefault(name, {}).update({tag + k: v for k, v in d.items()})
+    r = compare(refs_o, refs_n, est_o, est_n, problem_of)
+    r["pairs"] = [[str(o), str(n)] for o, n in pairs]
+    mo, mn = store.load_manifest(pairs[0][0]), store.load_manifest(pairs[0][1])
     st = r["states"]
-    print(f"OLD {mo.model} ({args.old}) -> NEW {mn.model} ({args.new}), protocol {args.protocol}")
+    where = ", ".join(f"{o} -> {n}" for o, n in pairs)
+    print(f"OLD {mo.model} -> NEW {mn.model} ({where}), protocol {args.protocol}")
     print(f"{st['n']} states ({st['unmatched']} unmatched): ΔV mean {st['dv_mean']:+.4f}, sd {st['dv_sd']:.4f}; "
           f"reference noise (mean SE²) {st['noise_var']:.4f}, reliability {st['reliability']:.2f}; "
           f"{st['moved']:.0%} of states moved by more than 2 SE")

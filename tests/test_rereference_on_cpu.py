@@ -140,6 +140,15 @@ def test_estimators_follow_the_moved_policy_as_moved_policy_py_reports(scripted_
     assert "8 states (0 unmatched)" in shown and "mcs-4" in shown and (tmp_path / "r.json").exists()
     with pytest.raises(SystemExit, match="not a re-reference"):
         mod.main([str(out), str(src)])
+    # pairs pooled (Table 4's seeds): the same pair twice doubles the states, keeps the slope, and its clusters stay
+    # problems (a problem in both pairs is one cluster, so the slope's SE is the single pair's, not smaller)
+    two = mod.main([str(src), str(out), str(src), str(out)])
+    rows2 = {e["estimator"]: e for e in two["estimators"]}
+    assert two["states"]["n"] == 16 and two["states"]["unmatched"] == 0 and len(two["pairs"]) == 2
+    assert rows2["mcs-4"]["slope"] == pytest.approx(rows["mcs-4"]["slope"])
+    assert rows2["mcs-4"]["slope_se"] == pytest.approx(rows["mcs-4"]["slope_se"])  # per-pair clusters: 1/√2 of it
+    with pytest.raises(SystemExit, match="pass them in pairs"):
+        mod.main([str(src), str(out), str(src)])
 
 
 def test_hidden_state_estimators_run_on_a_rereference(tiny_llama_builds, tmp_path):
