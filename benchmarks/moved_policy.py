@@ -39,7 +39,8 @@ def estimates(bdir: Path, build_fp: str, protocol: str, files: list[Path]) -> di
     view = Path(results_view(store.Build(bdir), create=False))
     rows = store.read_table(view / "estimates").to_pylist() if any((view / "estimates").glob("part-*")) else []
     for f in files:
-        rows += [r for r in store.read_table(Path(f)).to_pylist() if r.get("build_fp") == build_fp]
+        table = store.read_table(Path(f)) if Path(f).is_dir() else store.read_shard(Path(f))  # a folder or one file
+        rows += [r for r in table.to_pylist() if r.get("build_fp") == build_fp]
     acc: dict[tuple[str, str], dict[str, list[float]]] = {}
     for r in rows:
         if r["protocol"] == protocol:

@@ -149,6 +149,19 @@ def test_estimators_follow_the_moved_policy_as_moved_policy_py_reports(scripted_
     assert rows2["mcs-4"]["slope_se"] == pytest.approx(rows["mcs-4"]["slope_se"])  # per-pair clusters: 1/√2 of it
     with pytest.raises(SystemExit, match="pass them in pairs"):
         mod.main([str(src), str(out), str(src)])
+    # --estimates: one Parquet file (Table 4's results/table4/estimates.parquet), its rows matched by build_fp
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    copied = []
+    for b in (src, out):
+        fp = store.load_manifest(b).build_fp
+        got = mod.estimates(b, fp, "held-out", [])
+        copied += [{"build_fp": fp, "state_id": s, "estimator": "copy", "params_fp": "x", "protocol": "held-out",
+                    "value": v} for (name, _), d in got.items() if name == "mcs-4" for s, v in d.items()]
+    pq.write_table(pa.Table.from_pylist(copied), tmp_path / "extra.parquet")
+    three = {e["estimator"]: e for e in mod.main([str(src), str(out), "--estimates",
+                                                  str(tmp_path / "extra.parquet")])["estimators"]}
+    assert three["copy"]["slope"] == pytest.approx(rows["mcs-4"]["slope"]) and three["copy"]["n"] == 8
 
 
 def test_hidden_state_estimators_run_on_a_rereference(tiny_llama_builds, tmp_path):
