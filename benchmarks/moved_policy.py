@@ -2,6 +2,7 @@
 states, and each estimator's estimate of it (its value on NEW minus its value on OLD), by sveb.score.moved.
 
     python benchmarks/moved_policy.py OLD NEW [OLD NEW ...] [--protocol held-out] [--estimates FILE ...] [--json OUT]
+                                      [--save-estimates FILE]
 
 OLD: a build or export (e.g. results/table4/exports/number); NEW: its states' references under the other
 policy (`sveb rereference --states-from OLD`), or another re-reference of the same source. Several pairs (Table 4's
@@ -22,6 +23,8 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 from sveb import store
 from sveb.core import schema
@@ -34,10 +37,21 @@ def references(bdir: Path) -> dict[str, list[float]]:
     return {r["state_id"]: list(r["mc_rewards"])[:r["n_ref"]] for r in rows}
 
 
+KEEP = ("build_fp", "state_id", "estimator", "params_fp", "protocol", "value")
+
+
+def stored(bdir: Path, build_fp: str) -> list[dict]:
+    """What `sveb eval` stored in a build (or its read-only mirror), each row tagged with the build's fingerprint."""
+    view = Path(results_view(store.Build(bdir), create=False))
+    if not any((view / "estimates").glob("part-*")):
+        return []
+    return [{**{k: r[k] for k in KEEP if k in r}, "build_fp": build_fp}
+            for r in store.read_table(view / "estimates").to_pylist()]
+
+
 def estimates(bdir: Path, build_fp: str, protocol: str, files: list[Path]) -> dict[tuple[str, str], dict[str, float]]:
     """(estimator, params_fp) -> state_id -> value (the mean over trainings), for one protocol."""
-    view = Path(results_view(store.Build(bdir), create=False))
-    rows = store.read_table(view / "estimates").to_pylist() if any((view / "estimates").glob("part-*")) else []
+    rows = stored(bdir, build_fp)
     for f in files:
         table = store.read_table(Path(f)) if Path(f).is_dir() else store.read_shard(Path(f))  # a folder or one file
         rows += [r for r in table.to_pylist() if r.get("build_fp") == build_fp]
@@ -75,6 +89,9 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--estimates", type=Path, action="append", default=[],
                    help="A Parquet file of estimates with a build_fp column (repeatable)")
     p.add_argument("--json", type=Path, help="Also write the result here")
+    p.add_argument("--save-estimates", type=Path, metavar="FILE",
+                   help="Also write the estimates stored in the builds (all protocols) to one Parquet file, so that "
+                        "the result can be redone from exports with --estimates FILE")
     args = p.parse_args(argv)
     if len(args.builds) % 2:
         raise SystemExit(f"{len(args.builds)} builds given: pass them in pairs, OLD NEW [OLD NEW ...]")
@@ -106,6 +123,14 @@ def main(argv: list[str] | None = None) -> dict:
         print("no estimator has estimates on both builds: run `sveb eval -e NAME --build DIR` on each")
     if args.json:
         args.json.write_text(json.dumps(r, indent=2))
+    if args.save_estimates:
+        rows = [x for o, n in pairs for b in (o, n) for x in stored(b, store.load_manifest(b).build_fp)]
+        table = pa.Table.from_pylist(rows, schema=pa.schema([(k, pa.float64() if k == "value" else pa.string())
+                                                              for k in KEEP]))
+        tmp = args.save_estimates.with_name(args.save_estimates.name + ".tmp")
+        pq.write_table(table, tmp)
+        tmp.replace(args.save_estimates)
+        print(f"{table.num_rows} stored estimates -> {args.save_estimates}")
     return r
 
 

@@ -162,6 +162,17 @@ def test_estimators_follow_the_moved_policy_as_moved_policy_py_reports(scripted_
     three = {e["estimator"]: e for e in mod.main([str(src), str(out), "--estimates",
                                                   str(tmp_path / "extra.parquet")])["estimators"]}
     assert three["copy"]["slope"] == pytest.approx(rows["mcs-4"]["slope"]) and three["copy"]["n"] == 8
+    # --save-estimates: the builds' stored estimates in one file; on exports (no estimates stored) it redoes the result
+    from sveb.store.export import export_build
+    mod.main([str(src), str(out), "--save-estimates", str(tmp_path / "saved.parquet")])
+    assert pq.read_table(tmp_path / "saved.parquet").num_rows == 2 * 2 * 8  # 2 builds x grpo, mcs-4 x 8 states
+    weights = tmp_path / "weights"  # the card's weights hash only: these builds' models are scripted
+    weights.mkdir()
+    (weights / "model.safetensors").write_bytes(b"w")
+    ex = [export_build(b, tmp_path / f"ex-{i}", model_dir=weights) for i, b in enumerate((src, out))]
+    assert mod.main([str(ex[0]), str(ex[1])])["estimators"] == []
+    again = mod.main([str(ex[0]), str(ex[1]), "--estimates", str(tmp_path / "saved.parquet")])
+    assert again["estimators"] == r["estimators"] and again["states"] == r["states"]
 
 
 def test_hidden_state_estimators_run_on_a_rereference(tiny_llama_builds, tmp_path):
