@@ -112,9 +112,9 @@ def main(argv: list[str] | None = None) -> dict:
     st = r["states"]
     where = ", ".join(f"{o} -> {n}" for o, n in pairs)
     print(f"OLD {mo.model} -> NEW {mn.model} ({where}), protocol {args.protocol}")
-    print(f"{st['n']} states ({st['unmatched']} unmatched): ΔV mean {st['dv_mean']:+.4f}, sd {st['dv_sd']:.4f}; "
-          f"reference noise (mean SE²) {st['noise_var']:.4f}, reliability {st['reliability']:.2f}; "
-          f"{st['moved']:.0%} of states moved by more than 2 SE")
+    print(f"{st['n']} states ({st['unmatched']} unmatched): ΔV mean {st['dv_mean']:+.4f} "
+          f"± {st['dv_mean_se']:.4f} SE, sd {st['dv_sd']:.4f}; reference noise (mean SE²) {st['noise_var']:.4f}, "
+          f"reliability {st['reliability']:.2f}; {st['moved']:.0%} of states moved by more than 2 SE")
     print(f"{'estimator':<16} {'n':>5} {'MAE':>7} {'sq err-noise':>12} {'slope':>7} {'± SE':>6} {'corrected':>9}")
     for e in sorted(r["estimators"], key=lambda e: -e["slope"] if np.isfinite(e["slope"]) else np.inf):
         print(f"{e['estimator']:<16} {e['n']:>5} {e['mae']:>7.4f} {e['mse_debiased']:>12.4f} {e['slope']:>7.3f} "

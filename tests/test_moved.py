@@ -53,6 +53,21 @@ def test_on_simulated_draws_the_corrected_slope_and_mse_recover_the_truth():
     assert good["mse_debiased"] == pytest.approx(0.01, abs=0.003)
     assert grpo["slope"] == 0 and grpo["mae"] > good["mae"]
     assert 0 < good["slope_se"] < 0.05
+    # the mean's SE is clustered by problem: here states are independent, so it is about sd/√n
+    assert st["dv_mean_se"] == pytest.approx(st["dv_sd"] / np.sqrt(n), rel=0.15)
+
+
+def test_the_mean_shift_se_counts_a_problem_once():
+    """Four copies of each state under one problem: the clustered SE is the one-copy SE, not half of it."""
+    rng = np.random.default_rng(2)
+    old = {f"s{i}": list(rng.random(8) < 0.5) for i in range(40)}
+    new = {f"s{i}": list(rng.random(8) < 0.6) for i in range(40)}
+    one = compare(old, new, {}, {}, {f"s{i}": f"p{i}" for i in range(40)})["states"]
+    four = compare({f"{k}-{c}": v for k, v in old.items() for c in range(4)},
+                   {f"{k}-{c}": v for k, v in new.items() for c in range(4)}, {}, {},
+                   {f"{k}-{c}": k for k in old for c in range(4)})["states"]
+    assert four["dv_mean"] == pytest.approx(one["dv_mean"])
+    assert four["dv_mean_se"] == pytest.approx(one["dv_mean_se"])
 
 
 def test_only_shared_states_count():

@@ -67,7 +67,10 @@ def compare(old_refs: Mapping[str, Sequence[float]], new_refs: Mapping[str, Sequ
     dv = np.array([shifts[i][0] for i in ids])
     se = np.array([shifts[i][1] for i in ids])
     noise, var = float(np.mean(se ** 2)), float(np.var(dv, ddof=1))
+    g = np.unique([problem_of[i] for i in ids] if problem_of else ids, return_inverse=True)[1]
+    sums = np.bincount(g, weights=dv - dv.mean())  # the mean's SE, clustered: a problem's states move together
     states = {"n": len(ids), "unmatched": len(set(old_refs) ^ set(new_refs)), "dv_mean": float(dv.mean()),
+              "dv_mean_se": float(np.sqrt(sums @ sums) / len(ids)),
               "dv_sd": float(np.sqrt(var)), "noise_var": noise,
               "reliability": 1 - noise / var if var > 0 else float("nan"),
               "moved": float(np.mean(np.abs(dv) > 2 * se))}  # share of states whose ΔV is 2 SE from 0
