@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from sveb.core.errors import SvebError, UsageError
+from sveb.core.errors import SvebError, UsageError, brief
 from sveb.core.records import GroupHidden
 from sveb.data_builders.files import json_why
 from sveb.estimators.base import ProblemGroup, Rollout, State
@@ -99,7 +99,7 @@ def _at(path: Path, n: int, case: dict):
     except (Bad, SvebError) as e:
         raise UsageError(f"{where}: {e}") from e
     except Exception as e:  # a case FORMAT.md's checks let through: still one line, never a traceback
-        msg = " ".join(str(e).split())[:200]
+        msg = brief(e) if str(e).strip() else ""
         raise UsageError(f"{where}: cannot be computed ({type(e).__name__}{': ' + msg if msg else ''})") from e
 
 

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import numpy as np
 
+from sveb.core.errors import brief
+
 MISSING = object()
 HISTA_PARAMS = ("alpha", "mean_window", "node_interval", "max_k", "min_k", "min_distance", "t")
 
@@ -150,7 +152,7 @@ def load_group(npz: Path) -> dict[str, np.ndarray]:
         with np.load(npz) as z:
             arrays = {k: z[k] for k in z.files}
     except Exception as e:  # a truncated zip, a member that does not decompress, pickled objects, ...
-        raise Bad(f"group file {npz} is not a readable .npz ({type(e).__name__}: {' '.join(str(e).split())})") from e
+        raise Bad(f"group file {npz} is not a readable .npz ({type(e).__name__}: {brief(e)})") from e
 
     def array(key: str, what: str) -> np.ndarray:
         if key not in arrays:
