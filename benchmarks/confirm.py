@@ -5,8 +5,9 @@ Resumable: rerun the same command after a stop. A seed whose export is in OUT/ex
 seed cut off by a session's end is kept with `make confirm ARGS=--save-partial` (its shards into OUT/partial, to
 commit), and the next run, in a fresh clone too, samples only the rest; the
 train build is Table 4's number train build (the same config, so the same fingerprint: its export is found under
-results/ and restored, else it is sampled under ROOT); estimates are cached per build. Writes OUT/result.md and
-OUT/result.json.
+results/ and restored, else it is sampled under ROOT); estimates are cached per build. Writes OUT/result.md,
+OUT/result.json and OUT/estimates.parquet (the per-state estimates the test read, to commit), from which
+`--from-estimates OUT/estimates.parquet --out DIR` redoes the test with the exports alone: no sampling, no model.
 
     make confirm        # = SVEB_CPU_DTYPE=float32 .venv/bin/python benchmarks/confirm.py
 """
@@ -45,6 +46,9 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--save-partial", action="store_true",
                    help="copy what each unexported seed (and the train build, if sampled here) has sampled under "
                         "ROOT to --partial, to commit before a session ends; nothing is sampled or scored")
+    p.add_argument("--from-estimates", metavar="FILE", default=None,
+                   help="redo the test from a saved estimates file (OUT/estimates.parquet, written by a full run) "
+                        "and the exports beside it, writing result.md/.json to --out: no sampling, no estimator")
     a = p.parse_args(argv)
     a.exclude = a.exclude or [str(PLAN / "excluded.txt")]
     a.partial = a.partial if a.partial is not None else str(Path(a.out) / "partial")

@@ -4,8 +4,10 @@ rerun samples nothing again."""
 
 import importlib.util
 import json
+import shutil
 from pathlib import Path
 
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
@@ -52,6 +54,28 @@ def test_the_confirmatory_run_end_to_end_and_resumed(tmp_path, monkeypatch):
     kept = {s: set(pq.read_table(out / "exports" / f"number-seed{s}" / "problems").column("problem_id").to_pylist())
             for s in (3, 4)}
     assert kept[3] and not kept[3] & {p["problem_id"] for p in first} and not kept[3] & kept[4]
+
+    est = pq.read_table(out / "estimates.parquet").to_pylist()
+    assert {r["build_fp"] for r in est} == set(res["builds"]) and {r["protocol"] for r in est} == {"held-out"}
+    assert {r["estimator"] for r in est} == {"probe", "grpo", "mcs-2", "mcs-3"}
+    assert len({r["params_fp"] for r in est if r["estimator"] == "probe"}) == 2  # one per training
+    assert sum(r["estimator"] == "grpo" for r in est) == res["states"]
+    redo = tmp_path / "redo"  # from the committed files alone: the exports and estimates.parquet
+    confirm.main([*args, "--from-estimates", str(out / "estimates.parquet"), "--out", str(redo)], override=over)
+    again = json.loads((redo / "result.json").read_text())
+    for k in ("delta_sq", "ci", "se", "df", "p", "verdict", "delta_per_seed", "beside", "states", "problems",
+              "training_sd", "train_build", "builds"):
+        assert again[k] == res[k], k
+    one = pq.read_table(out / "estimates.parquet")  # a file short of a seed, or not Parquet: one line, nothing written
+    pq.write_table(one.filter(pc.equal(one["build_fp"], res["builds"][0])), tmp_path / "short.parquet")
+    (tmp_path / "junk.parquet").write_bytes(b"PAR1 not really\n")
+    for bad, says in (("short.parquet", f"no estimates of build {res['builds'][1]}"), ("junk.parquet", "readable")):
+        shutil.copytree(out / "exports", tmp_path / "exports", dirs_exist_ok=True)
+        with pytest.raises(SystemExit, match=says) as e:
+            confirm.main([*args, "--from-estimates", str(tmp_path / bad), "--out", str(tmp_path / "bad")],
+                         override=over)
+        assert str(e.value).startswith("confirm: error: --from-estimates")
+        assert "\n" not in str(e.value) and not (tmp_path / "bad").exists()
 
     class Silent(ScriptedEngine):
         def generate(self, *a, **k):

@@ -23,8 +23,9 @@ import numpy as np
 from rich.console import Console
 
 from sveb import store
+from sveb.core import schema
 from sveb.core.device import describe, pick_dtype
-from sveb.core.errors import UsageError
+from sveb.core.errors import UsageError, brief
 from sveb.evaluate import evaluate
 from sveb.experiment import partial
 from sveb.experiment.presets import preset_configs
@@ -34,13 +35,14 @@ from sveb.sample.jobs import dtype_of
 from sveb.sample.rules import stage_fps, validate
 from sveb.score import power, scoring
 from sveb.score.compare import compare, default_key
-from sveb.score.pool_checks import Allow, check
-from sveb.score.pooling import load_view, merge, paired, read_scores
+from sveb.score.pool_checks import Allow, check, computed_in
+from sveb.score.pooling import add_estimates, base_view, load_view, merge, paired, read_scores
 from sveb.store.export import export_build, verify
 
 TRAIN = "number-train"  # the train build's key under PARTIAL, when no export of it is found
 A, B = "probe", "grpo"  # the one hypothesis: A's squared error differs from B's (held-out)
 BESIDE = ("mcs-2", "mcs-3")  # reported beside it, not verdicts
+KEPT = (A, B, *BESIDE)  # the estimates committed with the result (estimates.parquet)
 
 
 def configs(a):
@@ -133,9 +135,58 @@ def score(bdirs: list[Path], a, console) -> None:
             evaluate(b, name, {}, "held-out", console=console)
 
 
-def test(bdirs: list[Path]) -> dict:
-    """The pre-registered test on the pooled seeds, and what is reported beside it."""
-    views = [load_view(b, read_scores(b)) for b in bdirs]
+def save_estimates(bdirs: list[Path], path: Path) -> int:
+    """The per-state estimates the test reads (held-out: A, B and the beside rows, every training, every seed) in
+    one file to commit, each row with its build's fingerprint and the dtype its model passes ran in: from it and
+    the exports, `--from-estimates` redoes the test with no sampling and no estimator. Returns the rows written."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+    parts = []
+    for b in bdirs:
+        e = store.read_table(b / "estimates", schema.ESTIMATES)
+        e = e.filter(pc.and_(pc.equal(e["protocol"], "held-out"), pc.is_in(e["estimator"], pa.array(KEPT))))
+        keys = zip(*(e.column(c).to_pylist() for c in ("estimator", "params_fp", "protocol")))
+        e = e.append_column("build_fp", pa.array([store.load_manifest(b).build_fp] * e.num_rows, pa.string()))
+        parts.append(e.append_column("compute", pa.array([computed_in(b, k) for k in keys], pa.string())))
+    table = pa.concat_tables(parts).sort_by([(c, "ascending") for c in ("build_fp", "estimator", "params_fp",
+                                                                       "state_id")])
+    buf = pa.BufferOutputStream()
+    pq.write_table(table, buf, compression="zstd")
+    store.atomic_write_bytes(path, buf.getvalue().to_pybytes())
+    return table.num_rows
+
+
+def stored_views(bdirs: list[Path], path: Path) -> list:
+    """Each export's view filled from the saved estimates alone (nothing the builds under ROOT cached). The
+    dtype the model passes ran in is checked here from the file, as `check` does from the builds' records."""
+    import pyarrow.compute as pc
+    try:
+        table = store.read_shard(path)
+    except Exception as e:  # pyarrow's own error on a damaged or foreign file
+        raise UsageError(f"--from-estimates {path}: not a readable Parquet file ({brief(e)})") from None
+    missing = [c for c in (*schema.ESTIMATES.names, "build_fp", "compute") if c not in table.column_names]
+    if missing:
+        raise UsageError(f"--from-estimates {path}: no column {missing[0]} (not a file save_estimates wrote)")
+    dtypes = sorted({d for d in table.column("compute").to_pylist() if d})
+    if len(dtypes) > 1:
+        raise UsageError(f"--from-estimates {path}: estimates computed in {', '.join(dtypes)}; the plan fixes one")
+    views = []
+    for b in bdirs:
+        fp = store.load_manifest(b).build_fp
+        rows = table.filter(pc.equal(table["build_fp"], fp))
+        if not rows.num_rows:
+            raise UsageError(f"--from-estimates {path}: no estimates of build {fp} ({b})")
+        view, index = base_view(b, [])
+        add_estimates(view, index, rows)
+        views.append(view)
+    return views
+
+
+def test(bdirs: list[Path], stored: Path | None = None) -> dict:
+    """The pre-registered test on the pooled seeds, and what is reported beside it; from the builds' stored
+    estimates, or from a file save_estimates wrote (`stored`)."""
+    views = [load_view(b, read_scores(b)) for b in bdirs] if stored is None else stored_views(bdirs, stored)
     check(views, Allow())  # replicate seeds: the same level mix and dtype, or no pooled test
     view = merge(views)
     key = default_key(view, A, "held-out")[:2]
@@ -157,9 +208,9 @@ def test(bdirs: list[Path]) -> dict:
             "builds": [store.load_manifest(b).build_fp for b in bdirs]}
 
 
-def write(res: dict, out: Path, tb: Path, seconds: float) -> Path:
+def write(res: dict, out: Path, train_fp: str, seconds: float) -> Path:
     out.mkdir(parents=True, exist_ok=True)
-    res = {**res, "train_build": store.load_manifest(tb).build_fp, "machine": describe(),
+    res = {**res, "train_build": train_fp, "machine": describe(),
            "dtype": os.environ.get("SVEB_CPU_DTYPE"), "seconds": round(seconds, 1),
            "date": time.strftime("%Y-%m-%d")}
     (out / "result.json").write_text(json.dumps(res, indent=1, default=float) + "\n")
@@ -195,9 +246,32 @@ def run(a, engine=None, model_dir=None) -> Path:
         save_partial(a, console)
         return Path(a.partial)
     t0 = time.perf_counter()
-    bdirs, tb = sample(a, console, engine, model_dir)
-    score(bdirs, a, console)
-    res = test(bdirs)
+    if getattr(a, "from_estimates", None):
+        bdirs, train_fp, stored = redo_inputs(a)
+    else:
+        bdirs, tb = sample(a, console, engine, model_dir)
+        score(bdirs, a, console)
+        stored, train_fp = None, store.load_manifest(tb).build_fp
+        n = save_estimates(bdirs, Path(a.out) / "estimates.parquet")
+        console.print(f"{n} per-state estimates -> {Path(a.out) / 'estimates.parquet'}")
+    res = test(bdirs, stored)
     if not np.isfinite(res["p"]):
         raise UsageError(f"the test has no p (states {res['states']}, problems {res['problems']}): too few to test")
-    return write(res, Path(a.out), tb, time.perf_counter() - t0)
+    return write(res, Path(a.out), train_fp, time.perf_counter() - t0)
+
+
+def redo_inputs(a) -> tuple[list[Path], str, Path]:
+    """`--from-estimates FILE`: the seeds' exports beside FILE (FILE's folder/exports), checked, and the plan's
+    train build fingerprint; nothing is sampled, restored or scored."""
+    path = Path(a.from_estimates)
+    if not path.is_file():
+        raise UsageError(f"--from-estimates {path}: no such file")
+    tests, train = configs(a)
+    bdirs = []
+    for cfg in tests:
+        exp = path.parent / "exports" / f"number-seed{cfg.seed}"
+        if not (exp / "manifest.json").exists():
+            raise UsageError(f"--from-estimates {path}: no export {exp} of seed {cfg.seed} beside it")
+        verify(exp)
+        bdirs.append(exp)
+    return bdirs, stage_fps(train)["references"], path

@@ -84,16 +84,8 @@ def load_view(bdir: Build | Path, scores: list[dict]) -> View:
     """A build's per-state view with every estimate the build stores."""
     view, index = base_view(bdir, scores)
     bdir = view.bdir
-    n = len(index)
     if (bdir / "estimates").exists():
-        e = store.read_table(bdir / "estimates", schema.ESTIMATES)
-        cols = ("state_id", "estimator", "params_fp", "params", "protocol", "value", "own_shift")
-        for sid, name, pfp, pj, proto, v, d in zip(*(e.column(c).to_pylist() for c in cols)):
-            if sid in index:
-                arr = view.est.setdefault((name, pfp, proto), np.full(n, np.nan))
-                arr[index[sid]] = np.nan if v is None else v
-                view.shift.setdefault((name, pfp, proto), np.full(n, np.nan))[index[sid]] = np.nan if d is None else d
-                view.params[(name, pfp)] = pj
+        add_estimates(view, index, store.read_table(bdir / "estimates", schema.ESTIMATES))
     for r in scores:
         view.params.setdefault((r["estimator"], r["params_fp"]), r["params"])
     stored: dict[tuple, list[dict]] = {}
@@ -101,6 +93,19 @@ def load_view(bdir: Build | Path, scores: list[dict]) -> View:
         stored.setdefault((r["estimator"], r["params_fp"], r["protocol"]), []).append(r)
     view.scores = rescore(view, stored)
     return view
+
+
+def add_estimates(view: View, index: dict[str, int], table) -> None:
+    """Per-state estimates (a table with ESTIMATES' state_id, estimator, params_fp, params, protocol, value and
+    own_shift) into a one-build view; rows of states the build does not hold are skipped."""
+    n = len(index)
+    cols = ("state_id", "estimator", "params_fp", "params", "protocol", "value", "own_shift")
+    for sid, name, pfp, pj, proto, v, d in zip(*(table.column(c).to_pylist() for c in cols)):
+        if sid in index:
+            arr = view.est.setdefault((name, pfp, proto), np.full(n, np.nan))
+            arr[index[sid]] = np.nan if v is None else v
+            view.shift.setdefault((name, pfp, proto), np.full(n, np.nan))[index[sid]] = np.nan if d is None else d
+            view.params[(name, pfp)] = pj
 
 
 def rescore(view: View, stored: dict[tuple, list[dict]]) -> list[dict]:
