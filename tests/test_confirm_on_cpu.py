@@ -69,7 +69,11 @@ def test_the_confirmatory_run_end_to_end_and_resumed(tmp_path, monkeypatch):
     one = pq.read_table(out / "estimates.parquet")  # a file short of a seed, or not Parquet: one line, nothing written
     pq.write_table(one.filter(pc.equal(one["build_fp"], res["builds"][0])), tmp_path / "short.parquet")
     (tmp_path / "junk.parquet").write_bytes(b"PAR1 not really\n")
-    for bad, says in (("short.parquet", f"no estimates of build {res['builds'][1]}"), ("junk.parquet", "readable")):
+    first = pc.equal(one["build_fp"], res["builds"][0])
+    mixed = pc.if_else(first, "cpu-bfloat16", "cpu-float32")  # one seed's model passes in another dtype
+    pq.write_table(one.set_column(one.column_names.index("compute"), "compute", mixed), tmp_path / "mixed.parquet")
+    for bad, says in (("short.parquet", f"no estimates of build {res['builds'][1]}"), ("junk.parquet", "readable"),
+                      ("mixed.parquet", "estimates: mixed dtypes")):
         shutil.copytree(out / "exports", tmp_path / "exports", dirs_exist_ok=True)
         with pytest.raises(SystemExit, match=says) as e:
             confirm.main([*args, "--from-estimates", str(tmp_path / bad), "--out", str(tmp_path / "bad")],

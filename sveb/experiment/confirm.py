@@ -35,6 +35,7 @@ from sveb.sample.jobs import dtype_of
 from sveb.sample.rules import stage_fps, validate
 from sveb.score import power, scoring
 from sveb.score.compare import compare, default_key
+from sveb.score.composition import dtype_refusal
 from sveb.score.pool_checks import Allow, check, computed_in
 from sveb.score.pooling import add_estimates, base_view, load_view, merge, paired, read_scores
 from sveb.store.export import export_build, verify
@@ -168,9 +169,10 @@ def stored_views(bdirs: list[Path], path: Path) -> list:
     missing = [c for c in (*schema.ESTIMATES.names, "build_fp", "compute") if c not in table.column_names]
     if missing:
         raise UsageError(f"--from-estimates {path}: no column {missing[0]} (not a file save_estimates wrote)")
-    dtypes = sorted({d for d in table.column("compute").to_pylist() if d})
-    if len(dtypes) > 1:
-        raise UsageError(f"--from-estimates {path}: estimates computed in {', '.join(dtypes)}; the plan fixes one")
+    cols = (table.column(c).to_pylist() for c in ("estimator", "params_fp", "build_fp", "compute"))
+    refusal = dtype_refusal(f"--from-estimates {path}: estimates", {f"{n} {p} [{b}]": d for n, p, b, d in zip(*cols)})
+    if refusal:  # the plan fixes one dtype
+        raise UsageError(refusal)
     views = []
     for b in bdirs:
         fp = store.load_manifest(b).build_fp
